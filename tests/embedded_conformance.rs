@@ -1126,3 +1126,286 @@ async fn served_over_tcp_for_outside_clients() {
         .unwrap()
         .unwrap();
 }
+
+// ---------------------------------------------------------------- admission webhooks
+
+struct Webhooks {
+    addr: std::net::SocketAddr,
+    ca_bundle: Value,
+    seen: Arc<std::sync::Mutex<Vec<Value>>>,
+    handle: axum_server::Handle<std::net::SocketAddr>,
+}
+
+/// An HTTPS webhook server with a throw-away CA: `/mutate` labels the object, `/deny` refuses,
+/// every review is recorded.
+async fn webhook_server() -> Webhooks {
+    use axum::routing::post;
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["wh.tephra.svc".to_string(), "127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    let seen: Arc<std::sync::Mutex<Vec<Value>>> = Arc::default();
+    let answer = |review: &Value, allowed: bool, patch: Option<Value>| {
+        let uid = review["request"]["uid"].clone();
+        let mut resp = json!({"uid": uid, "allowed": allowed});
+        if !allowed {
+            resp["status"] = json!({"code": 403, "message": "no"});
+        }
+        if let Some(p) = patch {
+            resp["patchType"] = json!("JSONPatch");
+            resp["patch"] =
+                serde_json::to_value(k8s_openapi::ByteString(p.to_string().into_bytes())).unwrap();
+        }
+        axum::Json(
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp}),
+        )
+    };
+    let (s1, s2) = (seen.clone(), seen.clone());
+    let app = axum::Router::new()
+        .route(
+            "/mutate",
+            post(move |axum::Json(review): axum::Json<Value>| {
+                let seen = s1.clone();
+                async move {
+                    seen.lock().unwrap().push(review.clone());
+                    let has_labels = review["request"]["object"]["metadata"]["labels"].is_object();
+                    let patch = if has_labels {
+                        json!([{"op": "add", "path": "/metadata/labels/mutated", "value": "yes"}])
+                    } else {
+                        json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}])
+                    };
+                    answer(&review, true, Some(patch))
+                }
+            }),
+        )
+        .route(
+            "/deny",
+            post(move |axum::Json(review): axum::Json<Value>| {
+                let seen = s2.clone();
+                async move {
+                    seen.lock().unwrap().push(review.clone());
+                    answer(&review, false, None)
+                }
+            }),
+        );
+    let config = axum_server::tls_rustls::RustlsConfig::from_pem(
+        cert.pem().into_bytes(),
+        key.serialize_pem().into_bytes(),
+    )
+    .await
+    .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = axum_server::Handle::new();
+    let server = axum_server::from_tcp_rustls(listener, config)
+        .unwrap()
+        .handle(handle.clone());
+    tokio::spawn(server.serve(app.into_make_service()));
+    let ca_bundle = serde_json::to_value(k8s_openapi::ByteString(ca.pem().into_bytes())).unwrap();
+    Webhooks {
+        addr,
+        ca_bundle,
+        seen,
+        handle,
+    }
+}
+
+fn hook(name: &str, client_config: Value, resources: &[&str], group: &str, extra: Value) -> Value {
+    let mut h = json!({
+        "name": name,
+        "clientConfig": client_config,
+        "rules": [{"operations": ["CREATE"], "apiGroups": [group], "apiVersions": ["*"], "resources": resources}],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 5,
+    });
+    if let (Some(h), Some(e)) = (h.as_object_mut(), extra.as_object()) {
+        h.extend(e.clone());
+    }
+    h
+}
+
+#[tokio::test]
+async fn admission_webhooks_mutate_then_validate_over_https() {
+    let wh = webhook_server().await;
+    let api = ApiServer::new(EmbeddedOptions {
+        webhook_service_addr: Some(wh.addr),
+        ..opts()
+    });
+    let c = client(&api);
+    let dyn_create = |api_version: &str, kind: &str, plural: &str, obj: Value| {
+        let c = c.clone();
+        let (g, v) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let ar = kube::discovery::ApiResource {
+            group: g.into(),
+            version: v.into(),
+            api_version: api_version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        async move {
+            let a: Api<DynamicObject> = Api::all_with(c, &ar);
+            a.create(
+                &PostParams::default(),
+                &serde_json::from_value(obj).unwrap(),
+            )
+            .await
+        }
+    };
+    let by_service = json!({"service": {"namespace": "tephra", "name": "wh", "path": "/mutate", "port": 443}, "caBundle": wh.ca_bundle});
+    let by_url = |path: &str| json!({"url": format!("https://127.0.0.1:{}{path}", wh.addr.port()), "caBundle": wh.ca_bundle});
+    dyn_create("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", json!({
+        "metadata": {"name": "tephra"},
+        "webhooks": [
+            hook("pods.tephra.io", by_service.clone(), &["pods"], "", json!({})),
+            hook("jobs.tephra.io", by_service.clone(), &["jobs"], "batch.volcano.sh", json!({})),
+        ]
+    }))
+    .await
+    .unwrap();
+    dyn_create("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", json!({
+        "metadata": {"name": "tephra"},
+        "webhooks": [
+            hook("deny.tephra.io", by_url("/deny"), &["configmaps"], "", json!({"objectSelector": {"matchLabels": {"deny": "yes"}}})),
+            hook("closed-fail.tephra.io", json!({"url": "https://127.0.0.1:1/x", "caBundle": wh.ca_bundle}), &["secrets"], "",
+                 json!({"failurePolicy": "Fail", "objectSelector": {"matchLabels": {"policy": "fail"}}})),
+            hook("closed-ignore.tephra.io", json!({"url": "https://127.0.0.1:1/x", "caBundle": wh.ca_bundle}), &["secrets"], "",
+                 json!({"failurePolicy": "Ignore", "objectSelector": {"matchLabels": {"policy": "ignore"}}})),
+            hook("untrusted.tephra.io", json!({"url": format!("https://127.0.0.1:{}/deny", wh.addr.port()),
+                 "caBundle": serde_json::to_value(k8s_openapi::ByteString(b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".to_vec())).unwrap()}),
+                 &["services"], "", json!({})),
+        ]
+    }))
+    .await
+    .unwrap();
+
+    // Mutating via a service reference: the patch is applied; the webhook saw no uid yet.
+    let pods: Api<Pod> = Api::default_namespaced(c.clone());
+    let mut gp = pod("", json!({}));
+    gp.metadata.name = None;
+    gp.metadata.generate_name = Some("mut-".into());
+    let p = pods.create(&PostParams::default(), &gp).await.unwrap();
+    assert_eq!(p.labels().get("mutated").map(String::as_str), Some("yes"));
+    let review = wh.seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(review["request"]["operation"], "CREATE");
+    assert_eq!(review["request"]["kind"]["kind"], "Pod");
+    assert_eq!(review["request"]["namespace"], "default");
+    assert!(
+        review["request"]["object"]["metadata"].get("uid").is_none(),
+        "mutation happens before uid assignment"
+    );
+    assert_eq!(
+        review["request"]["object"]["spec"]["schedulerName"], "default-scheduler",
+        "defaults before admission"
+    );
+
+    // Validating via url: a denial carries the webhook's code and message.
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    let denied = cms
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "d", "labels": {"deny": "yes"}}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    let (code_, _) = code(&denied);
+    assert_eq!(code_, 403);
+    assert!(
+        denied
+            .to_string()
+            .contains("admission webhook \"deny.tephra.io\" denied the request: no"),
+        "{denied}"
+    );
+    assert!(cms.get_opt("d").await.unwrap().is_none());
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "ok"}})).unwrap(),
+    )
+    .await
+    .expect("objectSelector keeps the webhook off unlabelled objects");
+
+    // failurePolicy.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::default_namespaced(c.clone());
+    let e = secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "s1", "labels": {"policy": "fail"}}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e).0, 500);
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "s2", "labels": {"policy": "ignore"}}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .expect("failurePolicy Ignore lets the write through");
+
+    // A caBundle that does not sign the server's certificate fails the call (Fail by default).
+    let svcs: Api<k8s_openapi::api::core::v1::Service> = Api::default_namespaced(c.clone());
+    let e = svcs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "svc"}, "spec": {}})).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e).0, 500);
+
+    // CRD schema defaults are applied before admission: a vcJob without a queue arrives with
+    // `queue: default`.
+    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+    crds.create(
+        &PostParams::default(),
+        &volcano_crd("batch.volcano.sh_jobs.yaml"),
+    )
+    .await
+    .unwrap();
+    let jobs_ar = kube::discovery::ApiResource {
+        group: "batch.volcano.sh".into(),
+        version: "v1alpha1".into(),
+        api_version: "batch.volcano.sh/v1alpha1".into(),
+        kind: "Job".into(),
+        plural: "jobs".into(),
+    };
+    let jobs: Api<DynamicObject> = Api::namespaced_with(c.clone(), "default", &jobs_ar);
+    let job: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": {"minAvailable": 1, "tasks": [{"name": "t", "replicas": 1, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}]}
+    }))
+    .unwrap();
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+    let created = jobs.get("j").await.unwrap();
+    assert_eq!(
+        created.labels().get("mutated").map(String::as_str),
+        Some("yes")
+    );
+    let review = wh
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|r| r["request"]["kind"]["group"] == "batch.volcano.sh")
+        .cloned()
+        .unwrap();
+    assert_eq!(review["request"]["object"]["spec"]["queue"], "default");
+    wh.handle.shutdown();
+}

@@ -1,10 +1,37 @@
-//! Admission like kube-apiserver: the stored MutatingWebhookConfigurations and
-//! ValidatingWebhookConfigurations are honoured by sending `admission.k8s.io/v1`
-//! AdmissionReviews over HTTPS.
+//! Admission like kube-apiserver: the MutatingWebhookConfigurations and
+//! ValidatingWebhookConfigurations stored in the embedded API are honoured by sending
+//! `admission.k8s.io/v1` AdmissionReviews over HTTPS.
+//!
+//! - Webhooks are matched by `rules` (operations, apiGroups, apiVersions, resources with
+//!   `*`, `x/*`, `*/status` forms, scope), `namespaceSelector` (labels of the object's namespace;
+//!   cluster-scoped objects other than namespaces always match) and `objectSelector` (labels of
+//!   the new or the old object).
+//! - Mutating webhooks run first, configurations by name, webhooks in order; their JSON patches
+//!   are applied. Mutating admission sees the object before kube-apiserver's `BeforeCreate`
+//!   (no uid, no creationTimestamp, an empty name when `generateName` is used), validating
+//!   admission sees the final object, as in kube-apiserver.
+//! - `clientConfig.url` is called as given; `clientConfig.service` goes to the configured local
+//!   address ([`super::EmbeddedOptions::webhook_service_addr`]) under the name
+//!   `NAME.NAMESPACE.svc`, so the serving certificate is verified for that name against
+//!   `caBundle` (rustls, ring). Without a `caBundle` nothing is trusted (the embedded API has no
+//!   system trust store) and the call fails.
+//! - `failurePolicy` (default Fail) decides what a failed call does; `timeoutSeconds`
+//!   (default 10, at most 30) bounds it.
+//! - Not done: `matchConditions` (CEL) are not evaluated (the webhook is called),
+//!   `reinvocationPolicy` is ignored, `matchPolicy: Equivalent` matches exact resources only.
+//!
+//! HTTP client: reqwest (moved from dev- to normal dependencies, `rustls-no-provider`) with a
+//! preconfigured rustls `ClientConfig` on the ring provider.
 
-use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
 
 use super::resources::ResourceInfo;
+use super::selectors::LabelSelector;
+use super::store::GroupResource;
 use super::{ApiError, ApiServer};
 
 /// The admission operation.
@@ -29,32 +56,537 @@ impl Operation {
     }
 }
 
-/// Webhook calling state.
-#[derive(Debug)]
+/// What is being admitted.
+#[derive(Clone, Copy, Debug)]
+pub struct Attributes<'a> {
+    /// Operation.
+    pub op: Operation,
+    /// Resource.
+    pub res: &'a ResourceInfo,
+    /// Requested version.
+    pub version: &'a str,
+    /// Subresource (`status`), if any.
+    pub sub: Option<&'a str>,
+    /// Namespace ("" when cluster scoped).
+    pub namespace: &'a str,
+    /// Object name (may be empty on a create with `generateName`).
+    pub name: &'a str,
+    /// Old object (UPDATE, DELETE).
+    pub old: Option<&'a Value>,
+    /// `dryRun`.
+    pub dry_run: bool,
+}
+
+/// Which webhook kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// MutatingWebhookConfiguration.
+    Mutating,
+    /// ValidatingWebhookConfiguration.
+    Validating,
+}
+
+fn strs(v: Option<&Value>) -> Vec<&str> {
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// Whether one `rules` entry matches. Pure.
+pub fn rule_matches(rule: &Value, a: &Attributes<'_>) -> bool {
+    let ops = strs(rule.get("operations"));
+    if !ops.iter().any(|o| *o == "*" || *o == a.op.as_str()) {
+        return false;
+    }
+    let groups = strs(rule.get("apiGroups"));
+    if !groups.iter().any(|g| *g == "*" || *g == a.res.group) {
+        return false;
+    }
+    let versions = strs(rule.get("apiVersions"));
+    if !versions.iter().any(|v| *v == "*" || *v == a.version) {
+        return false;
+    }
+    let resources = strs(rule.get("resources"));
+    let res_ok = resources.iter().any(|r| {
+        let (rr, rs) = r.split_once('/').map_or((*r, None), |(x, y)| (x, Some(y)));
+        let main_ok = rr == "*" || rr == a.res.plural;
+        match (rs, a.sub) {
+            (None, None) => main_ok,
+            (None, Some(_)) => false,
+            (Some(_), None) => false,
+            (Some(s), Some(sub)) => main_ok && (s == "*" || s == sub),
+        }
+    });
+    if !res_ok {
+        return false;
+    }
+    match rule.get("scope").and_then(Value::as_str).unwrap_or("*") {
+        "Cluster" => !a.res.namespaced,
+        "Namespaced" => a.res.namespaced,
+        _ => true,
+    }
+}
+
+/// Whether a webhook applies to a request. `ns_labels` are the labels of the object's namespace
+/// (or of the namespace object itself). Pure.
+pub fn webhook_matches(
+    hook: &Value,
+    a: &Attributes<'_>,
+    new: Option<&Value>,
+    ns_labels: Option<&Value>,
+) -> bool {
+    let rules = hook.get("rules").and_then(Value::as_array);
+    if !rules.is_some_and(|r| r.iter().any(|rule| rule_matches(rule, a))) {
+        return false;
+    }
+    let is_namespace = a.res.group.is_empty() && a.res.plural == "namespaces";
+    if a.res.namespaced || is_namespace {
+        let Ok(sel) = LabelSelector::from_object(hook.get("namespaceSelector")) else {
+            return false;
+        };
+        let labels = json!({"metadata": {"labels": ns_labels.cloned().unwrap_or(json!({}))}});
+        if !sel.matches_value(&labels) {
+            return false;
+        }
+    }
+    let Ok(osel) = LabelSelector::from_object(hook.get("objectSelector")) else {
+        return false;
+    };
+    let matches = |o: Option<&Value>| o.is_some_and(|o| osel.matches_value(o));
+    osel.0.is_empty() || matches(new) || matches(a.old)
+}
+
+/// Builds the AdmissionReview request. Pure.
+pub fn review_request(uid: &str, a: &Attributes<'_>, object: Option<&Value>) -> Value {
+    let kind = json!({"group": a.res.group, "version": a.version, "kind": a.res.kind});
+    let resource = json!({"group": a.res.group, "version": a.version, "resource": a.res.plural});
+    let options_kind = match a.op {
+        Operation::Create => "CreateOptions",
+        Operation::Update => "UpdateOptions",
+        Operation::Delete => "DeleteOptions",
+    };
+    let mut req = json!({
+        "uid": uid,
+        "kind": kind, "resource": resource,
+        "requestKind": kind, "requestResource": resource,
+        "name": a.name,
+        "operation": a.op.as_str(),
+        "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
+        "object": object.cloned().unwrap_or(Value::Null),
+        "oldObject": a.old.cloned().unwrap_or(Value::Null),
+        "dryRun": a.dry_run,
+        "options": {"kind": options_kind, "apiVersion": "meta.k8s.io/v1"},
+    });
+    if !a.namespace.is_empty() {
+        req["namespace"] = json!(a.namespace);
+    }
+    if let Some(s) = a.sub {
+        req["subResource"] = json!(s);
+        req["requestSubResource"] = json!(s);
+    }
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
+}
+
+/// What a webhook answered.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    /// Allowed, with an optional JSON patch.
+    Allowed(Option<json_patch::Patch>),
+    /// Denied: code, reason, message (already prefixed like kube-apiserver's).
+    Denied(u16, String, String),
+}
+
+/// Reads an AdmissionReview response. Pure.
+pub fn parse_response(hook_name: &str, uid: &str, body: &Value) -> Result<Verdict, String> {
+    let resp = body
+        .get("response")
+        .ok_or("webhook response has no `response`")?;
+    if resp.get("uid").and_then(Value::as_str) != Some(uid) {
+        return Err(format!(
+            "expected response.uid={uid:?}, got {:?}",
+            resp.get("uid")
+        ));
+    }
+    if !resp
+        .get("allowed")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+    {
+        let st = resp.get("status").cloned().unwrap_or(json!({}));
+        let code = st
+            .get("code")
+            .and_then(Value::as_u64)
+            .map(|c| c as u16)
+            .filter(|c| *c >= 400)
+            .unwrap_or(400);
+        let reason = st
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let msg = st
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let denied = format!("admission webhook \"{hook_name}\" denied the request");
+        let message = if !msg.is_empty() {
+            format!("{denied}: {msg}")
+        } else if !reason.is_empty() {
+            format!("{denied}: {reason}")
+        } else {
+            format!("{denied} without explanation")
+        };
+        return Ok(Verdict::Denied(code, reason, message));
+    }
+    match resp.get("patch") {
+        None | Some(Value::Null) => Ok(Verdict::Allowed(None)),
+        Some(p) => {
+            if let Some(t) = resp.get("patchType").and_then(Value::as_str)
+                && t != "JSONPatch"
+            {
+                return Err(format!("unsupported patchType {t:?}"));
+            }
+            let bytes: k8s_openapi::ByteString = serde_json::from_value(p.clone())
+                .map_err(|e| format!("patch is not base64: {e}"))?;
+            let patch: json_patch::Patch = serde_json::from_slice(&bytes.0)
+                .map_err(|e| format!("patch is not a JSON patch: {e}"))?;
+            Ok(Verdict::Allowed(Some(patch)))
+        }
+    }
+}
+
+/// Webhook calling state: HTTPS clients cached per trust bundle.
 pub struct Admission {
     service_addr: Option<std::net::SocketAddr>,
+    clients: Mutex<HashMap<(String, String), reqwest::Client>>,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("service_addr", &self.service_addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Admission {
     /// Admission that maps `clientConfig.service` to `service_addr`.
     pub fn new(service_addr: Option<std::net::SocketAddr>) -> Self {
-        Self { service_addr }
+        Self {
+            service_addr,
+            clients: Mutex::new(HashMap::new()),
+        }
     }
 
-    /// Runs the mutating, then the validating webhooks that match; returns the admitted object.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn admit(
+    fn client(&self, ca_b64: &str, service_host: Option<&str>) -> Result<reqwest::Client, String> {
+        let key = (
+            ca_b64.to_string(),
+            service_host.unwrap_or_default().to_string(),
+        );
+        if let Some(c) = self
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(c.clone());
+        }
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let ca: k8s_openapi::ByteString = serde_json::from_value(json!(ca_b64))
+            .map_err(|e| format!("caBundle is not base64: {e}"))?;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&ca.0) {
+            let cert = cert.map_err(|e| format!("caBundle: {e}"))?;
+            roots.add(cert).map_err(|e| format!("caBundle: {e}"))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let mut b = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .no_proxy()
+            .https_only(true);
+        if let (Some(host), Some(addr)) = (service_host, self.service_addr) {
+            b = b.resolve(host, addr);
+        }
+        let c = b.build().map_err(|e| e.to_string())?;
+        self.clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, c.clone());
+        Ok(c)
+    }
+
+    fn hooks(api: &ApiServer, phase: Phase) -> Vec<Value> {
+        let resource = match phase {
+            Phase::Mutating => "mutatingwebhookconfigurations",
+            Phase::Validating => "validatingwebhookconfigurations",
+        };
+        let gr = GroupResource::new("admissionregistration.k8s.io", resource);
+        if api.store.count(&gr) == 0 {
+            return vec![];
+        }
+        api.store
+            .list(&gr, None, None, 0, |_| true)
+            .items
+            .iter()
+            .filter_map(|c| c.value().ok())
+            .flat_map(|c| {
+                c.get("webhooks")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    async fn call(
         &self,
-        _api: &ApiServer,
-        _op: Operation,
-        _res: &ResourceInfo,
-        _version: &str,
-        _old: Option<&Value>,
-        new: Value,
-        _dry_run: bool,
-        _sub: Option<&str>,
-    ) -> Result<Value, ApiError> {
-        let _ = self.service_addr;
-        Ok(new)
+        hook: &Value,
+        a: &Attributes<'_>,
+        object: Option<&Value>,
+        uid: &str,
+    ) -> Result<Verdict, String> {
+        let name = hook
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("webhook");
+        let cc = hook.get("clientConfig").ok_or("no clientConfig")?;
+        let ca = cc
+            .get("caBundle")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let (url, host) = if let Some(u) = cc.get("url").and_then(Value::as_str) {
+            (u.to_string(), None)
+        } else if let Some(svc) = cc.get("service") {
+            let addr = self
+                .service_addr
+                .ok_or("no local address is configured for webhook services")?;
+            let s = |k: &str| svc.get(k).and_then(Value::as_str).unwrap_or_default();
+            let host = format!("{}.{}.svc", s("name"), s("namespace"));
+            (
+                format!("https://{host}:{}{}", addr.port(), s("path")),
+                Some(host),
+            )
+        } else {
+            return Err("clientConfig has neither url nor service".into());
+        };
+        let timeout = hook
+            .get("timeoutSeconds")
+            .and_then(Value::as_u64)
+            .unwrap_or(10)
+            .clamp(1, 30);
+        let client = self.client(ca, host.as_deref())?;
+        let review = review_request(uid, a, object);
+        let resp = client
+            .post(&url)
+            .timeout(Duration::from_secs(timeout))
+            .json(&review)
+            .send()
+            .await
+            .map_err(|e| format!("failed to call webhook: Post \"{url}\": {e}"))?;
+        let status = resp.status();
+        let body: Value = resp
+            .json()
+            .await
+            .map_err(|e| format!("webhook {url} answered {status} with no AdmissionReview: {e}"))?;
+        parse_response(name, uid, &body)
+    }
+
+    /// Runs the matching webhooks of `phase`. Mutating webhooks may change `obj` (returned);
+    /// any denial or a failed call under `failurePolicy: Fail` is an error.
+    pub async fn run(
+        &self,
+        api: &ApiServer,
+        phase: Phase,
+        a: &Attributes<'_>,
+        mut obj: Option<Value>,
+    ) -> Result<Option<Value>, ApiError> {
+        if a.res.group == "admissionregistration.k8s.io" {
+            // kube-apiserver never calls webhooks on webhook configurations (no lock-out).
+            return Ok(obj);
+        }
+        let hooks = Self::hooks(api, phase);
+        if hooks.is_empty() {
+            return Ok(obj);
+        }
+        let ns_labels = if a.res.group.is_empty() && a.res.plural == "namespaces" {
+            obj.as_ref()
+                .or(a.old)
+                .and_then(|o| o.pointer("/metadata/labels"))
+                .cloned()
+        } else if a.res.namespaced {
+            api.store
+                .get(&GroupResource::new("", "namespaces"), "", a.namespace)
+                .and_then(|n| n.value().ok())
+                .and_then(|n| n.pointer("/metadata/labels").cloned())
+        } else {
+            None
+        };
+        for hook in hooks {
+            if !webhook_matches(&hook, a, obj.as_ref(), ns_labels.as_ref()) {
+                continue;
+            }
+            let name = hook
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("webhook")
+                .to_string();
+            let uid = api.new_uid();
+            let fail_open = hook.get("failurePolicy").and_then(Value::as_str) == Some("Ignore");
+            match self.call(&hook, a, obj.as_ref(), &uid).await {
+                Ok(Verdict::Allowed(None)) => {}
+                Ok(Verdict::Allowed(Some(patch))) => {
+                    if phase == Phase::Mutating
+                        && a.op != Operation::Delete
+                        && let Some(o) = obj.as_mut()
+                    {
+                        let mut patched = o.clone();
+                        json_patch::patch(&mut patched, &patch.0).map_err(|e| {
+                            ApiError::Internal(format!("Internal error occurred: admission webhook \"{name}\" returned a patch that cannot be applied: {e}"))
+                        })?;
+                        *o = patched;
+                    }
+                }
+                Ok(Verdict::Denied(code, reason, message)) => {
+                    return Err(ApiError::Denied {
+                        code,
+                        reason,
+                        message,
+                    });
+                }
+                Err(e) if fail_open => {
+                    tracing::warn!(webhook = %name, error = %e, "webhook failed; failurePolicy Ignore");
+                }
+                Err(e) => {
+                    return Err(ApiError::Internal(format!(
+                        "Internal error occurred: failed calling webhook \"{name}\": {e}"
+                    )));
+                }
+            }
+        }
+        Ok(obj)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embedded::resources::Registry;
+
+    fn attrs<'a>(res: &'a ResourceInfo, op: Operation, sub: Option<&'a str>) -> Attributes<'a> {
+        Attributes {
+            op,
+            res,
+            version: &res.versions[0],
+            sub,
+            namespace: "default",
+            name: "x",
+            old: None,
+            dry_run: false,
+        }
+    }
+
+    #[test]
+    fn rules_match_operations_groups_versions_resources_and_scope() {
+        let reg = Registry::new();
+        let pods = reg.lookup("", "v1", "pods").unwrap();
+        let nodes = reg.lookup("", "v1", "nodes").unwrap();
+        let rule = json!({"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]});
+        assert!(rule_matches(&rule, &attrs(&pods, Operation::Create, None)));
+        assert!(!rule_matches(&rule, &attrs(&pods, Operation::Update, None)));
+        assert!(!rule_matches(
+            &rule,
+            &attrs(&pods, Operation::Create, Some("status"))
+        ));
+        assert!(!rule_matches(
+            &rule,
+            &attrs(&nodes, Operation::Create, None)
+        ));
+        let star = json!({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*/status"], "scope": "Namespaced"});
+        assert!(rule_matches(
+            &star,
+            &attrs(&pods, Operation::Update, Some("status"))
+        ));
+        assert!(!rule_matches(&star, &attrs(&pods, Operation::Update, None)));
+        assert!(!rule_matches(
+            &star,
+            &attrs(&nodes, Operation::Update, Some("status"))
+        ));
+        let all_sub = json!({"operations": ["*"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["pods/*"]});
+        assert!(rule_matches(
+            &all_sub,
+            &attrs(&pods, Operation::Update, Some("status"))
+        ));
+    }
+
+    #[test]
+    fn selectors_filter_webhooks() {
+        let reg = Registry::new();
+        let pods = reg.lookup("", "v1", "pods").unwrap();
+        let hook = json!({
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+            "namespaceSelector": {"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]},
+            "objectSelector": {"matchLabels": {"app": "web"}}
+        });
+        let a = attrs(&pods, Operation::Create, None);
+        let web = json!({"metadata": {"labels": {"app": "web"}}});
+        assert!(webhook_matches(&hook, &a, Some(&web), Some(&json!({}))));
+        assert!(!webhook_matches(
+            &hook,
+            &a,
+            Some(&web),
+            Some(&json!({"skip": "1"}))
+        ));
+        assert!(!webhook_matches(
+            &hook,
+            &a,
+            Some(&json!({"metadata": {}})),
+            None
+        ));
+    }
+
+    #[test]
+    fn responses_are_read_like_kube_apiserver() {
+        let patch = k8s_openapi::ByteString(br#"[{"op":"add","path":"/a","value":1}]"#.to_vec());
+        let ok = json!({"response": {"uid": "u", "allowed": true, "patchType": "JSONPatch", "patch": patch}});
+        match parse_response("h", "u", &ok).unwrap() {
+            Verdict::Allowed(Some(p)) => assert_eq!(p.0.len(), 1),
+            other => panic!("{other:?}"),
+        }
+        let deny = json!({"response": {"uid": "u", "allowed": false, "status": {"code": 403, "message": "no queue"}}});
+        assert_eq!(
+            parse_response("h", "u", &deny).unwrap(),
+            Verdict::Denied(
+                403,
+                String::new(),
+                "admission webhook \"h\" denied the request: no queue".into()
+            )
+        );
+        let bare = json!({"response": {"uid": "u", "allowed": false}});
+        assert!(
+            matches!(parse_response("h", "u", &bare).unwrap(), Verdict::Denied(400, _, m) if m.ends_with("without explanation"))
+        );
+        assert!(parse_response("h", "other", &ok).is_err());
+    }
+
+    #[test]
+    fn review_requests_carry_kind_resource_and_objects() {
+        let reg = Registry::new();
+        let pods = reg.lookup("", "v1", "pods").unwrap();
+        let a = attrs(&pods, Operation::Create, None);
+        let r = review_request("uid-1", &a, Some(&json!({"metadata": {}})));
+        assert_eq!(r["kind"], "AdmissionReview");
+        assert_eq!(r["request"]["uid"], "uid-1");
+        assert_eq!(r["request"]["kind"]["kind"], "Pod");
+        assert_eq!(r["request"]["resource"]["resource"], "pods");
+        assert_eq!(r["request"]["operation"], "CREATE");
+        assert_eq!(r["request"]["namespace"], "default");
+        assert!(r["request"]["oldObject"].is_null());
     }
 }

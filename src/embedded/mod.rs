@@ -148,6 +148,16 @@ pub enum ApiError {
     /// 504.
     #[error("{0}")]
     Timeout(String),
+    /// An admission webhook denied the request (its code and reason, kube-apiserver's message).
+    #[error("{message}")]
+    Denied {
+        /// HTTP code (at least 400).
+        code: u16,
+        /// The webhook's reason, if any.
+        reason: String,
+        /// `admission webhook "NAME" denied the request: ...`.
+        message: String,
+    },
 }
 
 impl ApiError {
@@ -166,11 +176,12 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Internal(_) => 500,
             ApiError::Timeout(_) => 504,
+            ApiError::Denied { code, .. } => *code,
         }
     }
 
     /// The `Status.reason`.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> &str {
         match self {
             ApiError::NotFound { .. } => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
@@ -186,12 +197,20 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Internal(_) => "InternalError",
             ApiError::Timeout(_) => "Timeout",
+            ApiError::Denied { reason, .. } => reason,
         }
     }
 
     /// A label for metrics and logs.
     pub fn metric_label(&self) -> &'static str {
-        self.reason()
+        match self {
+            ApiError::Denied { .. } => "Denied",
+            ApiError::NotFound { .. } => "NotFound",
+            ApiError::AlreadyExists { .. } => "AlreadyExists",
+            ApiError::Conflict(_) => "Conflict",
+            ApiError::Internal(_) => "InternalError",
+            _ => "Other",
+        }
     }
 
     /// The `Status` object.

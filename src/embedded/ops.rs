@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::admission::Operation;
+use super::admission::{Attributes, Operation, Phase};
 use super::faults::Fault;
 use super::patch::{self, PatchKind};
 use super::prepare::{self, CreateContext, Endpoint};
@@ -110,6 +110,9 @@ fn store_err(res: &ResourceInfo, name: &str, e: StoreError) -> ApiError {
             ApiError::Expired(format!("too old resource version: {requested} ({oldest})"))
         }
         StoreError::Encode(e) => ApiError::Internal(e.to_string()),
+        StoreError::TooLarge(n) => ApiError::TooLarge(format!(
+            "Request entity too large: object is {n} bytes, limit is {MAX_OBJECT_BYTES}"
+        )),
     }
 }
 
@@ -117,16 +120,6 @@ fn name_of(v: &Value) -> &str {
     v.pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default()
-}
-
-fn check_size(stored: &Stored) -> Result<(), ApiError> {
-    if stored.json.len() > MAX_OBJECT_BYTES {
-        return Err(ApiError::TooLarge(format!(
-            "Request entity too large: object is {} bytes, limit is {MAX_OBJECT_BYTES}",
-            stored.json.len()
-        )));
-    }
-    Ok(())
 }
 
 impl ApiServer {
@@ -186,6 +179,26 @@ impl ApiServer {
         self.prepare_create_at(res, ns, &res.versions[0].clone(), obj)
     }
 
+    fn check_namespace(&self, res: &ResourceInfo, ns: &str, name: &str) -> Result<(), ApiError> {
+        if !res.namespaced {
+            return Ok(());
+        }
+        match self
+            .store
+            .get(&GroupResource::new("", "namespaces"), "", ns)
+        {
+            None => Err(ApiError::NotFound {
+                resource: "namespaces".into(),
+                name: ns.into(),
+            }),
+            Some(n) if n.deleting => Err(ApiError::Forbidden(format!(
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                res.qualified()
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
     fn prepare_create_at(
         &self,
         res: &ResourceInfo,
@@ -193,27 +206,7 @@ impl ApiServer {
         version: &str,
         obj: Value,
     ) -> Result<Value, ApiError> {
-        if res.namespaced {
-            match self
-                .store
-                .get(&GroupResource::new("", "namespaces"), "", ns)
-            {
-                None => {
-                    return Err(ApiError::NotFound {
-                        resource: "namespaces".into(),
-                        name: ns.into(),
-                    });
-                }
-                Some(n) if n.deleting => {
-                    return Err(ApiError::Forbidden(format!(
-                        "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                        res.qualified(),
-                        name_of(&obj)
-                    )));
-                }
-                Some(_) => {}
-            }
-        }
+        self.check_namespace(res, ns, name_of(&obj))?;
         let ctx = CreateContext {
             namespace: ns,
             version,
@@ -298,8 +291,6 @@ impl ApiServer {
         obj: Value,
     ) -> Result<Arc<Stored>, ApiError> {
         let name = name_of(&obj).to_string();
-        let probe = Stored::from_value(&obj, 0)?;
-        check_size(&probe)?;
         let stored = self
             .store
             .create(&res.group_resource(), obj)
@@ -342,23 +333,33 @@ impl ApiServer {
         } else {
             opts.version.clone()
         };
-        let obj = self.prepare_create_at(res, ns, &version, obj)?;
+        self.check_namespace(res, ns, name_of(&obj))?;
+        let obj = prepare::prepare_decode(res, &version, ns, obj)?;
+        let pre_name = name_of(&obj).to_string();
+        let mut attrs = Attributes {
+            op: Operation::Create,
+            res,
+            version: &version,
+            sub: None,
+            namespace: ns,
+            name: &pre_name,
+            old: None,
+            dry_run: opts.dry_run,
+        };
         let obj = self
             .admission
-            .admit(
-                self,
-                Operation::Create,
-                res,
-                &version,
-                None,
-                obj,
-                opts.dry_run,
-                None,
-            )
-            .await?;
-        let mut obj = obj;
-        prepare::apply_schema(res, &version, &mut obj);
+            .run(self, Phase::Mutating, &attrs, Some(obj))
+            .await?
+            .unwrap_or_default();
+        let obj = self.prepare_create_at(res, ns, &version, obj)?;
         prepare::validate(res, &obj)?;
+        let final_name = name_of(&obj).to_string();
+        attrs.name = &final_name;
+        let obj = self
+            .admission
+            .run(self, Phase::Validating, &attrs, Some(obj))
+            .await?
+            .unwrap_or_default();
         if opts.dry_run {
             return Ok(Arc::new(Stored::from_value(&obj, 0)?));
         }
@@ -493,28 +494,33 @@ impl ApiServer {
                 }
             }
             let sub = (endpoint == Endpoint::Status).then_some("status");
-            let new = self
+            let attrs = Attributes {
+                op: Operation::Update,
+                res,
+                version: &version,
+                sub,
+                namespace: ns,
+                name,
+                old: Some(&old_v),
+                dry_run: opts.dry_run,
+            };
+            let mut new = self
                 .admission
-                .admit(
-                    self,
-                    Operation::Update,
-                    res,
-                    &version,
-                    Some(&old_v),
-                    new,
-                    opts.dry_run,
-                    sub,
-                )
-                .await?;
-            let mut new = new;
+                .run(self, Phase::Mutating, &attrs, Some(new))
+                .await?
+                .unwrap_or_default();
             if endpoint == Endpoint::Main {
                 prepare::apply_schema(res, &version, &mut new);
             }
             prepare::validate(res, &new)?;
+            let new = self
+                .admission
+                .run(self, Phase::Validating, &attrs, Some(new))
+                .await?
+                .unwrap_or_default();
             if opts.dry_run {
                 return Ok(Arc::new(Stored::from_value(&new, old.rv)?));
             }
-            check_size(&Stored::from_value(&new, old.rv)?)?;
             match self.store.update(&gr, ns, name, old.rv, new) {
                 Ok(stored) => {
                     self.after_write(res, &stored);
@@ -559,17 +565,22 @@ impl ApiServer {
             )));
         }
         let old_v = old.value()?;
+        let version = res.versions[0].clone();
+        let attrs = Attributes {
+            op: Operation::Delete,
+            res,
+            version: &version,
+            sub: None,
+            namespace: ns,
+            name,
+            old: Some(&old_v),
+            dry_run: opts.dry_run,
+        };
         self.admission
-            .admit(
-                self,
-                Operation::Delete,
-                res,
-                &res.versions[0].clone(),
-                Some(&old_v),
-                Value::Null,
-                opts.dry_run,
-                None,
-            )
+            .run(self, Phase::Mutating, &attrs, None)
+            .await?;
+        self.admission
+            .run(self, Phase::Validating, &attrs, None)
             .await?;
         if opts.dry_run {
             return Ok(old);

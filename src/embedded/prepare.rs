@@ -77,6 +77,34 @@ pub fn valid_name(name: &str) -> bool {
         && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric()
 }
 
+/// What kube-apiserver does while decoding a create, before mutating admission: type check,
+/// namespace from the URL, built-in and schema defaults.
+pub fn prepare_decode(
+    res: &ResourceInfo,
+    version: &str,
+    ns: &str,
+    mut obj: Value,
+) -> Result<Value, ApiError> {
+    check_type(res, version, &mut obj)?;
+    let namespaced = res.namespaced;
+    let meta = meta_mut(&mut obj)?;
+    if namespaced {
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() && n != ns => {
+                return Err(ApiError::BadRequest(
+                    "the namespace of the provided object does not match the namespace sent on the request".into(),
+                ));
+            }
+            _ => {
+                meta.insert("namespace".into(), json!(ns));
+            }
+        }
+    }
+    apply_builtin_defaults(res, &mut obj);
+    apply_schema(res, version, &mut obj);
+    Ok(obj)
+}
+
 /// System-generated values for a create.
 #[derive(Clone, Debug)]
 pub struct CreateContext<'a> {

@@ -311,6 +311,13 @@ async fn handle(
             }
             Ok(bytes_response(StatusCode::OK, render(&t, &s)))
         }
+        (&Method::POST, None, None) if t.res.namespaced && t.namespace.is_none() => {
+            Err(ApiError::MethodNotAllowed(format!(
+                "the server does not allow this method on the requested resource: {} are namespaced; POST to /namespaces/NS/{}",
+                t.res.qualified(),
+                t.res.plural
+            )))
+        }
         (&Method::POST, None, None) => {
             let (h, body) = read_body(req).await?;
             let obj = parse_object(&h, &body)?;

@@ -248,6 +248,9 @@ pub enum StoreError {
     /// The object could not be serialized.
     #[error("encoding: {0}")]
     Encode(#[from] serde_json::Error),
+    /// The serialized object is larger than the store accepts.
+    #[error("object is {0} bytes, over the limit of {limit}", limit = super::MAX_OBJECT_BYTES)]
+    TooLarge(usize),
 }
 
 type NsName = (String, String);
@@ -435,9 +438,13 @@ impl Store {
         if t.objects.contains_key(&key) {
             return Err(StoreError::AlreadyExists);
         }
+        // A version burned by a refused write leaves a gap; versions only need to increase.
         let rv = self.rv.fetch_add(1, Ordering::SeqCst) + 1;
         set_rv(&mut value, rv);
         let stored = Arc::new(Stored::from_value(&value, rv)?);
+        if stored.json.len() > super::MAX_OBJECT_BYTES {
+            return Err(StoreError::TooLarge(stored.json.len()));
+        }
         t.objects.insert(key.clone(), stored.clone());
         self.reindex(
             &ObjectKey {
@@ -478,6 +485,9 @@ impl Store {
         let rv = self.rv.fetch_add(1, Ordering::SeqCst) + 1;
         set_rv(&mut value, rv);
         let stored = Arc::new(Stored::from_value(&value, rv)?);
+        if stored.json.len() > super::MAX_OBJECT_BYTES {
+            return Err(StoreError::TooLarge(stored.json.len()));
+        }
         t.objects.insert(key.clone(), stored.clone());
         self.reindex(
             &ObjectKey {
