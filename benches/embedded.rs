@@ -264,11 +264,11 @@ async fn main() {
     }
     let cm_res = api.resource("", "v1", "configmaps").unwrap();
     let start = Instant::now();
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
     let mut i = 0;
     while i < writes {
         tick.tick().await;
-        for _ in 0..20 {
+        for _ in 0..2 {
             let name = format!("w-{i}");
             sent.lock().unwrap().insert(name.clone(), Instant::now());
             api.create(
