@@ -14,6 +14,7 @@
 //!     ├─ prepare.rs  pure: metadata, status split, generation, built-in defaults
 //!     ├─ patch.rs    pure: merge, JSON, strategic merge, apply
 //!     ├─ crd.rs      pure: CRD → served resource, schema defaults, pruning
+//!     ├─ protobuf.rs pure: the protobuf bodies of kubectl's imperative creates
 //!     ├─ admission.rs  mutating then validating webhooks (AdmissionReview over HTTPS)
 //!     └─ gc.rs       ownerReferences: background, foreground, orphan
 //!   store.rs    objects as JSON bytes per group/resource, global resourceVersion, history
@@ -34,6 +35,7 @@ pub mod nodes;
 pub mod ops;
 pub mod patch;
 pub mod prepare;
+pub mod protobuf;
 pub mod resources;
 pub mod rest;
 pub mod selectors;

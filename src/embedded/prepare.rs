@@ -453,12 +453,29 @@ pub fn default_pod_spec(spec: &mut Value, restart_policy: bool) {
     }
 }
 
-/// Built-in defaults for pods and workloads.
+/// Built-in defaults for pods and workloads; a Secret's `stringData` is folded into `data`.
 pub fn apply_builtin_defaults(res: &ResourceInfo, obj: &mut Value) {
     if res.is_custom() {
         return;
     }
     match (res.group.as_str(), res.plural.as_str()) {
+        ("", "secrets") => {
+            let Some(o) = obj.as_object_mut() else { return };
+            if let Some(Value::Object(sd)) = o.remove("stringData") {
+                let data = o.entry("data").or_insert_with(|| json!({}));
+                if let Some(d) = data.as_object_mut() {
+                    for (k, v) in sd {
+                        let bytes = v.as_str().unwrap_or_default().as_bytes().to_vec();
+                        d.insert(
+                            k,
+                            serde_json::to_value(k8s_openapi::ByteString(bytes))
+                                .unwrap_or(Value::Null),
+                        );
+                    }
+                }
+            }
+            set_default(o, "type", json!("Opaque"));
+        }
         ("", "pods") => {
             if let Some(spec) = obj.get_mut("spec") {
                 default_pod_spec(spec, true);
@@ -583,6 +600,18 @@ mod tests {
             prepare_update(&cm, Endpoint::Main, &old, new).unwrap()["status"]["a"],
             2
         );
+    }
+
+    #[test]
+    fn secret_string_data_becomes_base64_data() {
+        let reg = Registry::new();
+        let secrets = reg.lookup("", "v1", "secrets").unwrap();
+        let mut s =
+            json!({"metadata": {"name": "s"}, "data": {"a": "eA=="}, "stringData": {"b": "hi"}});
+        apply_builtin_defaults(&secrets, &mut s);
+        assert_eq!(s["data"], json!({"a": "eA==", "b": "aGk="}));
+        assert!(s.get("stringData").is_none());
+        assert_eq!(s["type"], "Opaque");
     }
 
     #[test]

@@ -227,9 +227,11 @@ fn parse_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
     if ct.contains("protobuf") {
-        return Err(ApiError::UnsupportedMediaType(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({ct})"
-        )));
+        return super::protobuf::decode(body).map_err(|e| {
+            ApiError::UnsupportedMediaType(format!(
+                "the body of the request was in an unknown format: {e}"
+            ))
+        });
     }
     let v = if ct.contains("yaml") {
         super::patch::parse_json_or_yaml(body).map_err(|e| ApiError::BadRequest(e.to_string()))?

@@ -4,7 +4,8 @@
 # Starts the API on a free loopback port, then drives it with `kubectl --server`: apply the
 # Volcano CRDs and a vcJob, get it by short name as JSON (schema defaults applied), label it,
 # patch it (merge and JSON), watch (`get -w` with a timeout), delete it with garbage collection
-# of a dependent, and check discovery and tables (`get nodes`, `api-resources`).
+# of a dependent, and check discovery and tables (`get nodes`, `api-resources`), imperative
+# creates (`create namespace/configmap/secret`) and namespace deletion.
 #
 # Environment:
 #   TEPHRA_APISERVER  command that starts the API; it gets `--listen 127.0.0.1:PORT` appended.
@@ -61,6 +62,16 @@ echo "ok - API up on port $PORT, log warns about missing authentication"
 expect "nodes are Ready" "$("${K[@]}" get nodes -o jsonpath='{.items[0].status.conditions[?(@.type=="Ready")].status}')" "True"
 "${K[@]}" api-resources >/dev/null || fail "api-resources"
 echo "ok - discovery"
+
+# Imperative creates send protobuf bodies for these kinds.
+"${K[@]}" create namespace team >/dev/null || fail "create namespace"
+"${K[@]}" create configmap cfg -n team --from-literal=a=b >/dev/null || fail "create configmap"
+"${K[@]}" create secret generic pw -n team --from-literal=pw=hunter2 >/dev/null || fail "create secret"
+expect "configmap data" "$("${K[@]}" get cm cfg -n team -o jsonpath='{.data.a}')" "b"
+expect "secret data" "$("${K[@]}" get secret pw -n team -o jsonpath='{.data.pw}')" "aHVudGVyMg=="
+"${K[@]}" delete namespace team --wait=true --timeout=10s >/dev/null || fail "delete namespace"
+"${K[@]}" get cm cfg -n team >/dev/null 2>&1 && fail "namespace content survived"
+echo "ok - imperative create (protobuf bodies) and namespace deletion"
 
 "${K[@]}" apply --validate=false -f "$CRDS_DIR" >/dev/null || fail "apply CRDs"
 "${K[@]}" wait --for condition=established --timeout=10s crd/jobs.batch.volcano.sh >/dev/null || fail "CRD established"
