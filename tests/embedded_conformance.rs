@@ -1409,3 +1409,93 @@ async fn admission_webhooks_mutate_then_validate_over_https() {
     assert_eq!(review["request"]["object"]["spec"]["queue"], "default");
     wh.handle.shutdown();
 }
+
+#[tokio::test]
+async fn manifests_seed_the_api_like_kubectl_apply() {
+    let (api, c) = setup();
+    let text = std::fs::read_to_string(format!(
+        "{}/../../shared/fixtures/volcano-crds/scheduling.volcano.sh_queues.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .or_else(|_| {
+        std::fs::read_to_string(
+            "/work/shared/fixtures/volcano-crds/scheduling.volcano.sh_queues.yaml",
+        )
+    })
+    .unwrap();
+    api.apply_manifests(&text).await.unwrap();
+    let two = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: v1\n---\napiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata:\n  name: research\nspec:\n  weight: 2\n";
+    let stored = api.apply_manifests(two).await.unwrap();
+    assert_eq!(stored.len(), 2);
+    api.apply_manifests("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: v2\n")
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(c.clone());
+    assert_eq!(
+        cms.get("a").await.unwrap().data.unwrap()["k"],
+        "v2",
+        "re-applying updates"
+    );
+    let qar = kube::discovery::ApiResource {
+        group: "scheduling.volcano.sh".into(),
+        version: "v1beta1".into(),
+        api_version: "scheduling.volcano.sh/v1beta1".into(),
+        kind: "Queue".into(),
+        plural: "queues".into(),
+    };
+    let q = Api::<DynamicObject>::all_with(c, &qar)
+        .get("research")
+        .await
+        .unwrap();
+    assert_eq!(q.data["spec"]["weight"], 2);
+    assert!(
+        api.apply_manifests("apiVersion: nope/v1\nkind: Nope\nmetadata:\n  name: x\n")
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_reflector_converges_through_watch_cuts_and_expired_versions() {
+    // A tiny history and streams cut every 200 ms: watches resume from their last version or,
+    // when that is gone (410), relist. Either way the cache must end up exact.
+    let api = ApiServer::new(EmbeddedOptions {
+        watch_history: 16,
+        faults: FaultSpec::parse("watch-cut=0.2").unwrap(),
+        ..opts()
+    });
+    let cms: Api<ConfigMap> = Api::default_namespaced(client(&api));
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let stream = reflector(writer, watcher(cms.clone(), watcher::Config::default()))
+        .applied_objects()
+        .boxed();
+    let handle = tokio::spawn(async move {
+        let mut s = stream;
+        for _ in 0..100_000 {
+            if s.next().await.is_none() {
+                return;
+            }
+        }
+    });
+    reader.wait_until_ready().await.unwrap();
+    for round in 0..6 {
+        for i in 0..50 {
+            let cm: ConfigMap =
+                serde_json::from_value(json!({"metadata": {"name": format!("c-{round}-{i}")}}))
+                    .unwrap();
+            cms.create(&PostParams::default(), &cm).await.unwrap();
+        }
+        for i in 0..10 {
+            cms.delete(&format!("c-{round}-{i}"), &DeleteParams::default())
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(120)).await;
+    }
+    eventually("the cache holds exactly the 240 live objects", || {
+        let r = reader.clone();
+        async move { r.state().len() == 240 }
+    })
+    .await;
+    handle.abort();
+}

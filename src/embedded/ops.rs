@@ -673,4 +673,70 @@ impl ApiServer {
             .await
             .map(|_| ())
     }
+
+    /// Applies multi-document YAML (or JSON) manifests as `kubectl apply` would: each object is
+    /// created, or merged into the existing one (server-side-apply semantics of this API). For
+    /// seeding at start (`tephra serve --embedded` installs CRDs and webhook configurations from
+    /// the same manifest files users apply). Internal caller: no faults; admission still runs.
+    /// Namespaced objects without a namespace go to `default`; empty documents are skipped.
+    pub async fn apply_manifests(&self, text: &str) -> Result<Vec<Arc<Stored>>, ApiError> {
+        let docs: Vec<Value> = serde_saphyr::from_multiple(text)
+            .map_err(|e| ApiError::BadRequest(format!("manifest is not YAML: {e}")))?;
+        let mut out = Vec::new();
+        for doc in docs.into_iter().filter(|d| d.is_object()) {
+            let av = doc
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
+            if kind == "List" {
+                let items = doc
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for item in items {
+                    let text = serde_json::to_string(&item)?;
+                    out.extend(Box::pin(self.apply_manifests(&text)).await?);
+                }
+                continue;
+            }
+            let res = self
+                .registry
+                .by_kind(av, kind)
+                .ok_or_else(|| ApiError::NotFound {
+                    resource: format!("{av} {kind}"),
+                    name: name_of(&doc).to_string(),
+                })?;
+            let ns = if res.namespaced {
+                doc.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("default")
+                    .to_string()
+            } else {
+                String::new()
+            };
+            let name = name_of(&doc).to_string();
+            let version = super::resources::split_api_version(av).1.to_string();
+            let opts = WriteOptions {
+                version,
+                ..Default::default()
+            };
+            let body = serde_json::to_vec(&doc)?;
+            let stored = self
+                .patch(
+                    Caller::Internal,
+                    &res,
+                    &ns,
+                    &name,
+                    Endpoint::Main,
+                    PatchKind::Apply,
+                    &body,
+                    &opts,
+                )
+                .await?;
+            out.push(stored);
+        }
+        Ok(out)
+    }
 }
