@@ -1499,3 +1499,41 @@ async fn a_reflector_converges_through_watch_cuts_and_expired_versions() {
     .await;
     handle.abort();
 }
+
+#[tokio::test]
+async fn scale_subresource_reads_and_writes_replicas() {
+    let (_api, c) = setup();
+    let deploys: Api<Deployment> = Api::default_namespaced(c);
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+    }))
+    .unwrap();
+    let created = deploys.create(&PostParams::default(), &d).await.unwrap();
+    assert_eq!(created.spec.replicas, Some(1), "replicas defaulted");
+    let sc = deploys.get_scale("web").await.unwrap();
+    assert_eq!(sc.spec.unwrap().replicas, Some(1));
+    assert_eq!(sc.status.unwrap().selector.as_deref(), Some("app=web"));
+    let sc = deploys
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sc.spec.unwrap().replicas, Some(4));
+    let after = deploys.get("web").await.unwrap();
+    assert_eq!(after.spec.replicas, Some(4));
+    assert_eq!(after.metadata.generation, Some(2));
+    let e = deploys
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": -1}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e).0, 422);
+}

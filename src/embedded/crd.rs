@@ -73,6 +73,7 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, String> {
     let mut served = Vec::new();
     let mut schemas = CrdSchema::default();
     let mut status = false;
+    let mut scale = None;
     for v in spec
         .get("versions")
         .and_then(Value::as_array)
@@ -84,6 +85,15 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, String> {
             served.push(vname.clone());
             if v.pointer("/subresources/status").is_some() {
                 status = true;
+            }
+            if let Some(sc) = v.pointer("/subresources/scale") {
+                let p = |k: &str| sc.get(k).and_then(Value::as_str).map(str::to_string);
+                scale = Some(super::scale::ScalePaths {
+                    spec_replicas: p("specReplicasPath").unwrap_or_else(|| ".spec.replicas".into()),
+                    status_replicas: p("statusReplicasPath")
+                        .unwrap_or_else(|| ".status.replicas".into()),
+                    label_selector: Some(p("labelSelectorPath").unwrap_or_default()),
+                });
             }
         }
         if v.get("storage").and_then(Value::as_bool).unwrap_or(false) {
@@ -120,6 +130,7 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, String> {
         categories: list(names, "categories"),
         status_subresource: status,
         pod_subresources: false,
+        scale,
         status_on_create: if status {
             StatusOnCreate::Drop
         } else {

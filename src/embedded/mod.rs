@@ -38,6 +38,7 @@ pub mod prepare;
 pub mod protobuf;
 pub mod resources;
 pub mod rest;
+pub mod scale;
 pub mod selectors;
 pub mod store;
 pub mod watch;

@@ -14,7 +14,7 @@ use super::patch::{self, PatchKind};
 use super::prepare::{self, CreateContext, Endpoint};
 use super::resources::ResourceInfo;
 use super::store::{GroupResource, StoreError, Stored};
-use super::{ApiError, ApiServer, Caller, MAX_OBJECT_BYTES, crd, now_rfc3339};
+use super::{ApiError, ApiServer, Caller, MAX_OBJECT_BYTES, crd, now_rfc3339, scale};
 
 /// How many times a write that lost a race is recomputed before giving up with 409.
 const MAX_RETRIES: usize = 16;
@@ -739,4 +739,55 @@ impl ApiServer {
         }
         Ok(out)
     }
+
+    /// Writes through the `scale` subresource: the new `spec.replicas` of a Scale (replaced or
+    /// patched) is set on the object. Returns the object's new Scale.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn write_scale(
+        &self,
+        caller: Caller,
+        res: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        change: ScaleWrite<'_>,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let paths = res
+            .scale
+            .clone()
+            .ok_or_else(|| ApiError::not_found(res, name))?;
+        let stored = self
+            .modify(caller, res, ns, name, Endpoint::Main, opts, |old| {
+                let mut scale = scale::scale_of(&paths, old);
+                match &change {
+                    ScaleWrite::Replace(body) => scale = (*body).clone(),
+                    ScaleWrite::Patch(kind, body) => {
+                        patch::apply_patch(*kind, &mut scale, body, true)
+                            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+                    }
+                }
+                let replicas = scale
+                    .pointer("/spec/replicas")
+                    .and_then(Value::as_i64)
+                    .filter(|r| *r >= 0)
+                    .ok_or_else(|| ApiError::Invalid(format!("Scale \"{name}\" is invalid: spec.replicas: Invalid value: must be greater than or equal to 0")))?;
+                let mut new = old.clone();
+                scale::set_path(&mut new, &paths.spec_replicas, json!(replicas));
+                if let Some(rv) = scale.pointer("/metadata/resourceVersion").and_then(Value::as_str).filter(|r| !r.is_empty()) {
+                    new["metadata"]["resourceVersion"] = json!(rv);
+                }
+                Ok(new)
+            })
+            .await?;
+        Ok(scale::scale_of(&paths, &stored.value()?))
+    }
+}
+
+/// A write through the `scale` subresource.
+#[derive(Debug)]
+pub enum ScaleWrite<'a> {
+    /// PUT of a Scale.
+    Replace(&'a Value),
+    /// PATCH of the Scale.
+    Patch(PatchKind, &'a [u8]),
 }

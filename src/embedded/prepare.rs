@@ -488,6 +488,32 @@ pub fn apply_builtin_defaults(res: &ResourceInfo, obj: &mut Value) {
                 if !is_job && res.plural != "daemonsets" {
                     set_default(spec, "replicas", json!(1));
                 }
+                match res.plural.as_str() {
+                    "deployments" => {
+                        set_default(
+                            spec,
+                            "strategy",
+                            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+                        );
+                        set_default(spec, "revisionHistoryLimit", json!(10));
+                        set_default(spec, "progressDeadlineSeconds", json!(600));
+                    }
+                    "statefulsets" => {
+                        set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+                        set_default(
+                            spec,
+                            "updateStrategy",
+                            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+                        );
+                        set_default(spec, "revisionHistoryLimit", json!(10));
+                    }
+                    "jobs" => {
+                        set_default(spec, "backoffLimit", json!(6));
+                        set_default(spec, "completionMode", json!("NonIndexed"));
+                        set_default(spec, "suspend", json!(false));
+                    }
+                    _ => {}
+                }
                 if let Some(t) = spec.get_mut("template").and_then(|t| t.get_mut("spec")) {
                     default_pod_spec(t, !is_job);
                 }
@@ -565,9 +591,11 @@ mod tests {
     fn status_split_and_generation() {
         let reg = Registry::new();
         let deploy = reg.lookup("apps", "v1", "deployments").unwrap();
-        let old = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        let mut old = json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "d", "uid": "u", "generation": 1, "resourceVersion": "3"},
             "spec": {"replicas": 1}, "status": {"replicas": 0}});
+        // Stored objects carry their defaults.
+        apply_builtin_defaults(&deploy, &mut old);
         let mut changed = old.clone();
         changed["spec"]["replicas"] = json!(2);
         changed["status"]["replicas"] = json!(9);

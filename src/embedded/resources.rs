@@ -52,6 +52,8 @@ pub struct ResourceInfo {
     pub status_subresource: bool,
     /// Pods only: `binding` and `eviction` subresources.
     pub pod_subresources: bool,
+    /// The `scale` subresource, if served.
+    pub scale: Option<super::scale::ScalePaths>,
     /// Create-time handling of `status`.
     pub status_on_create: StatusOnCreate,
     /// For custom resources: schemas per version (defaults, pruning), printer columns.
@@ -110,6 +112,12 @@ impl ResourceInfo {
                 "namespaced": self.namespaced,
                 "kind": self.kind,
                 "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if self.scale.is_some() {
+            out.push(json!({
+                "name": format!("{}/scale", self.plural), "singularName": "", "namespaced": self.namespaced,
+                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"],
             }));
         }
         if self.pod_subresources {
@@ -501,6 +509,8 @@ fn builtin(row: &Row) -> ResourceInfo {
         },
         status_subresource: status,
         pod_subresources: plural == "pods",
+        scale: matches!(plural, "deployments" | "replicasets" | "statefulsets")
+            .then(super::scale::ScalePaths::builtin),
         status_on_create: on_create,
         crd: None,
     }

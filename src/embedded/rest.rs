@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use super::ops::{DeleteOptions, Propagation, WriteOptions};
+use super::ops::{DeleteOptions, Propagation, ScaleWrite, WriteOptions};
 use super::patch::PatchKind;
 use super::prepare::Endpoint;
 use super::resources::ResourceInfo;
@@ -289,6 +289,7 @@ async fn handle(
         None | Some("finalize") => Endpoint::Main,
         Some("status") if t.res.status_subresource => Endpoint::Status,
         Some("binding" | "eviction") if t.res.pod_subresources => Endpoint::Main,
+        Some("scale") if t.res.scale.is_some() => Endpoint::Main,
         Some(s) => {
             return Err(ApiError::NotFound {
                 resource: format!("{}/{s}", t.res.qualified()),
@@ -297,6 +298,54 @@ async fn handle(
         }
     };
     match (&method, t.name.clone(), t.sub.as_deref()) {
+        (&Method::GET, Some(name), Some("scale")) => {
+            let s = api.get_object(&t.res, &ns, &name)?;
+            let paths = t
+                .res
+                .scale
+                .clone()
+                .ok_or_else(|| ApiError::not_found(&t.res, &name))?;
+            Ok(json_response(
+                StatusCode::OK,
+                &super::scale::scale_of(&paths, &s.value()?),
+            ))
+        }
+        (&Method::PUT, Some(name), Some("scale")) => {
+            let (h, body) = read_body(req).await?;
+            let obj = parse_object(&h, &body)?;
+            let sc = api
+                .write_scale(
+                    Caller::Client,
+                    &t.res,
+                    &ns,
+                    &name,
+                    ScaleWrite::Replace(&obj),
+                    &write_opts(&q, version),
+                )
+                .await?;
+            Ok(json_response(StatusCode::OK, &sc))
+        }
+        (&Method::PATCH, Some(name), Some("scale")) => {
+            let (h, body) = read_body(req).await?;
+            let ct = h
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let kind = PatchKind::from_content_type(ct).ok_or_else(|| {
+                ApiError::UnsupportedMediaType(format!("unsupported patch type {ct:?}"))
+            })?;
+            let sc = api
+                .write_scale(
+                    Caller::Client,
+                    &t.res,
+                    &ns,
+                    &name,
+                    ScaleWrite::Patch(kind, &body),
+                    &write_opts(&q, version),
+                )
+                .await?;
+            Ok(json_response(StatusCode::OK, &sc))
+        }
         (&Method::GET, None, None) => {
             if flag(&q, "watch") {
                 return watch_response(api, t, &q);
