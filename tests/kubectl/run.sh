@@ -73,6 +73,12 @@ expect "secret data" "$("${K[@]}" get secret pw -n team -o jsonpath='{.data.pw}'
 "${K[@]}" get cm cfg -n team >/dev/null 2>&1 && fail "namespace content survived"
 echo "ok - imperative create (protobuf bodies) and namespace deletion"
 
+"${K[@]}" apply --validate=false -f "$FIXTURES/volcano-examples/deployment__deployment.yaml" >/dev/null || fail "apply deployment"
+DEPLOY="$("${K[@]}" get deploy -o jsonpath='{.items[0].metadata.name}')"
+"${K[@]}" scale deploy "$DEPLOY" --replicas=3 >/dev/null || fail "scale"
+expect "scale subresource" "$("${K[@]}" get deploy "$DEPLOY" -o jsonpath='{.spec.replicas}')" "3"
+"${K[@]}" delete deploy "$DEPLOY" >/dev/null || fail "delete deployment"
+
 "${K[@]}" apply --validate=false -f "$CRDS_DIR" >/dev/null || fail "apply CRDs"
 "${K[@]}" wait --for condition=established --timeout=10s crd/jobs.batch.volcano.sh >/dev/null || fail "CRD established"
 echo "ok - CRDs applied and established"
