@@ -8,10 +8,14 @@
 //!   caBundle in the webhook configurations           tls.crt + tls.key in a `kubernetes.io/tls` Secret
 //! ```
 //!
-//! Two certificates rather than one self-signed leaf so that the serving certificate can be
-//! rotated (new `tls.crt`/`tls.key`, which the server reloads) without touching the `caBundle` in
-//! every webhook configuration. Keys are ECDSA P-256: kube-apiserver (Go `crypto/tls`), rustls
-//! with ring, and every other TLS client in use verify it, and generating one is instant.
+//! A CA and a leaf rather than one self-signed certificate: clients trust the CA (a CA
+//! certificate as trust anchor is what every TLS stack expects; a self-signed *leaf* as anchor
+//! is refused by some), the leaf carries the Service names and `serverAuth`, and the layout is
+//! the one cert-manager's CA issuer produces, so both ways of making certificates look alike to
+//! the server. The CA's key is dropped after signing: a leaked `ca.crt` can sign nothing, and a
+//! rotation makes a new CA (see `certs/README.md` for the order that avoids downtime).
+//! Keys are ECDSA P-256: kube-apiserver (Go `crypto/tls`), rustls with ring, and every other
+//! TLS client in use verify it, and generating one is instant.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,11 +27,12 @@ use rcgen::{
 };
 
 /// The CA lives inside every webhook configuration's `caBundle`; replacing it means re-patching
-/// all of them, so it is long-lived (10 years).
+/// all of them, so it is long-lived (10 years). It signs one certificate and its key is gone,
+/// so a long life adds no exposure.
 const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
-/// The serving certificate lives in a Secret the server reloads, so it can be rotated without
-/// touching the webhook configurations: one year keeps a leaked key's useful life bounded while
-/// leaving room for a yearly rotation.
+/// The serving certificate's key sits in a Secret on every node running tephra; one year bounds
+/// the useful life of a leaked key while keeping rotations (which the server picks up without
+/// a restart) a yearly chore.
 const LEAF_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Certificates are back-dated a little so that a node whose clock runs slightly behind the one
 /// that made them does not reject them as "not yet valid".
