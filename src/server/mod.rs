@@ -18,6 +18,7 @@
 mod health;
 mod listen;
 mod router;
+mod signals;
 mod state;
 mod tls;
 
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 pub use listen::{BoundServer, bind, serve};
 pub use router::{error_response, metrics_router, router};
+pub use signals::cancel_on_signals;
 pub use state::{ServerState, TLS_CONDITION};
 
 use crate::certs::CertError;
