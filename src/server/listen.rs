@@ -201,18 +201,6 @@ impl BoundServer {
             None => None,
         };
 
-        let ready_task = {
-            let state = state.clone();
-            let handle = https_handle.clone();
-            let http2 = config.enable_http2;
-            tokio::spawn(async move {
-                if let Some(addr) = handle.listening().await {
-                    state.set_condition(TLS_CONDITION, true);
-                    tracing::info!(%addr, http2, "serving HTTPS");
-                }
-            })
-        };
-
         let stop_background = CancellationToken::new();
         let reload_task = reloader.map(|r| {
             tokio::spawn(r.run(
@@ -222,15 +210,27 @@ impl BoundServer {
             ))
         });
 
-        let early = tokio::select! {
-            _ = shutdown.cancelled() => None,
-            r = &mut https_task => Some(("https", r)),
-            Some(r) = join_opt(&mut metrics_task) => Some(("metrics", r)),
+        // Readiness is flipped in this task only, so it cannot turn true after draining began.
+        let listening = https_handle.listening();
+        tokio::pin!(listening);
+        let mut announced = false;
+        let early = loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break None,
+                addr = &mut listening, if !announced => {
+                    announced = true;
+                    if let Some(addr) = addr {
+                        state.set_condition(TLS_CONDITION, true);
+                        tracing::info!(%addr, http2 = config.enable_http2, "serving HTTPS");
+                    }
+                }
+                r = &mut https_task => break Some(("https", r)),
+                Some(r) = join_opt(&mut metrics_task) => break Some(("metrics", r)),
+            }
         };
 
         // Stop advertising readiness first, so load balancers stop sending while we drain.
         state.set_condition(TLS_CONDITION, false);
-        ready_task.abort();
         stop_background.cancel();
         control.graceful_shutdown(Some(config.drain_timeout));
         tracing::info!(drain_timeout = ?config.drain_timeout, "draining connections");
