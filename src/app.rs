@@ -1,10 +1,14 @@
 //! What each subcommand does, wired from the library's parts. `main.rs` only parses flags and
 //! reports the [`AppError`] this returns.
 
+use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::{Cli, Command, LogFormat, ServeArgs};
+use crate::certs::{self, CertError};
+use crate::cli::{CertsArgs, Cli, Command, LogFormat, ServeArgs};
 use crate::cluster::{self, ClusterError};
+use crate::metrics::{Metrics, MetricsError};
+use crate::server::{self, ServerConfig, ServerError, ServerState, TlsSource};
 
 /// Everything that can stop a subcommand, one variant per subsystem.
 #[derive(Debug, thiserror::Error)]
@@ -12,6 +16,15 @@ pub enum AppError {
     /// Choosing or reaching the cluster failed.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    /// The HTTPS or metrics server failed to start or stopped with an error.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// Making or writing certificates failed.
+    #[error(transparent)]
+    Certs(#[from] CertError),
+    /// The metrics registry could not be built.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
     /// The log filter could not be parsed.
     #[error("invalid log filter: {0}")]
     LogFilter(String),
@@ -29,7 +42,8 @@ pub fn init_logging(format: LogFormat, filter: Option<&str>) -> Result<(), AppEr
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     // `try_init` fails only when a subscriber is already installed (tests); keep that one.
     let _ = match format {
         LogFormat::Text => builder.try_init(),
@@ -44,15 +58,44 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     match cli.command {
         Command::Serve(args) => serve(args).await,
-        Command::Crds | Command::Apiserver(_) | Command::Certs(_) => {
-            Err(AppError::Unavailable("not wired yet"))
-        }
+        Command::Certs(args) => certs_command(&args),
+        Command::Crds | Command::Apiserver(_) => Err(AppError::Unavailable("not wired yet")),
     }
 }
 
+/// `tephra certs`: write the files, print the caBundle on standard output.
+fn certs_command(args: &CertsArgs) -> Result<(), AppError> {
+    let bundle = certs::run_certs_command(&args.service, &args.namespace, &args.out)?;
+    println!("{bundle}");
+    Ok(())
+}
+
+/// The HTTPS listener's configuration from the `serve` flags.
+fn server_config(args: &ServeArgs) -> ServerConfig {
+    ServerConfig {
+        listen: args.listen,
+        tls: match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            _ => TlsSource::SelfSigned,
+        },
+        metrics_listen: Some(args.metrics_listen),
+        enable_http2: args.enable_http2,
+        ..ServerConfig::default()
+    }
+}
+
+/// `tephra serve`: pick the cluster, start the HTTPS and metrics listeners, run until a signal.
 async fn serve(args: ServeArgs) -> Result<(), AppError> {
+    let metrics = Metrics::new()?;
+    let shutdown = CancellationToken::new();
     let _client = if args.embedded {
-        return Err(AppError::Unavailable("not wired yet"));
+        tracing::warn!(
+            "embedded API not built into this version yet: serving with no cluster behind"
+        );
+        None
     } else {
         let source = cluster::config::choose(
             &cluster::Environment::from_process(),
@@ -60,7 +103,13 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         )?;
         tracing::info!(?source, "using cluster");
         let config = cluster::config::load(&source).await?;
-        cluster::config::connect(config).await?
+        Some(cluster::config::connect(config).await?)
     };
+    let state = ServerState::new(metrics);
+    let bound = server::bind(server_config(&args), axum::Router::new(), state)?;
+    tracing::info!(https = %bound.https_addr(), metrics = ?bound.metrics_addr(), "serving");
+    server::cancel_on_signals(shutdown.clone());
+    bound.run(shutdown).await?;
+    tracing::info!("drained, exiting");
     Ok(())
 }
