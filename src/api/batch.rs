@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PodSpec, PodTemplate
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::common::{Duration, string_enum};
 use super::scheduling::NetworkTopologySpec;
@@ -97,7 +97,11 @@ pub struct JobSpec {
     pub policies: Option<Vec<LifecyclePolicy>>,
 
     /// Job plugins: name (`env`, `svc`, `ssh`, `mpi`, ...) → command-line style arguments.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "plugins_null_args"
+    )]
     pub plugins: Option<BTreeMap<String, Vec<String>>>,
 
     /// The user's estimate of the running time (informational).
@@ -132,6 +136,19 @@ pub struct JobSpec {
     /// Network-topology constraint, copied to the PodGroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_topology: Option<NetworkTopologySpec>,
+}
+
+/// Go reads a plugin written without arguments (`ssh:`, i.e. null) as no arguments; so does
+/// tephra, instead of rejecting the whole job.
+fn plugins_null_args<'de, D: Deserializer<'de>>(
+    de: D,
+) -> Result<Option<BTreeMap<String, Vec<String>>>, D::Error> {
+    let raw: Option<BTreeMap<String, Option<Vec<String>>>> = Option::deserialize(de)?;
+    Ok(raw.map(|m| {
+        m.into_iter()
+            .map(|(k, v)| (k, v.unwrap_or_default()))
+            .collect()
+    }))
 }
 
 /// A persistent volume claim mounted into every container of the job.
