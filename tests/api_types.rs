@@ -162,7 +162,7 @@ fn job_fixture_round_trips_and_reads_as_written() {
     let status = job.status.as_ref().unwrap();
     assert_eq!(
         status.conditions.as_ref().unwrap()[1].status,
-        JobPhase::Running
+        Some(JobPhase::Running)
     );
     assert_eq!(
         status.task_status_count.as_ref().unwrap()["worker"]
@@ -229,6 +229,29 @@ fn unknown_enum_values_from_a_newer_volcano_round_trip() {
     assert_eq!(
         job.tasks()[0].topology_policy.as_ref().unwrap(),
         "numa-aware"
+    );
+}
+
+/// Fields the CRD requires are still optional in Rust: a job missing them reaches the
+/// webhook as an object it can read and reject with a reason, and round-trips unchanged.
+#[test]
+fn jobs_missing_crd_required_fields_still_parse() {
+    let value = serde_json::json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": {
+            "volumes": [{"volumeClaimName": "pvc"}],
+            "tasks": [{"name": "t", "partitionPolicy": {"minPartitions": 1}}]
+        },
+        "status": {"conditions": [{"lastTransitionTime": "2026-01-02T03:04:05Z"}]}
+    });
+    let job: Job = round_trip(&value, false, "job without required fields");
+    assert_eq!(job.spec.volumes.as_ref().unwrap()[0].mount_path(), "");
+    let partition = job.tasks()[0].partition_policy.as_ref().unwrap();
+    assert_eq!(
+        (partition.total_partitions(), partition.partition_size()),
+        (0, 0)
     );
 }
 

@@ -155,9 +155,12 @@ fn plugins_null_args<'de, D: Deserializer<'de>>(
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSpec {
+    // An `Option` although the CRD requires it (as every field here): a job missing it still
+    // parses, so the webhook can say what is wrong instead of failing to read the object.
     /// Where the volume is mounted in each container (required, no `:`).
-    #[schemars(extend("minLength" = 1, "pattern" = "^[^:]+$"))]
-    pub mount_path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required, extend("minLength" = 1, "pattern" = "^[^:]+$"))]
+    pub mount_path: Option<String>,
 
     /// An existing PVC to mount, or the name the controller gave the PVC it created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -218,13 +221,15 @@ pub struct TaskSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PartitionPolicySpec {
-    /// Number of partitions (replicas must equal total × size).
-    #[schemars(extend("minimum" = 1))]
-    pub total_partitions: i32,
+    /// Number of partitions (required; replicas must equal total × size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required, extend("minimum" = 1))]
+    pub total_partitions: Option<i32>,
 
-    /// Pods per partition.
-    #[schemars(extend("minimum" = 1))]
-    pub partition_size: i32,
+    /// Pods per partition (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required, extend("minimum" = 1))]
+    pub partition_size: Option<i32>,
 
     /// Network-topology constraint of each partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -448,12 +453,38 @@ pub struct TaskState {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobCondition {
-    /// The phase (Volcano calls it `status`).
-    pub status: JobPhase,
+    /// The phase (Volcano calls it `status`; required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required)]
+    pub status: Option<JobPhase>,
 
     /// When the job entered the phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
+}
+
+impl VolumeSpec {
+    /// The mount path, empty when none is set.
+    pub fn mount_path(&self) -> &str {
+        self.mount_path.as_deref().unwrap_or_default()
+    }
+}
+
+impl PartitionPolicySpec {
+    /// `totalPartitions`, 0 when absent.
+    pub fn total_partitions(&self) -> i32 {
+        self.total_partitions.unwrap_or(0)
+    }
+
+    /// `partitionSize`, 0 when absent.
+    pub fn partition_size(&self) -> i32 {
+        self.partition_size.unwrap_or(0)
+    }
+
+    /// `minPartitions`, with the CRD default 0.
+    pub fn min_partitions(&self) -> i32 {
+        self.min_partitions.unwrap_or(0)
+    }
 }
 
 impl JobSpec {
