@@ -4,9 +4,10 @@
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
+use crate::api::ApiError;
 use crate::certs::{self, CertError};
 use crate::cli::{CertsArgs, Cli, Command, LogFormat, ServeArgs};
-use crate::cluster::{self, ClusterError};
+use crate::cluster::{self, BootstrapError, ClusterError};
 use crate::metrics::{Metrics, MetricsError};
 use crate::server::{self, ServerConfig, ServerError, ServerState, TlsSource};
 
@@ -25,6 +26,12 @@ pub enum AppError {
     /// The metrics registry could not be built.
     #[error(transparent)]
     Metrics(#[from] MetricsError),
+    /// Rendering the CRDs failed.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// Creating the built-in queues failed.
+    #[error(transparent)]
+    Bootstrap(#[from] BootstrapError),
     /// The log filter could not be parsed.
     #[error("invalid log filter: {0}")]
     LogFilter(String),
@@ -59,7 +66,11 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Certs(args) => certs_command(&args),
-        Command::Crds | Command::Apiserver(_) => Err(AppError::Unavailable("not wired yet")),
+        Command::Crds => {
+            print!("{}", crate::api::crds::render_yaml()?);
+            Ok(())
+        }
+        Command::Apiserver(_) => Err(AppError::Unavailable("not wired yet")),
     }
 }
 
@@ -103,7 +114,9 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         )?;
         tracing::info!(?source, "using cluster");
         let config = cluster::config::load(&source).await?;
-        Some(cluster::config::connect(config).await?)
+        let client = cluster::config::connect(config).await?;
+        cluster::ensure_default_queues(&client).await?;
+        Some(client)
     };
     let state = ServerState::new(metrics);
     let bound = server::bind(server_config(&args), axum::Router::new(), state)?;

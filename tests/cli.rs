@@ -74,3 +74,52 @@ fn help_lists_every_subcommand() {
         assert!(text.contains(sub), "{sub} missing from --help:\n{text}");
     }
 }
+
+#[test]
+fn crds_prints_the_four_volcano_crds() {
+    let out = tephra().arg("crds").output().unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.matches("kind: CustomResourceDefinition").count(),
+        4,
+        "{text}"
+    );
+    for name in [
+        "jobs.batch.volcano.sh",
+        "podgroups.scheduling.volcano.sh",
+        "queues.scheduling.volcano.sh",
+        "commands.bus.volcano.sh",
+    ] {
+        assert!(text.contains(&format!("name: {name}")), "{name} missing");
+    }
+}
+
+#[test]
+fn certs_writes_three_files_and_prints_the_ca_bundle() {
+    let dir = std::env::temp_dir().join(format!("tephra-cli-certs-{}", std::process::id()));
+    let out = tephra()
+        .args([
+            "certs",
+            "--service",
+            "tephra",
+            "--namespace",
+            "tephra-system",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    for f in ["ca.crt", "tls.crt", "tls.key"] {
+        assert!(dir.join(f).is_file(), "{f} not written");
+    }
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let ca = std::fs::read_to_string(dir.join("ca.crt")).unwrap();
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(printed.trim())
+        .unwrap();
+    assert_eq!(String::from_utf8(decoded).unwrap(), ca);
+    let _ = std::fs::remove_dir_all(&dir);
+}
