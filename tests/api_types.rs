@@ -280,6 +280,18 @@ fn builders_make_the_objects_they_say() {
     assert_eq!(job.spec.queue(), "q");
     assert_eq!(job.spec.task("b").unwrap().replicas(), 3);
     assert_eq!(job.metadata.namespace.as_deref(), Some("ns"));
+    assert_eq!(job.pod_group_name(), None, "no uid yet");
+    let job = job.with_uid("1234-abcd");
+    assert_eq!(job.pod_group_name().as_deref(), Some("j-1234-abcd"));
+    assert_eq!(tephra::api::batch::pod_name("j", "a", 1), "j-a-1");
+    assert_eq!(
+        tephra::api::keys::workload_pod_group_name(Some("rs-uid"), "pod-uid"),
+        "podgroup-rs-uid"
+    );
+    assert_eq!(
+        tephra::api::keys::workload_pod_group_name(None, "pod-uid"),
+        "podgroup-pod-uid"
+    );
     let value = serde_json::to_value(&job).unwrap();
     assert_eq!(value["apiVersion"], "batch.volcano.sh/v1alpha1");
     assert_eq!(
