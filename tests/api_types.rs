@@ -36,12 +36,9 @@ fn data(name: &str) -> PathBuf {
     repo().join("tests/data/api").join(name)
 }
 
-/// Volcano's CRDs and examples, kept read-only beside the project. Overridable so the tests
-/// can run from a clone placed elsewhere.
-fn shared_fixtures() -> PathBuf {
-    std::env::var_os("TEPHRA_SHARED_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/fixtures"))
+/// Copies of Volcano's CRDs and examples (see tests/data/api/volcano/README.md).
+fn volcano(dir: &str) -> PathBuf {
+    data("volcano").join(dir)
 }
 
 fn read(path: &Path) -> String {
@@ -382,7 +379,7 @@ fn present_paths(schema: &Value, value: &Value, path: String, out: &mut BTreeSet
 
 #[test]
 fn every_volcano_example_job_queue_and_podgroup_round_trips() {
-    let dir = shared_fixtures().join("volcano-examples");
+    let dir = volcano("examples");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
@@ -569,7 +566,7 @@ fn our_schema(name: &str) -> Value {
 }
 
 fn volcano_crds() -> Vec<Value> {
-    let dir = shared_fixtures().join("volcano-crds");
+    let dir = volcano("crds");
     let mut out = Vec::new();
     for file in [
         "batch.volcano.sh_jobs.yaml",
