@@ -36,9 +36,20 @@ fn data(name: &str) -> PathBuf {
     repo().join("tests/data/api").join(name)
 }
 
-/// Copies of Volcano's CRDs and examples (see tests/data/api/volcano/README.md).
+/// Volcano's own CRDs and example manifests, kept as data in the steering repository's
+/// `shared/fixtures/` beside this checkout (`../shared/fixtures`, or `$TEPHRA_SHARED_FIXTURES`).
+/// They are Volcano's files, so they are read in place rather than copied into this tree.
 fn volcano(dir: &str) -> PathBuf {
-    data("volcano").join(dir)
+    let root = std::env::var_os("TEPHRA_SHARED_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/fixtures"));
+    let path = root.join(format!("volcano-{dir}"));
+    assert!(
+        path.is_dir(),
+        "Volcano fixtures not found at {} (set TEPHRA_SHARED_FIXTURES to the shared/fixtures folder)",
+        path.display()
+    );
+    path
 }
 
 fn read(path: &Path) -> String {
