@@ -1,0 +1,1 @@
+//! The CustomResourceDefinitions of the four Volcano kinds (filled in below).
