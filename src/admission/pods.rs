@@ -17,18 +17,20 @@ use serde_json::{Value, json};
 use super::review::{Decision, Operation, Request};
 use super::{AdmissionConfig, decode, patch, working_copy};
 
+use crate::api::keys;
+
 /// Annotation naming a pod's PodGroup.
-pub const GROUP_NAME: &str = "scheduling.k8s.io/group-name";
+pub const GROUP_NAME: &str = keys::KUBE_GROUP_NAME_ANNOTATION;
 /// Prefix of PodGroups made for plain workloads.
-pub const PODGROUP_PREFIX: &str = "podgroup-";
+pub const PODGROUP_PREFIX: &str = keys::PODGROUP_NAME_PREFIX;
 /// Pod annotation opting into the queue-allocation scheduling gate.
-pub const QUEUE_ALLOCATION_GATE: &str = "scheduling.volcano.sh/queue-allocation-gate";
+pub const QUEUE_ALLOCATION_GATE: &str = keys::QUEUE_ALLOCATION_GATE;
 /// Default annotation matching a pod to a resource group.
-pub const RESOURCE_GROUP: &str = "volcano.sh/resource-group";
+pub const RESOURCE_GROUP: &str = keys::RESOURCE_GROUP;
 /// Disruption budget: minimum available.
-pub const JDB_MIN_AVAILABLE: &str = "volcano.sh/jdb-min-available";
+pub const JDB_MIN_AVAILABLE: &str = keys::JDB_MIN_AVAILABLE;
 /// Disruption budget: maximum unavailable.
-pub const JDB_MAX_UNAVAILABLE: &str = "volcano.sh/jdb-max-unavailable";
+pub const JDB_MAX_UNAVAILABLE: &str = keys::JDB_MAX_UNAVAILABLE;
 
 /// One entry of Volcano's `--admission-conf` `resourceGroups` list: pods that belong to the
 /// group get its node selector labels, affinity, tolerations and scheduler name.

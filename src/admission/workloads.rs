@@ -16,13 +16,14 @@ use serde_json::Value;
 use super::review::{Decision, Operation, Request};
 use super::view::{ClusterView, queue_accepts, queue_state};
 use super::{AdmissionConfig, decode, decode_old, patch, working_copy};
+use crate::api::keys;
 
 /// Gang size annotation on a workload or its template.
-pub const MIN_MEMBER: &str = "scheduling.volcano.sh/group-min-member";
+pub const MIN_MEMBER: &str = keys::GROUP_MIN_MEMBER_ANNOTATION;
 /// Queue annotation (scheduling form).
-pub const QUEUE_NAME: &str = "scheduling.volcano.sh/queue-name";
+pub const QUEUE_NAME: &str = keys::QUEUE_NAME_ANNOTATION;
 /// Queue annotation (batch form).
-pub const VOLCANO_QUEUE_NAME: &str = "volcano.sh/queue-name";
+pub const VOLCANO_QUEUE_NAME: &str = keys::QUEUE_NAME;
 /// The scheduler name kube-apiserver writes into templates that name none.
 const DEFAULT_SCHEDULER: &str = "default-scheduler";
 
@@ -219,4 +220,299 @@ pub fn validate(req: &Request, view: &dyn ClusterView, cfg: &AdmissionConfig) ->
         }
     }
     Decision::allow()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::review::Verdict;
+    use crate::admission::testutil::{request, update};
+    use crate::admission::view::StaticView;
+    use crate::api::Queue;
+    use serde_json::json;
+
+    fn workload(
+        kind: &str,
+        annotations: Value,
+        template_annotations: Value,
+        scheduler: Option<&str>,
+        replicas: i32,
+    ) -> Value {
+        let mut spec = json!({"containers": [{"name": "c", "image": "nginx"}]});
+        if let Some(s) = scheduler {
+            spec["schedulerName"] = json!(s);
+        }
+        json!({"apiVersion": "apps/v1", "kind": kind,
+               "metadata": {"name": "w", "namespace": "ns", "annotations": annotations},
+               "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "w"}},
+                        "template": {"metadata": {"labels": {"app": "w"}, "annotations": template_annotations}, "spec": spec}}})
+    }
+
+    fn mutated(d: Decision) -> Value {
+        match d.verdict {
+            Verdict::Mutate(v) => v,
+            Verdict::Allow => json!("<unchanged>"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn gang_workload_gets_scheduler_and_annotations_on_its_template() {
+        for kind in ["Deployment", "StatefulSet"] {
+            let w = workload(
+                kind,
+                json!({MIN_MEMBER: "2", QUEUE_NAME: "q", VOLCANO_QUEUE_NAME: "q2"}),
+                json!({}),
+                Some("default-scheduler"),
+                3,
+            );
+            let m = mutated(mutate(
+                &request(kind, "CREATE", w),
+                &AdmissionConfig::default(),
+            ));
+            let t = &m["spec"]["template"];
+            assert_eq!(t["spec"]["schedulerName"], "volcano", "{kind}");
+            assert_eq!(t["metadata"]["annotations"][MIN_MEMBER], "2");
+            assert_eq!(t["metadata"]["annotations"][QUEUE_NAME], "q");
+            assert_eq!(t["metadata"]["annotations"][VOLCANO_QUEUE_NAME], "q2");
+        }
+    }
+
+    #[test]
+    fn template_min_member_alone_is_enough_and_template_values_win() {
+        let w = workload(
+            "Deployment",
+            json!({QUEUE_NAME: "outer"}),
+            json!({MIN_MEMBER: "1", QUEUE_NAME: "inner"}),
+            None,
+            1,
+        );
+        let m = mutated(mutate(
+            &request("Deployment", "UPDATE", w),
+            &AdmissionConfig::default(),
+        ));
+        assert_eq!(m["spec"]["template"]["spec"]["schedulerName"], "volcano");
+        assert_eq!(
+            m["spec"]["template"]["metadata"]["annotations"][QUEUE_NAME],
+            "inner"
+        );
+    }
+
+    #[test]
+    fn template_without_annotations_gets_a_map() {
+        let mut w = workload(
+            "Deployment",
+            json!({MIN_MEMBER: "1"}),
+            json!({}),
+            Some("volcano"),
+            1,
+        );
+        w["spec"]["template"]["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("annotations");
+        let m = mutated(mutate(
+            &request("Deployment", "CREATE", w),
+            &AdmissionConfig::default(),
+        ));
+        assert_eq!(
+            m["spec"]["template"]["metadata"]["annotations"][MIN_MEMBER],
+            "1"
+        );
+    }
+
+    #[test]
+    fn non_gang_workloads_and_own_schedulers_are_left_alone() {
+        let w = workload(
+            "Deployment",
+            json!({}),
+            json!({}),
+            Some("default-scheduler"),
+            1,
+        );
+        assert_eq!(
+            mutated(mutate(
+                &request("Deployment", "CREATE", w),
+                &AdmissionConfig::default()
+            )),
+            "<unchanged>"
+        );
+        let w = workload(
+            "Deployment",
+            json!({MIN_MEMBER: "1"}),
+            json!({MIN_MEMBER: "1"}),
+            Some("other-sched"),
+            1,
+        );
+        let d = mutate(
+            &request("Deployment", "CREATE", w.clone()),
+            &AdmissionConfig::default(),
+        );
+        assert!(d.warnings[0].contains("not served"), "{:?}", d.warnings);
+        assert_eq!(mutated(d), w);
+    }
+
+    fn view() -> StaticView {
+        StaticView::with_queues([Queue::test("q").open(), Queue::test("shut").closed()])
+    }
+
+    fn check(w: Value) -> Decision {
+        let kind = w["kind"].as_str().unwrap().to_string();
+        validate(
+            &request(&kind, "CREATE", w),
+            &view(),
+            &AdmissionConfig::default(),
+        )
+    }
+
+    #[test]
+    fn min_member_must_be_a_positive_integer_within_replicas() {
+        for bad in ["0", "-1", "two", "1.5", ""] {
+            let d = check(workload(
+                "Deployment",
+                json!({MIN_MEMBER: bad}),
+                json!({}),
+                Some("volcano"),
+                3,
+            ));
+            assert!(
+                d.denial().unwrap().contains("must be a positive integer"),
+                "{bad}"
+            );
+        }
+        let d = check(workload(
+            "StatefulSet",
+            json!({}),
+            json!({MIN_MEMBER: "4"}),
+            Some("volcano"),
+            3,
+        ));
+        assert!(
+            d.denial().unwrap().contains("greater than replicas 3"),
+            "{:?}",
+            d.denial()
+        );
+        assert!(
+            check(workload(
+                "Deployment",
+                json!({MIN_MEMBER: "3"}),
+                json!({}),
+                Some("volcano"),
+                3
+            ))
+            .is_allowed()
+        );
+        // Scaled to zero: nothing to gang.
+        assert!(
+            check(workload(
+                "Deployment",
+                json!({MIN_MEMBER: "3"}),
+                json!({}),
+                Some("volcano"),
+                0
+            ))
+            .is_allowed()
+        );
+    }
+
+    #[test]
+    fn named_queues_must_exist_and_be_open() {
+        let d = check(workload(
+            "Deployment",
+            json!({MIN_MEMBER: "1", QUEUE_NAME: "nope"}),
+            json!({}),
+            None,
+            1,
+        ));
+        assert!(d.denial().unwrap().contains("unable to find queue: nope"));
+        let d = check(workload(
+            "Deployment",
+            json!({}),
+            json!({VOLCANO_QUEUE_NAME: "shut"}),
+            Some("volcano"),
+            1,
+        ));
+        assert!(
+            d.denial()
+                .unwrap()
+                .contains("queue `shut` status is `Closed`")
+        );
+        assert!(
+            check(workload(
+                "Deployment",
+                json!({MIN_MEMBER: "1", QUEUE_NAME: "q"}),
+                json!({}),
+                None,
+                1
+            ))
+            .is_allowed()
+        );
+        // Not ours: not checked.
+        assert!(
+            check(workload(
+                "Deployment",
+                json!({QUEUE_NAME: "nope"}),
+                json!({}),
+                Some("default-scheduler"),
+                1
+            ))
+            .is_allowed()
+        );
+    }
+
+    #[test]
+    fn update_checks_only_newly_named_queues() {
+        let old = workload(
+            "Deployment",
+            json!({MIN_MEMBER: "1", QUEUE_NAME: "shut"}),
+            json!({}),
+            Some("volcano"),
+            1,
+        );
+        let mut scaled = old.clone();
+        scaled["spec"]["replicas"] = json!(2);
+        assert!(
+            validate(
+                &update("Deployment", old.clone(), scaled),
+                &view(),
+                &AdmissionConfig::default()
+            )
+            .is_allowed()
+        );
+        let moved = workload(
+            "Deployment",
+            json!({MIN_MEMBER: "1", QUEUE_NAME: "nope"}),
+            json!({}),
+            Some("volcano"),
+            1,
+        );
+        assert!(
+            !validate(
+                &update("Deployment", old, moved),
+                &view(),
+                &AdmissionConfig::default()
+            )
+            .is_allowed()
+        );
+    }
+
+    #[test]
+    fn delete_is_refused_as_unexpected() {
+        let w = workload("Deployment", json!({}), json!({}), None, 1);
+        assert!(
+            !validate(
+                &request("Deployment", "DELETE", w.clone()),
+                &view(),
+                &AdmissionConfig::default()
+            )
+            .is_allowed()
+        );
+        assert!(
+            !mutate(
+                &request("Deployment", "DELETE", w),
+                &AdmissionConfig::default()
+            )
+            .is_allowed()
+        );
+    }
 }
