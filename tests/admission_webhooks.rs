@@ -755,3 +755,84 @@ async fn deeply_nested_json_is_refused_not_a_stack_overflow() {
             || v["message"].as_str().unwrap().contains("not")
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The webhook configurations
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn manifest_registers_every_path_with_its_policy() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/webhooks.yaml"),
+    )
+    .unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration"
+        ]
+    );
+    let mut served = Vec::new();
+    for doc in &docs {
+        assert_eq!(doc["apiVersion"], "admissionregistration.k8s.io/v1");
+        for hook in doc["webhooks"].as_array().unwrap() {
+            let svc = &hook["clientConfig"]["service"];
+            let path = svc["path"].as_str().unwrap();
+            assert_eq!(svc["name"], "tephra", "{path}");
+            assert_eq!(svc["namespace"], "tephra-system", "{path}");
+            assert_eq!(svc["port"], 443, "{path}");
+            assert!(hook["clientConfig"]["caBundle"].is_string(), "{path}");
+            assert_eq!(hook["sideEffects"], "None", "{path}");
+            assert_eq!(hook["matchPolicy"], "Equivalent", "{path}");
+            assert_eq!(
+                hook["admissionReviewVersions"],
+                json!(["v1", "v1beta1"]),
+                "{path}"
+            );
+            assert!(
+                hook["timeoutSeconds"]
+                    .as_i64()
+                    .is_some_and(|t| (1..=30).contains(&t)),
+                "{path}"
+            );
+            let policy = hook["failurePolicy"].as_str().unwrap();
+            assert!(policy == "Fail" || policy == "Ignore", "{path}");
+            let mutating = doc["kind"] == "MutatingWebhookConfiguration";
+            assert_eq!(path.ends_with("/mutate"), mutating, "{path}");
+            // vcJobs are validated fail-closed (decisions.md).
+            if path.starts_with("/jobs/") {
+                assert_eq!(policy, "Fail", "{path}");
+            }
+            let rules = hook["rules"].as_array().unwrap();
+            let namespaced = rules.iter().all(|r| r["scope"] == "Namespaced");
+            if namespaced {
+                let excluded = &hook["namespaceSelector"]["matchExpressions"][0];
+                assert_eq!(excluded["key"], "kubernetes.io/metadata.name", "{path}");
+                assert_eq!(excluded["operator"], "NotIn", "{path}");
+                assert_eq!(
+                    excluded["values"],
+                    json!(["tephra-system", "kube-system"]),
+                    "{path}"
+                );
+            }
+            // The rules name exactly the kinds the path admits.
+            let webhook = WEBHOOKS.iter().find(|w| w.path == path).unwrap();
+            for (group, _) in webhook.kinds {
+                assert!(
+                    rules
+                        .iter()
+                        .any(|r| r["apiGroups"].as_array().unwrap().contains(&json!(group))),
+                    "{path} misses group {group:?}"
+                );
+            }
+            served.push(path.to_string());
+        }
+    }
+    let mut expected: Vec<String> = WEBHOOKS.iter().map(|w| w.path.to_string()).collect();
+    expected.sort();
+    served.sort();
+    assert_eq!(served, expected);
+}
