@@ -44,6 +44,9 @@ pub const VALID_ACTIONS: &[&str] = &[
 
 /// The decision for one `/jobs/validate` request.
 pub fn review(req: &Request, view: &dyn ClusterView, _cfg: &AdmissionConfig) -> Decision {
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return Decision::bad_request("expect operation to be 'CREATE' or 'UPDATE'");
+    }
     let job: Job = match decode(req) {
         Ok(j) => j,
         Err(d) => return d,
