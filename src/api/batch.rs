@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaimSpec, PodSpec, PodTemplate
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::common::{Duration, string_enum};
 use super::scheduling::NetworkTopologySpec;
@@ -97,7 +97,11 @@ pub struct JobSpec {
     pub policies: Option<Vec<LifecyclePolicy>>,
 
     /// Job plugins: name (`env`, `svc`, `ssh`, `mpi`, ...) → command-line style arguments.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "plugins_null_args"
+    )]
     pub plugins: Option<BTreeMap<String, Vec<String>>>,
 
     /// The user's estimate of the running time (informational).
@@ -134,13 +138,29 @@ pub struct JobSpec {
     pub network_topology: Option<NetworkTopologySpec>,
 }
 
+/// Go reads a plugin written without arguments (`ssh:`, i.e. null) as no arguments; so does
+/// tephra, instead of rejecting the whole job.
+fn plugins_null_args<'de, D: Deserializer<'de>>(
+    de: D,
+) -> Result<Option<BTreeMap<String, Vec<String>>>, D::Error> {
+    let raw: Option<BTreeMap<String, Option<Vec<String>>>> = Option::deserialize(de)?;
+    Ok(raw.map(|m| {
+        m.into_iter()
+            .map(|(k, v)| (k, v.unwrap_or_default()))
+            .collect()
+    }))
+}
+
 /// A persistent volume claim mounted into every container of the job.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeSpec {
+    // An `Option` although the CRD requires it (as every field here): a job missing it still
+    // parses, so the webhook can say what is wrong instead of failing to read the object.
     /// Where the volume is mounted in each container (required, no `:`).
-    #[schemars(extend("minLength" = 1, "pattern" = "^[^:]+$"))]
-    pub mount_path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required, extend("minLength" = 1, "pattern" = "^[^:]+$"))]
+    pub mount_path: Option<String>,
 
     /// An existing PVC to mount, or the name the controller gave the PVC it created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -201,13 +221,15 @@ pub struct TaskSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PartitionPolicySpec {
-    /// Number of partitions (replicas must equal total × size).
-    #[schemars(extend("minimum" = 1))]
-    pub total_partitions: i32,
+    /// Number of partitions (required; replicas must equal total × size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required, extend("minimum" = 1))]
+    pub total_partitions: Option<i32>,
 
-    /// Pods per partition.
-    #[schemars(extend("minimum" = 1))]
-    pub partition_size: i32,
+    /// Pods per partition (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required, extend("minimum" = 1))]
+    pub partition_size: Option<i32>,
 
     /// Network-topology constraint of each partition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -431,12 +453,38 @@ pub struct TaskState {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobCondition {
-    /// The phase (Volcano calls it `status`).
-    pub status: JobPhase,
+    /// The phase (Volcano calls it `status`; required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(required)]
+    pub status: Option<JobPhase>,
 
     /// When the job entered the phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
+}
+
+impl VolumeSpec {
+    /// The mount path, empty when none is set.
+    pub fn mount_path(&self) -> &str {
+        self.mount_path.as_deref().unwrap_or_default()
+    }
+}
+
+impl PartitionPolicySpec {
+    /// `totalPartitions`, 0 when absent.
+    pub fn total_partitions(&self) -> i32 {
+        self.total_partitions.unwrap_or(0)
+    }
+
+    /// `partitionSize`, 0 when absent.
+    pub fn partition_size(&self) -> i32 {
+        self.partition_size.unwrap_or(0)
+    }
+
+    /// `minPartitions`, with the CRD default 0.
+    pub fn min_partitions(&self) -> i32 {
+        self.min_partitions.unwrap_or(0)
+    }
 }
 
 impl JobSpec {
