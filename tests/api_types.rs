@@ -36,12 +36,9 @@ fn data(name: &str) -> PathBuf {
     repo().join("tests/data/api").join(name)
 }
 
-/// Volcano's CRDs and examples, kept read-only beside the project. Overridable so the tests
-/// can run from a clone placed elsewhere.
-fn shared_fixtures() -> PathBuf {
-    std::env::var_os("TEPHRA_SHARED_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/fixtures"))
+/// Copies of Volcano's CRDs and examples (see tests/data/api/volcano/README.md).
+fn volcano(dir: &str) -> PathBuf {
+    data("volcano").join(dir)
 }
 
 fn read(path: &Path) -> String {
@@ -280,6 +277,18 @@ fn builders_make_the_objects_they_say() {
     assert_eq!(job.spec.queue(), "q");
     assert_eq!(job.spec.task("b").unwrap().replicas(), 3);
     assert_eq!(job.metadata.namespace.as_deref(), Some("ns"));
+    assert_eq!(job.pod_group_name(), None, "no uid yet");
+    let job = job.with_uid("1234-abcd");
+    assert_eq!(job.pod_group_name().as_deref(), Some("j-1234-abcd"));
+    assert_eq!(tephra::api::batch::pod_name("j", "a", 1), "j-a-1");
+    assert_eq!(
+        tephra::api::keys::workload_pod_group_name(Some("rs-uid"), "pod-uid"),
+        "podgroup-rs-uid"
+    );
+    assert_eq!(
+        tephra::api::keys::workload_pod_group_name(None, "pod-uid"),
+        "podgroup-pod-uid"
+    );
     let value = serde_json::to_value(&job).unwrap();
     assert_eq!(value["apiVersion"], "batch.volcano.sh/v1alpha1");
     assert_eq!(
@@ -370,7 +379,7 @@ fn present_paths(schema: &Value, value: &Value, path: String, out: &mut BTreeSet
 
 #[test]
 fn every_volcano_example_job_queue_and_podgroup_round_trips() {
-    let dir = shared_fixtures().join("volcano-examples");
+    let dir = volcano("examples");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
@@ -557,7 +566,7 @@ fn our_schema(name: &str) -> Value {
 }
 
 fn volcano_crds() -> Vec<Value> {
-    let dir = shared_fixtures().join("volcano-crds");
+    let dir = volcano("crds");
     let mut out = Vec::new();
     for file in [
         "batch.volcano.sh_jobs.yaml",

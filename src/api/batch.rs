@@ -574,4 +574,18 @@ impl Job {
     pub fn phase(&self) -> Option<&JobPhase> {
         self.status.as_ref()?.state.as_ref()?.phase.as_ref()
     }
+
+    /// Name of the job's PodGroup, `{job}-{uid}` as Volcano's job controller makes it;
+    /// `None` until the job has a name and a uid.
+    pub fn pod_group_name(&self) -> Option<String> {
+        let name = self.metadata.name.as_deref()?;
+        let uid = self.metadata.uid.as_deref()?;
+        Some(format!("{name}-{uid}"))
+    }
+}
+
+/// Name of replica `index` of task `task` of job `job`: `{job}-{task}-{index}`, as Volcano's
+/// job controller names pods.
+pub fn pod_name(job: &str, task: &str, index: i32) -> String {
+    format!("{job}-{task}-{index}")
 }

@@ -16,6 +16,16 @@ pub const DEFAULT_SCHEDULER_NAME: &str = "volcano";
 pub const DEFAULT_TASK_SPEC: &str = "default";
 /// Prefix of PodGroups made for plain workloads: `podgroup-<owner uid>`.
 pub const PODGROUP_NAME_PREFIX: &str = "podgroup-";
+
+/// Name of the PodGroup of a plain workload's pod: `podgroup-` followed by the uid of the
+/// pod's controller owner, or of the pod itself when it has none (Volcano's
+/// `GeneratePodgroupName`).
+pub fn workload_pod_group_name(controller_owner_uid: Option<&str>, pod_uid: &str) -> String {
+    format!(
+        "{PODGROUP_NAME_PREFIX}{}",
+        controller_owner_uid.unwrap_or(pod_uid)
+    )
+}
 /// Prefix shared by the annotations copied from a workload to its PodGroup.
 pub const ANNOTATION_PREFIX: &str = "volcano.sh/";
 
