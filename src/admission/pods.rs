@@ -21,8 +21,6 @@ use crate::api::keys;
 
 /// Annotation naming a pod's PodGroup.
 pub const GROUP_NAME: &str = keys::KUBE_GROUP_NAME_ANNOTATION;
-/// Prefix of PodGroups made for plain workloads.
-pub const PODGROUP_PREFIX: &str = keys::PODGROUP_NAME_PREFIX;
 /// Pod annotation opting into the queue-allocation scheduling gate.
 pub const QUEUE_ALLOCATION_GATE: &str = keys::QUEUE_ALLOCATION_GATE;
 /// Default annotation matching a pod to a resource group.
@@ -114,7 +112,7 @@ pub fn mutate(req: &Request, cfg: &AdmissionConfig) -> Decision {
                 &mut obj,
                 &["metadata", "annotations"],
                 GROUP_NAME,
-                Value::String(format!("{PODGROUP_PREFIX}{}", owner.uid)),
+                Value::String(keys::workload_pod_group_name(Some(&owner.uid), "")),
             );
         }
     }

@@ -83,7 +83,7 @@ pub fn apply_defaults(job: &Job, obj: &mut Value, cfg: &AdmissionConfig) {
                     Some(p) if p.min_partitions.unwrap_or(0) > 0 => p
                         .min_partitions
                         .unwrap_or(0)
-                        .saturating_mul(p.partition_size),
+                        .saturating_mul(p.partition_size.unwrap_or(0)),
                     _ => task.replicas(),
                 };
                 patch::set(t, &[], "minAvailable", json!(m));

@@ -12,7 +12,7 @@ use crate::admission::validation::{
 };
 use crate::admission::view::{ClusterView, queue_accepts, queue_state};
 use crate::admission::{AdmissionConfig, decode, decode_old, quantity};
-use crate::api::batch::{LifecyclePolicy, NumaPolicy, TaskSpec, VolumeSpec};
+use crate::api::batch::{LifecyclePolicy, NumaPolicy, TaskSpec, VolumeSpec, pod_name};
 use crate::api::bus::{Action, Event};
 use crate::api::keys::{ROOT_QUEUE, plugins};
 use crate::api::scheduling::NetworkTopologySpec;
@@ -215,17 +215,17 @@ fn policy_warnings(policies: &[LifecyclePolicy], path: &str, out: &mut Vec<Strin
 fn partition_problem(task: &TaskSpec, job: &str) -> Option<String> {
     let p = task.partition_policy.as_ref()?;
     let name = task.name();
-    let mut msg = if p.total_partitions <= 0 {
+    let total = p.total_partitions.unwrap_or(0);
+    let size = p.partition_size.unwrap_or(0);
+    let mut msg = if total <= 0 {
         Some(format!(
             "'TotalPartitions' must be greater than 0 in task: {name}, job: {job}"
         ))
-    } else if p.partition_size <= 0 {
+    } else if size <= 0 {
         Some(format!(
             "'PartitionSize' must be greater than 0 in task: {name}, job: {job}"
         ))
-    } else if i64::from(task.replicas())
-        != i64::from(p.total_partitions) * i64::from(p.partition_size)
-    {
+    } else if i64::from(task.replicas()) != i64::from(total) * i64::from(size) {
         Some(format!(
             "'Replicas' are not equal to TotalPartitions*PartitionSize in task: {name}, job: {job}"
         ))
@@ -234,7 +234,7 @@ fn partition_problem(task: &TaskSpec, job: &str) -> Option<String> {
         match task.min_available {
             Some(m)
                 if min_partitions > 0
-                    && i64::from(min_partitions) * i64::from(p.partition_size) != i64::from(m) =>
+                    && i64::from(min_partitions) * i64::from(size) != i64::from(m) =>
             {
                 Some(format!(
                     "'MinAvailable' is not equal to MinPartitions*PartitionSize in task: {name}, job: {job}"
@@ -286,11 +286,12 @@ fn topology_problem(task: &TaskSpec, index: usize) -> Option<String> {
 fn volume_problem(volumes: &[VolumeSpec]) -> Option<String> {
     let mut seen = BTreeSet::new();
     for v in volumes {
-        if v.mount_path.is_empty() {
+        let mount_path = v.mount_path.as_deref().unwrap_or_default();
+        if mount_path.is_empty() {
             return Some("mountPath is required".into());
         }
-        if !seen.insert(v.mount_path.as_str()) {
-            return Some(format!("duplicated mountPath: {}", v.mount_path));
+        if !seen.insert(mount_path) {
+            return Some(format!("duplicated mountPath: {mount_path}"));
         }
         let claim_name = v.volume_claim_name.as_deref().unwrap_or_default();
         if v.volume_claim.is_none() && claim_name.is_empty() {
@@ -394,7 +395,7 @@ pub fn validate_create(job: &Job, view: &dyn ClusterView) -> (Vec<String>, Vec<S
             &format!("spec.tasks[{index}].policies"),
             &mut warnings,
         );
-        let pod_name = format!("{job_name}-{name}-{index}");
+        let pod_name = pod_name(job_name, name, i32::try_from(index).unwrap_or(i32::MAX));
         let errs = qualified_name_errors(&pod_name);
         if !errs.is_empty() {
             problems.push(format!(
