@@ -1,13 +1,18 @@
 //! What each subcommand does, wired from the library's parts. `main.rs` only parses flags and
 //! reports the [`AppError`] this returns.
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
+use crate::admission::{
+    self, AdmissionConfig, AdmissionContext, AdmissionMetrics, ClusterView, StaticView,
+};
 use crate::api::ApiError;
 use crate::certs::{self, CertError};
 use crate::cli::{CertsArgs, Cli, Command, LogFormat, ServeArgs};
-use crate::cluster::{self, BootstrapError, ClusterError};
+use crate::cluster::{self, BootstrapError, Caches, ClusterError};
 use crate::metrics::{Metrics, MetricsError};
 use crate::server::{self, ServerConfig, ServerError, ServerState, TlsSource};
 
@@ -26,6 +31,9 @@ pub enum AppError {
     /// The metrics registry could not be built.
     #[error(transparent)]
     Metrics(#[from] MetricsError),
+    /// A subsystem's series could not be registered.
+    #[error("registering metrics: {0}")]
+    Registry(#[from] prometheus::Error),
     /// Rendering the CRDs failed.
     #[error(transparent)]
     Api(#[from] ApiError),
@@ -98,15 +106,23 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
     }
 }
 
-/// `tephra serve`: pick the cluster, start the HTTPS and metrics listeners, run until a signal.
+/// How long `serve` lets the watch caches take to list before it reports not-ready in the log
+/// (readiness stays false until they have synced either way).
+const CACHE_SYNC_WARN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `tephra serve`: pick the cluster, start the shared caches, the HTTPS and metrics listeners
+/// with the admission webhooks, and run until a signal.
 async fn serve(args: ServeArgs) -> Result<(), AppError> {
     let metrics = Metrics::new()?;
     let shutdown = CancellationToken::new();
-    let _client = if args.embedded {
+    server::cancel_on_signals(shutdown.clone());
+    let state = ServerState::new(metrics.clone());
+
+    let view: Arc<dyn ClusterView + Send + Sync> = if args.embedded {
         tracing::warn!(
             "embedded API not built into this version yet: serving with no cluster behind"
         );
-        None
+        Arc::new(StaticView::new())
     } else {
         let source = cluster::config::choose(
             &cluster::Environment::from_process(),
@@ -116,13 +132,35 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         let config = cluster::config::load(&source).await?;
         let client = cluster::config::connect(config).await?;
         cluster::ensure_default_queues(&client).await?;
-        Some(client)
+        let caches = Caches::start(&client, &shutdown);
+        track_cache_sync(caches.clone(), state.clone());
+        Arc::new(caches)
     };
-    let state = ServerState::new(metrics);
-    let bound = server::bind(server_config(&args), axum::Router::new(), state)?;
+
+    let admission = Arc::new(AdmissionContext {
+        config: AdmissionConfig {
+            scheduler_names: args.scheduler_names.clone(),
+            ..AdmissionConfig::default()
+        },
+        view,
+        metrics: AdmissionMetrics::new(metrics.registry())?,
+    });
+    let bound = server::bind(server_config(&args), admission::router(admission), state)?;
     tracing::info!(https = %bound.https_addr(), metrics = ?bound.metrics_addr(), "serving");
-    server::cancel_on_signals(shutdown.clone());
     bound.run(shutdown).await?;
     tracing::info!("drained, exiting");
     Ok(())
+}
+
+/// `/readyz` stays 503 (condition `caches`) until every watch cache has its first list, so
+/// kube-apiserver does not send reviews that would be judged against an empty view.
+fn track_cache_sync(caches: Caches, state: ServerState) {
+    state.set_condition("caches", false);
+    tokio::spawn(async move {
+        while let Err(e) = caches.wait_synced(CACHE_SYNC_WARN).await {
+            tracing::warn!(error = %e, "still waiting for the watch caches");
+        }
+        tracing::info!("watch caches synced");
+        state.set_condition("caches", true);
+    });
 }

@@ -3,6 +3,8 @@
 //! invalid jobs denied), bad input answered 400, and a seeded fuzzer that feeds random and
 //! mutated reviews to every path.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -382,7 +384,7 @@ async fn every_contract_path_is_served_and_only_post() {
 // ---------------------------------------------------------------------------------------------
 
 fn examples() -> Vec<(String, Value)> {
-    let dir = data("volcano-examples");
+    let dir = common::shared_fixtures("volcano-examples");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -15,6 +15,8 @@
 //! and commit `manifests/crds/`.
 
 use std::collections::{BTreeMap, BTreeSet};
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -36,20 +38,9 @@ fn data(name: &str) -> PathBuf {
     repo().join("tests/data/api").join(name)
 }
 
-/// Volcano's own CRDs and example manifests, kept as data in the steering repository's
-/// `shared/fixtures/` beside this checkout (`../shared/fixtures`, or `$TEPHRA_SHARED_FIXTURES`).
-/// They are Volcano's files, so they are read in place rather than copied into this tree.
+/// Volcano's own CRDs (`crds`) and examples (`examples`), read in place (see `common`).
 fn volcano(dir: &str) -> PathBuf {
-    let root = std::env::var_os("TEPHRA_SHARED_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("../shared/fixtures"));
-    let path = root.join(format!("volcano-{dir}"));
-    assert!(
-        path.is_dir(),
-        "Volcano fixtures not found at {} (set TEPHRA_SHARED_FIXTURES to the shared/fixtures folder)",
-        path.display()
-    );
-    path
+    common::shared_fixtures(&format!("volcano-{dir}"))
 }
 
 fn read(path: &Path) -> String {

@@ -2,7 +2,9 @@
 //! (built-in queues) and the one shared set of watch caches every subsystem reads.
 
 pub mod bootstrap;
+pub mod caches;
 pub mod config;
 
 pub use bootstrap::{BootstrapError, ensure_default_queues};
+pub use caches::{CacheError, Caches};
 pub use config::{ClusterError, ClusterSource, Environment};
