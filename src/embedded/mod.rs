@@ -1,1 +1,446 @@
-//! placeholder, filled by its issue
+//! # The embedded, in-memory Kubernetes-compatible API
+//!
+//! Tephra runs and is tested on one machine with no cluster: this module is an API server that
+//! kube-rs, kubectl and other Kubernetes clients cannot tell from kube-apiserver for what tephra
+//! and its users do.
+//!
+//! ```text
+//!   kube::Client ──(in process: tower Service)──┐
+//!   kubectl / HTTP ──(serve: TCP, loopback)─────┤
+//!                                               ▼
+//!   rest.rs     axum: /api, /apis paths → verbs, subresources, Status errors
+//!   discovery.rs /api, /apis, /version, APIResourceLists
+//!   ops.rs      create / update / patch / delete semantics, faults, admission call
+//!     ├─ prepare.rs  pure: metadata, status split, generation, built-in defaults
+//!     ├─ patch.rs    pure: merge, JSON, strategic merge, apply
+//!     ├─ crd.rs      pure: CRD → served resource, schema defaults, pruning
+//!     ├─ admission.rs  mutating then validating webhooks (AdmissionReview over HTTPS)
+//!     └─ gc.rs       ownerReferences: background, foreground, orphan
+//!   store.rs    objects as JSON bytes per group/resource, global resourceVersion, history
+//!   watch.rs    watch streams from a version: history replay, 410, bookmarks, timeouts
+//!   nodes.rs, kubelet.rs   the stand-ins: Ready nodes and a simulated kubelet
+//! ```
+//!
+//! Use it in process with [`router`] (`kube::Client::new(router(api), "default")`) or over TCP
+//! with [`serve`]. There is no authentication: it binds loopback by default and says so.
+
+pub mod admission;
+pub mod crd;
+pub mod discovery;
+pub mod faults;
+pub mod gc;
+pub mod kubelet;
+pub mod nodes;
+pub mod ops;
+pub mod patch;
+pub mod prepare;
+pub mod resources;
+pub mod rest;
+pub mod selectors;
+pub mod store;
+pub mod watch;
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub use faults::{FaultSpec, FaultSpecError};
+pub use resources::ResourceInfo;
+pub use store::{GroupResource, Stored};
+
+use faults::{Faults, Rng};
+use resources::Registry;
+use store::Store;
+
+/// Largest object kube-apiserver stores (etcd's limit).
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+/// Largest request body kube-apiserver reads.
+pub const MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
+/// Largest total size of an object's annotations.
+pub const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
+
+/// How the embedded API starts.
+#[derive(Clone, Debug)]
+pub struct EmbeddedOptions {
+    /// Ready nodes created at start (`node-1` … `node-N`).
+    pub nodes: usize,
+    /// Run the kubelet stand-in (bound pods become Running, finish per annotations).
+    pub sim_kubelet: bool,
+    /// Injected faults.
+    pub faults: FaultSpec,
+    /// Watch events kept per resource for watches that resume from a version; older versions
+    /// get 410 Gone.
+    pub watch_history: usize,
+    /// Interval between BOOKMARK events on watches that allow them.
+    pub bookmark_interval: std::time::Duration,
+    /// Where webhook `clientConfig.service` references are sent (the local HTTPS listener of
+    /// `tephra serve`), e.g. `127.0.0.1:8443`. `None`: service references fail (and the
+    /// webhook's failurePolicy decides).
+    pub webhook_service_addr: Option<std::net::SocketAddr>,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        Self {
+            nodes: 3,
+            sim_kubelet: true,
+            faults: FaultSpec::default(),
+            watch_history: 10_000,
+            bookmark_interval: std::time::Duration::from_secs(30),
+            webhook_service_addr: None,
+        }
+    }
+}
+
+/// A request-level failure, answered as a Kubernetes `Status` object.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    /// 404.
+    #[error("{resource} \"{name}\" not found")]
+    NotFound {
+        /// `pods` or `jobs.batch.volcano.sh`.
+        resource: String,
+        /// Object name.
+        name: String,
+    },
+    /// 409 on create.
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists {
+        /// Qualified resource.
+        resource: String,
+        /// Object name.
+        name: String,
+    },
+    /// 409 on a stale write or a failed precondition.
+    #[error("{0}")]
+    Conflict(String),
+    /// 422.
+    #[error("{0}")]
+    Invalid(String),
+    /// 400.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 403.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 405.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// 406.
+    #[error("{0}")]
+    NotAcceptable(String),
+    /// 410 for a too-old resourceVersion (reason `Expired`, as the watch cache answers).
+    #[error("{0}")]
+    Expired(String),
+    /// 410 with reason `Gone`.
+    #[error("{0}")]
+    Gone(String),
+    /// 413.
+    #[error("{0}")]
+    TooLarge(String),
+    /// 415.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 500 (also the injected write fault).
+    #[error("{0}")]
+    Internal(String),
+    /// 504.
+    #[error("{0}")]
+    Timeout(String),
+}
+
+impl ApiError {
+    /// HTTP status code.
+    pub fn code(&self) -> u16 {
+        match self {
+            ApiError::NotFound { .. } => 404,
+            ApiError::AlreadyExists { .. } | ApiError::Conflict(_) => 409,
+            ApiError::Invalid(_) => 422,
+            ApiError::BadRequest(_) => 400,
+            ApiError::Forbidden(_) => 403,
+            ApiError::MethodNotAllowed(_) => 405,
+            ApiError::NotAcceptable(_) => 406,
+            ApiError::Expired(_) | ApiError::Gone(_) => 410,
+            ApiError::TooLarge(_) => 413,
+            ApiError::UnsupportedMediaType(_) => 415,
+            ApiError::Internal(_) => 500,
+            ApiError::Timeout(_) => 504,
+        }
+    }
+
+    /// The `Status.reason`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApiError::NotFound { .. } => "NotFound",
+            ApiError::AlreadyExists { .. } => "AlreadyExists",
+            ApiError::Conflict(_) => "Conflict",
+            ApiError::Invalid(_) => "Invalid",
+            ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Forbidden(_) => "Forbidden",
+            ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
+            ApiError::NotAcceptable(_) => "NotAcceptable",
+            ApiError::Expired(_) => "Expired",
+            ApiError::Gone(_) => "Gone",
+            ApiError::TooLarge(_) => "RequestEntityTooLarge",
+            ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::Internal(_) => "InternalError",
+            ApiError::Timeout(_) => "Timeout",
+        }
+    }
+
+    /// A label for metrics and logs.
+    pub fn metric_label(&self) -> &'static str {
+        self.reason()
+    }
+
+    /// The `Status` object.
+    pub fn status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": self.reason(),
+            "code": self.code(),
+        });
+        if let ApiError::NotFound { resource, name } | ApiError::AlreadyExists { resource, name } =
+            self
+        {
+            let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
+            s["details"] = json!({"name": name, "group": group, "kind": kind});
+        }
+        s
+    }
+
+    /// 409 for a stale write.
+    pub fn stale(res: &ResourceInfo, name: &str) -> Self {
+        ApiError::Conflict(format!(
+            "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+            res.qualified()
+        ))
+    }
+
+    /// 404 for an object.
+    pub fn not_found(res: &ResourceInfo, name: &str) -> Self {
+        ApiError::NotFound {
+            resource: res.qualified(),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl From<serde_json::Error> for ApiError {
+    fn from(e: serde_json::Error) -> Self {
+        ApiError::Internal(format!("encoding: {e}"))
+    }
+}
+
+/// Who is writing: clients (faults apply) or the stand-ins inside this process (never faulted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Caller {
+    /// An API client (REST, kube-rs, kubectl, tephra's own controllers).
+    #[default]
+    Client,
+    /// The embedded stand-ins and the garbage collector.
+    Internal,
+}
+
+/// The embedded API server: store, served resources, faults, admission.
+pub struct ApiServer {
+    pub(crate) store: Store,
+    pub(crate) registry: Registry,
+    pub(crate) faults: Faults,
+    pub(crate) options: EmbeddedOptions,
+    pub(crate) admission: admission::Admission,
+    rng: Mutex<Rng>,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiServer {
+    /// A server with the system namespaces and `options.nodes` Ready nodes, and no background
+    /// tasks (see [`ApiServer::start`] for the stand-ins). Logs the faults in force.
+    pub fn new(options: EmbeddedOptions) -> Arc<Self> {
+        let api = Arc::new(Self {
+            store: Store::new(options.watch_history),
+            registry: Registry::new(),
+            faults: Faults::new(options.faults.clone()),
+            admission: admission::Admission::new(options.webhook_service_addr),
+            rng: Mutex::new(Rng::from_entropy()),
+            options,
+        });
+        tracing::info!("embedded API {}", api.faults.spec().describe());
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            if let Err(e) = api.seed(
+                "",
+                "namespaces",
+                json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":ns}}),
+            ) {
+                tracing::warn!(namespace = ns, error = %e, "seeding namespace");
+            }
+        }
+        for i in 1..=api.options.nodes {
+            if let Err(e) = api.seed("", "nodes", nodes::node(&format!("node-{i}"), i)) {
+                tracing::warn!(node = i, error = %e, "seeding node");
+            }
+        }
+        api
+    }
+
+    /// [`ApiServer::new`] plus the stand-ins (the kubelet unless `sim_kubelet` is off), which
+    /// stop when `shutdown` is cancelled. Must be called inside a Tokio runtime.
+    pub fn start(options: EmbeddedOptions, shutdown: CancellationToken) -> Arc<Self> {
+        let api = Self::new(options);
+        if api.options.sim_kubelet {
+            tokio::spawn(kubelet::run(api.clone(), shutdown));
+        }
+        api
+    }
+
+    /// The options it was started with.
+    pub fn options(&self) -> &EmbeddedOptions {
+        &self.options
+    }
+
+    /// The served resources.
+    pub fn resources(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The latest resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.store.current_rv()
+    }
+
+    /// Number of stored objects of a resource.
+    pub fn count(&self, group: &str, resource: &str) -> usize {
+        self.store.count(&GroupResource::new(group, resource))
+    }
+
+    /// Creates an object directly (no admission, no faults): for seeding.
+    pub fn seed(&self, group: &str, resource: &str, obj: Value) -> Result<Arc<Stored>, ApiError> {
+        let res = self
+            .registry
+            .by_group_resource(&GroupResource::new(group, resource))
+            .ok_or_else(|| ApiError::NotFound {
+                resource: resource.into(),
+                name: String::new(),
+            })?;
+        let ns = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let prepared = self.prepare_create(&res, &ns, obj)?;
+        self.commit_create(&res, prepared)
+    }
+
+    pub(crate) fn random_u64(&self) -> u64 {
+        self.rng
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .next_u64()
+    }
+
+    /// A random RFC 4122 version-4 uid.
+    pub(crate) fn new_uid(&self) -> String {
+        let (a, b) = (self.random_u64(), self.random_u64());
+        let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000;
+        let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
+        format!(
+            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xffff,
+            b >> 48,
+            b & 0xffff_ffff_ffff
+        )
+    }
+
+    /// The 5-character suffix of a `generateName`, from kube-apiserver's alphabet.
+    pub(crate) fn name_suffix(&self) -> String {
+        const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let mut r = self.random_u64();
+        (0..5)
+            .map(|_| {
+                let c = ALPHA[(r % ALPHA.len() as u64) as usize] as char;
+                r /= ALPHA.len() as u64;
+                c
+            })
+            .collect()
+    }
+}
+
+/// Now as an RFC 3339 timestamp with second precision, as Kubernetes writes them.
+pub fn now_rfc3339() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// The axum router of the API (all Kubernetes paths plus `/healthz`, `/readyz`, `/version`).
+/// A `kube::Client` can sit on it directly: `kube::Client::new(router(api), "default")`.
+pub fn router(api: Arc<ApiServer>) -> axum::Router {
+    rest::router(api)
+}
+
+/// Serves the API over plain HTTP on `listener` until `shutdown` is cancelled. Logs that the
+/// API has no authentication.
+pub async fn serve(
+    api: Arc<ApiServer>,
+    listener: tokio::net::TcpListener,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let addr = listener.local_addr()?;
+    tracing::warn!(
+        %addr,
+        "embedded Kubernetes API listening over plain HTTP with no authentication; keep it on loopback"
+    );
+    axum::serve(listener, router(api))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_status_objects_with_reason_and_code() {
+        let e = ApiError::NotFound {
+            resource: "jobs.batch.volcano.sh".into(),
+            name: "j".into(),
+        };
+        let s = e.status();
+        assert_eq!(s["kind"], "Status");
+        assert_eq!(s["status"], "Failure");
+        assert_eq!(s["reason"], "NotFound");
+        assert_eq!(s["code"], 404);
+        assert_eq!(s["details"]["group"], "batch.volcano.sh");
+        assert_eq!(s["message"], "jobs.batch.volcano.sh \"j\" not found");
+        assert_eq!(ApiError::Expired("x".into()).code(), 410);
+        assert_eq!(ApiError::Invalid("x".into()).reason(), "Invalid");
+    }
+
+    #[test]
+    fn new_server_has_system_namespaces_and_ready_nodes() {
+        let api = ApiServer::new(EmbeddedOptions {
+            nodes: 2,
+            ..Default::default()
+        });
+        assert_eq!(api.count("", "namespaces"), 4);
+        assert_eq!(api.count("", "nodes"), 2);
+        let uid = api.new_uid();
+        assert_eq!(uid.len(), 36);
+        assert_eq!(&uid[14..15], "4");
+        assert_eq!(api.name_suffix().len(), 5);
+    }
+}

@@ -1,0 +1,424 @@
+//! Deletion and garbage collection through `ownerReferences`, as kube-apiserver plus
+//! kube-controller-manager's garbage collector and namespace controller do it:
+//!
+//! - an object with finalizers only gets `deletionTimestamp`; it goes when the last finalizer
+//!   is removed;
+//! - **background**: the owner goes now; then each dependent whose owners are all gone is
+//!   deleted (dependents with another live owner only lose the dangling reference);
+//! - **foreground**: the owner gets `deletionTimestamp` and the `foregroundDeletion`
+//!   finalizer, its dependents are deleted (in foreground too), and the owner goes once no
+//!   dependent with `blockOwnerDeletion: true` is left;
+//! - **orphan**: dependents lose their reference to the owner and stay;
+//! - a namespace goes `Terminating`, its content is deleted, and it goes when empty.
+//!
+//! The collector runs synchronously inside the deleting request (a queue, no recursion), so a
+//! cascade is complete when the DELETE returns, except for what finalizers hold back. Real
+//! clusters do this asynchronously; clients cannot rely on either timing. Objects created with
+//! references to owners that never existed are not collected (the real collector would).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::ops::Propagation;
+use super::resources::ResourceInfo;
+use super::store::{GroupResource, ObjectKey, StoreError, Stored};
+use super::{ApiError, ApiServer, now_rfc3339};
+
+/// The finalizer of a foreground deletion.
+pub const FOREGROUND: &str = "foregroundDeletion";
+
+/// A GC step decided from plain data: what to do with one dependent of a removed owner.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DependentAction {
+    /// Another owner is alive: drop only the reference to the removed owner.
+    RemoveReference,
+    /// No owner is left: delete the dependent.
+    Delete,
+}
+
+/// Decides what happens to `dependent` when the owner `gone_uid` is removed, given which of its
+/// other owners still exist.
+pub fn plan_dependent(
+    dependent: &Stored,
+    gone_uid: &str,
+    alive: impl Fn(&str) -> bool,
+) -> DependentAction {
+    if dependent
+        .owners
+        .iter()
+        .any(|r| r.uid != gone_uid && alive(&r.uid))
+    {
+        DependentAction::RemoveReference
+    } else {
+        DependentAction::Delete
+    }
+}
+
+/// Whether a foreground-deleting owner still waits for a dependent.
+pub fn blocks(dependent: &Stored, owner_uid: &str) -> bool {
+    dependent
+        .owners
+        .iter()
+        .any(|r| r.uid == owner_uid && r.block_owner_deletion)
+}
+
+impl ApiServer {
+    fn res_of(&self, gr: &GroupResource) -> Option<Arc<ResourceInfo>> {
+        self.registry.by_group_resource(gr)
+    }
+
+    /// Rewrites an object with `f` until the compare-and-swap succeeds (internal writes: no
+    /// admission, no faults). `None` when the object is gone.
+    fn rewrite(&self, key: &ObjectKey, f: impl Fn(&mut Value)) -> Option<Arc<Stored>> {
+        for _ in 0..16 {
+            let old = self.store.get(&key.gr, &key.namespace, &key.name)?;
+            let mut v = old.value().ok()?;
+            f(&mut v);
+            match self
+                .store
+                .update(&key.gr, &key.namespace, &key.name, old.rv, v)
+            {
+                Ok(s) => return Some(s),
+                Err(StoreError::Conflict) => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    fn mark_deleting(v: &mut Value, extra_finalizer: Option<&str>) {
+        let meta = &mut v["metadata"];
+        if meta.get("deletionTimestamp").is_none_or(Value::is_null) {
+            meta["deletionTimestamp"] = json!(now_rfc3339());
+            meta["deletionGracePeriodSeconds"] = json!(0);
+        }
+        if let Some(f) = extra_finalizer {
+            let list = meta
+                .as_object_mut()
+                .map(|m| m.entry("finalizers").or_insert_with(|| json!([])));
+            if let Some(Value::Array(l)) = list
+                && !l.iter().any(|x| x == f)
+            {
+                l.push(json!(f));
+            }
+        }
+    }
+
+    /// Deletes after admission: propagation, finalizers, removal and the cascade.
+    pub(crate) fn delete_now(
+        &self,
+        res: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        policy: Propagation,
+        expected_rv: Option<u64>,
+    ) -> Result<Arc<Stored>, ApiError> {
+        let gr = res.group_resource();
+        let key = ObjectKey {
+            gr: gr.clone(),
+            namespace: ns.to_string(),
+            name: name.to_string(),
+        };
+        if gr == GroupResource::new("", "namespaces") {
+            return self.delete_namespace(res, name);
+        }
+        for _ in 0..16 {
+            let old = self.get_object(res, ns, name)?;
+            if expected_rv.is_some_and(|e| e != old.rv) {
+                return Err(ApiError::stale(res, name));
+            }
+            let deps = self.store.dependents(&old.uid);
+            if policy == Propagation::Orphan {
+                for d in &deps {
+                    let uid = old.uid.clone();
+                    self.rewrite(d, |v| remove_owner_ref(v, &uid));
+                }
+            }
+            if policy == Propagation::Foreground && !deps.is_empty() {
+                let marked = self
+                    .rewrite(&key, |v| Self::mark_deleting(v, Some(FOREGROUND)))
+                    .ok_or_else(|| ApiError::not_found(res, name))?;
+                for d in deps {
+                    if let Some(dres) = self.res_of(&d.gr) {
+                        match self.delete_now(
+                            &dres,
+                            &d.namespace,
+                            &d.name,
+                            Propagation::Foreground,
+                            None,
+                        ) {
+                            Ok(_) | Err(ApiError::NotFound { .. }) => {}
+                            Err(e) => {
+                                tracing::warn!(dependent = %d.name, error = %e, "foreground delete of dependent")
+                            }
+                        }
+                    }
+                }
+                let mut queue = VecDeque::new();
+                if let Some(gone) = self.check_foreground(&key) {
+                    queue.push_back((gr.clone(), gone.clone()));
+                    self.cascade(queue);
+                    return Ok(gone);
+                }
+                return Ok(self.store.get(&gr, ns, name).unwrap_or(marked));
+            }
+            if !old.finalizers.is_empty() {
+                if old.deleting {
+                    return Ok(old);
+                }
+                let mut v = old.value()?;
+                Self::mark_deleting(&mut v, None);
+                match self.store.update(&gr, ns, name, old.rv, v) {
+                    Ok(s) => return Ok(s),
+                    Err(StoreError::Conflict) => continue,
+                    Err(e) => return Err(ApiError::Internal(e.to_string())),
+                }
+            }
+            match self.store.remove(&gr, ns, name, Some(old.rv)) {
+                Ok(gone) => {
+                    self.cascade(VecDeque::from([(gr.clone(), gone.clone())]));
+                    return Ok(gone);
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(StoreError::NotFound) => return Err(ApiError::not_found(res, name)),
+                Err(e) => return Err(ApiError::Internal(e.to_string())),
+            }
+        }
+        Err(ApiError::stale(res, name))
+    }
+
+    /// Removes an object whose deletion is pending and whose last finalizer just went.
+    pub(crate) fn finish_deletion(
+        &self,
+        res: &ResourceInfo,
+        stored: &Stored,
+    ) -> Option<Arc<Stored>> {
+        let gr = res.group_resource();
+        let gone = self
+            .store
+            .remove(&gr, &stored.namespace, &stored.name, Some(stored.rv))
+            .ok()?;
+        self.cascade(VecDeque::from([(gr, gone.clone())]));
+        Some(gone)
+    }
+
+    /// If `key` is in foreground deletion and nothing blocks it any more, drops the finalizer and
+    /// removes it when no finalizer is left. Returns the removed object.
+    fn check_foreground(&self, key: &ObjectKey) -> Option<Arc<Stored>> {
+        let o = self.store.get(&key.gr, &key.namespace, &key.name)?;
+        if !o.deleting || !o.finalizers.iter().any(|f| f == FOREGROUND) {
+            return None;
+        }
+        let blocked = self.store.dependents(&o.uid).iter().any(|d| {
+            self.store
+                .get(&d.gr, &d.namespace, &d.name)
+                .is_some_and(|dep| blocks(&dep, &o.uid))
+        });
+        if blocked {
+            return None;
+        }
+        let s = self.rewrite(key, |v| {
+            if let Some(Value::Array(l)) = v.pointer_mut("/metadata/finalizers") {
+                l.retain(|f| f != FOREGROUND);
+            }
+        })?;
+        if s.finalizers.is_empty() {
+            self.store
+                .remove(&key.gr, &key.namespace, &key.name, Some(s.rv))
+                .ok()
+        } else {
+            None
+        }
+    }
+
+    /// Processes removed objects: their dependents, foreground owners waiting on them, and
+    /// terminating namespaces that became empty.
+    fn cascade(&self, mut queue: VecDeque<(GroupResource, Arc<Stored>)>) {
+        let mut steps = 0usize;
+        while let Some((gr, gone)) = queue.pop_front() {
+            steps += 1;
+            if steps > 1_000_000 {
+                tracing::error!("garbage collection cascade did not converge; stopping");
+                return;
+            }
+            if gr == GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions") {
+                self.drop_custom_resource(&gone, &mut queue);
+            }
+            for dkey in self.store.dependents(&gone.uid) {
+                let Some(dep) = self.store.get(&dkey.gr, &dkey.namespace, &dkey.name) else {
+                    continue;
+                };
+                match plan_dependent(&dep, &gone.uid, |u| self.store.by_uid(u).is_some()) {
+                    DependentAction::RemoveReference => {
+                        let uid = gone.uid.clone();
+                        self.rewrite(&dkey, |v| remove_owner_ref(v, &uid));
+                    }
+                    DependentAction::Delete => {
+                        if !dep.finalizers.is_empty() {
+                            if !dep.deleting {
+                                self.rewrite(&dkey, |v| Self::mark_deleting(v, None));
+                            }
+                        } else if let Ok(g) =
+                            self.store
+                                .remove(&dkey.gr, &dkey.namespace, &dkey.name, None)
+                        {
+                            queue.push_back((dkey.gr.clone(), g));
+                        }
+                    }
+                }
+            }
+            for owner in &gone.owners {
+                if let Some(okey) = self.store.by_uid(&owner.uid)
+                    && let Some(g) = self.check_foreground(&okey)
+                {
+                    queue.push_back((okey.gr, g));
+                }
+            }
+            if !gone.namespace.is_empty()
+                && let Some(ns) =
+                    self.store
+                        .get(&GroupResource::new("", "namespaces"), "", &gone.namespace)
+                && ns.deleting
+                && let Some(g) = self.try_finish_namespace(&gone.namespace)
+            {
+                queue.push_back((GroupResource::new("", "namespaces"), g));
+            }
+        }
+    }
+
+    /// A CRD was removed: stop serving its resource and delete every object of it.
+    fn drop_custom_resource(
+        &self,
+        crd: &Stored,
+        queue: &mut VecDeque<(GroupResource, Arc<Stored>)>,
+    ) {
+        let Ok(v) = crd.value() else { return };
+        let (Some(group), Some(plural)) = (
+            v.pointer("/spec/group").and_then(Value::as_str),
+            v.pointer("/spec/names/plural").and_then(Value::as_str),
+        ) else {
+            return;
+        };
+        let gr = GroupResource::new(group, plural);
+        if self.registry.unregister(&gr).is_none() {
+            return;
+        }
+        tracing::info!(resource = %format!("{plural}.{group}"), "custom resource no longer served");
+        for o in self.store.list(&gr, None, None, 0, |_| true).items {
+            if let Ok(g) = self.store.remove(&gr, &o.namespace, &o.name, None) {
+                queue.push_back((gr.clone(), g));
+            }
+        }
+    }
+
+    fn delete_namespace(&self, res: &ResourceInfo, name: &str) -> Result<Arc<Stored>, ApiError> {
+        let key = ObjectKey {
+            gr: res.group_resource(),
+            namespace: String::new(),
+            name: name.to_string(),
+        };
+        let marked = self
+            .rewrite(&key, |v| {
+                Self::mark_deleting(v, None);
+                v["status"] = json!({"phase": "Terminating"});
+            })
+            .ok_or_else(|| ApiError::not_found(res, name))?;
+        for r in self.registry.all().into_iter().filter(|r| r.namespaced) {
+            for o in self
+                .store
+                .list(&r.group_resource(), Some(name), None, 0, |_| true)
+                .items
+            {
+                match self.delete_now(&r, &o.namespace, &o.name, Propagation::Background, None) {
+                    Ok(_) | Err(ApiError::NotFound { .. }) => {}
+                    Err(e) => {
+                        tracing::warn!(object = %o.name, error = %e, "namespace content deletion")
+                    }
+                }
+            }
+        }
+        if let Some(g) = self.try_finish_namespace(name) {
+            return Ok(g);
+        }
+        Ok(self.store.get(&key.gr, "", name).unwrap_or(marked))
+    }
+
+    /// Removes a terminating namespace once it holds nothing.
+    fn try_finish_namespace(&self, name: &str) -> Option<Arc<Stored>> {
+        let empty = self
+            .registry
+            .all()
+            .iter()
+            .filter(|r| r.namespaced)
+            .all(|r| {
+                self.store
+                    .list(&r.group_resource(), Some(name), None, 1, |_| true)
+                    .items
+                    .is_empty()
+            });
+        if !empty {
+            return None;
+        }
+        self.store
+            .remove(&GroupResource::new("", "namespaces"), "", name, None)
+            .ok()
+    }
+}
+
+/// Drops the ownerReferences to `uid` from an object.
+pub fn remove_owner_ref(v: &mut Value, uid: &str) {
+    if let Some(Value::Array(refs)) = v.pointer_mut("/metadata/ownerReferences") {
+        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid));
+        if refs.is_empty()
+            && let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            m.remove("ownerReferences");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dep(owners: Value) -> Stored {
+        Stored::from_value(
+            &json!({"metadata": {"name": "d", "ownerReferences": owners}}),
+            1,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_dependent_with_another_live_owner_only_loses_the_reference() {
+        let d = dep(json!([{"uid": "a"}, {"uid": "b"}]));
+        assert_eq!(
+            plan_dependent(&d, "a", |u| u == "b"),
+            DependentAction::RemoveReference
+        );
+        assert_eq!(plan_dependent(&d, "a", |_| false), DependentAction::Delete);
+        let only = dep(json!([{"uid": "a"}]));
+        assert_eq!(
+            plan_dependent(&only, "a", |_| true),
+            DependentAction::Delete
+        );
+    }
+
+    #[test]
+    fn only_block_owner_deletion_blocks() {
+        let d = dep(json!([{"uid": "a", "blockOwnerDeletion": true}, {"uid": "b"}]));
+        assert!(blocks(&d, "a"));
+        assert!(!blocks(&d, "b"));
+    }
+
+    #[test]
+    fn removing_the_last_reference_drops_the_field() {
+        let mut v = json!({"metadata": {"ownerReferences": [{"uid": "a"}, {"uid": "b"}]}});
+        remove_owner_ref(&mut v, "a");
+        assert_eq!(v["metadata"]["ownerReferences"], json!([{"uid": "b"}]));
+        remove_owner_ref(&mut v, "b");
+        assert!(v["metadata"].get("ownerReferences").is_none());
+    }
+}

@@ -1,0 +1,687 @@
+//! The HTTP face: Kubernetes REST paths mapped onto the verbs in `ops.rs`. Thin: parse path,
+//! query and body, call, write JSON (or a `Status` on error).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use super::ops::{DeleteOptions, Propagation, WriteOptions};
+use super::patch::PatchKind;
+use super::prepare::Endpoint;
+use super::resources::ResourceInfo;
+use super::selectors::{FieldSelector, LabelSelector};
+use super::store::Stored;
+use super::watch::{self, WatchQuery};
+use super::{ApiError, ApiServer, Caller, MAX_REQUEST_BYTES, discovery};
+
+type Api = Arc<ApiServer>;
+
+/// The router (see [`super::router`]).
+pub fn router(api: Api) -> Router {
+    Router::new()
+        .route(
+            "/version",
+            get(|| async { json_response(StatusCode::OK, &discovery::version()) }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }))
+        .route("/livez", get(|| async { "ok" }))
+        .route(
+            "/api",
+            get(|| async { json_response(StatusCode::OK, &discovery::core_versions()) }),
+        )
+        .route("/apis", get(apis_root))
+        .route("/api/{*rest}", axum::routing::any(core))
+        .route("/apis/{*rest}", axum::routing::any(grouped))
+        .fallback(|req: Request| async move {
+            error_response(&ApiError::NotFound {
+                resource: "path".into(),
+                name: req.uri().path().to_string(),
+            })
+        })
+        .with_state(api)
+}
+
+fn json_response(code: StatusCode, v: &Value) -> Response {
+    bytes_response(code, Bytes::from(v.to_string()))
+}
+
+fn bytes_response(code: StatusCode, b: Bytes) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], b).into_response()
+}
+
+fn error_response(e: &ApiError) -> Response {
+    let code = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(code, &e.status())
+}
+
+fn success(code: u16) -> Response {
+    json_response(
+        StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}),
+    )
+}
+
+async fn apis_root(State(api): State<Api>) -> Response {
+    json_response(StatusCode::OK, &discovery::group_list(&api.registry))
+}
+
+async fn core(State(api): State<Api>, req: Request) -> Response {
+    let path = req.uri().path().trim_start_matches("/api").to_string();
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    match segs.as_slice() {
+        [] => json_response(StatusCode::OK, &discovery::core_versions()),
+        [v] => match discovery::resource_list(&api.registry, "", v) {
+            Some(d) => json_response(StatusCode::OK, &d),
+            None => error_response(&ApiError::NotFound {
+                resource: "version".into(),
+                name: v.clone(),
+            }),
+        },
+        [v, rest @ ..] => {
+            let (v, rest) = (v.clone(), rest.to_vec());
+            respond(api, String::new(), v, rest, req).await
+        }
+    }
+}
+
+async fn grouped(State(api): State<Api>, req: Request) -> Response {
+    let path = req.uri().path().trim_start_matches("/apis").to_string();
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    match segs.as_slice() {
+        [] => json_response(StatusCode::OK, &discovery::group_list(&api.registry)),
+        [g] => match discovery::group(&api.registry, g) {
+            Some(d) => json_response(StatusCode::OK, &d),
+            None => error_response(&ApiError::NotFound {
+                resource: "group".into(),
+                name: g.clone(),
+            }),
+        },
+        [g, v] => match discovery::resource_list(&api.registry, g, v) {
+            Some(d) => json_response(StatusCode::OK, &d),
+            None => error_response(&ApiError::NotFound {
+                resource: "groupversion".into(),
+                name: format!("{g}/{v}"),
+            }),
+        },
+        [g, v, rest @ ..] => {
+            let (g, v, rest) = (g.clone(), v.clone(), rest.to_vec());
+            respond(api, g, v, rest, req).await
+        }
+    }
+}
+
+/// A parsed resource path.
+#[derive(Debug)]
+struct Target {
+    res: Arc<ResourceInfo>,
+    version: String,
+    namespace: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+}
+
+fn parse_target(
+    api: &ApiServer,
+    group: &str,
+    version: &str,
+    segs: &[String],
+) -> Result<Target, ApiError> {
+    let (namespace, rest): (Option<String>, &[String]) = match segs {
+        [ns_kw, ns, rest @ ..]
+            if ns_kw == "namespaces"
+                && !rest.is_empty()
+                && !(rest.len() == 1 && (rest[0] == "status" || rest[0] == "finalize")) =>
+        {
+            (Some(ns.clone()), rest)
+        }
+        _ => (None, segs),
+    };
+    let (plural, name, sub) = match rest {
+        [p] => (p, None, None),
+        [p, n] => (p, Some(n.clone()), None),
+        [p, n, s] => (p, Some(n.clone()), Some(s.clone())),
+        _ => {
+            return Err(ApiError::NotFound {
+                resource: "path".into(),
+                name: segs.join("/"),
+            });
+        }
+    };
+    let res = api
+        .registry
+        .lookup(group, version, plural)
+        .ok_or_else(|| ApiError::NotFound {
+            resource: "resource".into(),
+            name: if group.is_empty() {
+                plural.clone()
+            } else {
+                format!("{plural}.{group}")
+            },
+        })?;
+    if namespace.is_some() && !res.namespaced {
+        return Err(ApiError::NotFound {
+            resource: res.qualified(),
+            name: name.unwrap_or_default(),
+        });
+    }
+    if namespace.is_none() && res.namespaced && name.is_some() {
+        return Err(ApiError::NotFound {
+            resource: res.qualified(),
+            name: name.unwrap_or_default(),
+        });
+    }
+    Ok(Target {
+        res,
+        version: version.to_string(),
+        namespace,
+        name,
+        sub,
+    })
+}
+
+async fn respond(
+    api: Api,
+    group: String,
+    version: String,
+    segs: Vec<String>,
+    req: Request,
+) -> Response {
+    match handle(api, &group, &version, &segs, req).await {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    }
+}
+
+async fn read_body(req: Request) -> Result<(HeaderMap, Bytes), ApiError> {
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_REQUEST_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::TooLarge(format!(
+                "Request entity too large: limit is {MAX_REQUEST_BYTES}"
+            ))
+        })?;
+    Ok((parts.headers, bytes))
+}
+
+fn parse_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    if ct.contains("protobuf") {
+        return Err(ApiError::UnsupportedMediaType(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({ct})"
+        )));
+    }
+    let v = if ct.contains("yaml") {
+        super::patch::parse_json_or_yaml(body).map_err(|e| ApiError::BadRequest(e.to_string()))?
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            ApiError::BadRequest(format!(
+                "the body of the request could not be decoded as JSON: {e}"
+            ))
+        })?
+    };
+    if !v.is_object() {
+        return Err(ApiError::BadRequest(
+            "the body of the request is not a JSON object".into(),
+        ));
+    }
+    Ok(v)
+}
+
+fn flag(q: &HashMap<String, String>, k: &str) -> bool {
+    q.get(k).is_some_and(|v| v == "true" || v == "1")
+}
+
+fn write_opts(q: &HashMap<String, String>, version: &str) -> WriteOptions {
+    WriteOptions {
+        dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
+        field_manager: q.get("fieldManager").cloned(),
+        version: version.to_string(),
+    }
+}
+
+fn render(t: &Target, s: &Stored) -> Bytes {
+    watch::render(&t.res, &t.version, s)
+}
+
+async fn handle(
+    api: Api,
+    group: &str,
+    version: &str,
+    segs: &[String],
+    req: Request,
+) -> Result<Response, ApiError> {
+    let t = parse_target(&api, group, version, segs)?;
+    let q: HashMap<String, String> = Query::<HashMap<String, String>>::try_from_uri(req.uri())
+        .map(|q| q.0)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let method = req.method().clone();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let ns = t.namespace.clone().unwrap_or_default();
+    let endpoint = match t.sub.as_deref() {
+        None | Some("finalize") => Endpoint::Main,
+        Some("status") if t.res.status_subresource => Endpoint::Status,
+        Some("binding" | "eviction") if t.res.pod_subresources => Endpoint::Main,
+        Some(s) => {
+            return Err(ApiError::NotFound {
+                resource: format!("{}/{s}", t.res.qualified()),
+                name: t.name.clone().unwrap_or_default(),
+            });
+        }
+    };
+    match (&method, t.name.clone(), t.sub.as_deref()) {
+        (&Method::GET, None, None) => {
+            if flag(&q, "watch") {
+                return watch_response(api, t, &q);
+            }
+            list(&api, &t, &q, &accept)
+        }
+        (&Method::GET, Some(name), None | Some("status")) => {
+            let s = api.get_object(&t.res, &ns, &name)?;
+            if accept.contains("as=Table") {
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &table(&t, &[s], api.resource_version(), None),
+                ));
+            }
+            Ok(bytes_response(StatusCode::OK, render(&t, &s)))
+        }
+        (&Method::POST, None, None) => {
+            let (h, body) = read_body(req).await?;
+            let obj = parse_object(&h, &body)?;
+            let s = api
+                .create(Caller::Client, &t.res, &ns, obj, &write_opts(&q, version))
+                .await?;
+            Ok(bytes_response(StatusCode::CREATED, render(&t, &s)))
+        }
+        (&Method::POST, Some(name), Some("binding")) => {
+            let (h, body) = read_body(req).await?;
+            let b = parse_object(&h, &body)?;
+            api.bind(Caller::Client, &ns, &name, &b).await?;
+            Ok(success(201))
+        }
+        (&Method::POST, Some(name), Some("eviction")) => {
+            let (h, body) = read_body(req).await?;
+            let b = parse_object(&h, &body)?;
+            api.evict(Caller::Client, &ns, &name, &b).await?;
+            Ok(success(201))
+        }
+        (&Method::PUT, Some(name), None | Some("status") | Some("finalize")) => {
+            let (h, body) = read_body(req).await?;
+            let obj = parse_object(&h, &body)?;
+            let s = api
+                .update(
+                    Caller::Client,
+                    &t.res,
+                    &ns,
+                    &name,
+                    endpoint,
+                    obj,
+                    &write_opts(&q, version),
+                )
+                .await?;
+            Ok(bytes_response(StatusCode::OK, render(&t, &s)))
+        }
+        (&Method::PATCH, Some(name), None | Some("status")) => {
+            let (h, body) = read_body(req).await?;
+            let ct = h
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let kind = PatchKind::from_content_type(ct).ok_or_else(|| {
+                ApiError::UnsupportedMediaType(format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"
+                ))
+            })?;
+            let existed = api.store.get(&t.res.group_resource(), &ns, &name).is_some();
+            let s = api
+                .patch(
+                    Caller::Client,
+                    &t.res,
+                    &ns,
+                    &name,
+                    endpoint,
+                    kind,
+                    &body,
+                    &write_opts(&q, version),
+                )
+                .await?;
+            let code = if existed {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            Ok(bytes_response(code, render(&t, &s)))
+        }
+        (&Method::DELETE, Some(name), None) => {
+            let (_, body) = read_body(req).await?;
+            let opts = delete_opts(&q, &body)?;
+            let s = api
+                .delete(Caller::Client, &t.res, &ns, &name, &opts)
+                .await?;
+            let code = if api
+                .store
+                .get(&t.res.group_resource(), &ns, &name)
+                .is_some_and(|c| c.uid == s.uid)
+            {
+                StatusCode::ACCEPTED
+            } else {
+                StatusCode::OK
+            };
+            Ok(bytes_response(code, render(&t, &s)))
+        }
+        (&Method::DELETE, None, None) => {
+            let (_, body) = read_body(req).await?;
+            let opts = delete_opts(&q, &body)?;
+            let labels =
+                LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
+                    .map_err(ApiError::BadRequest)?;
+            let fields =
+                FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
+                    .map_err(ApiError::BadRequest)?;
+            let ns_filter = t.namespace.as_deref();
+            let page = api
+                .store
+                .list(&t.res.group_resource(), ns_filter, None, 0, |o| {
+                    labels.matches(o) && fields.matches(o)
+                });
+            let mut deleted = Vec::new();
+            for o in &page.items {
+                match api
+                    .delete(Caller::Client, &t.res, &o.namespace, &o.name, &opts)
+                    .await
+                {
+                    Ok(s) => deleted.push(s),
+                    Err(ApiError::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(list_response(&t, &deleted, api.resource_version(), None, 0))
+        }
+        _ => Err(ApiError::MethodNotAllowed(format!(
+            "the server does not allow this method on the requested resource ({method} {})",
+            segs.join("/")
+        ))),
+    }
+}
+
+fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let mut opts = if body.iter().any(|b| !b.is_ascii_whitespace()) {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::BadRequest(format!("DeleteOptions: {e}")))?;
+        DeleteOptions::from_body(&v)?
+    } else {
+        DeleteOptions::default()
+    };
+    if let Some(p) = q.get("propagationPolicy") {
+        opts.propagation = Some(Propagation::parse(p)?);
+    }
+    if q.get("dryRun").is_some_and(|d| d == "All") {
+        opts.dry_run = true;
+    }
+    Ok(opts)
+}
+
+/// Encodes a continue token (the key of the last item returned), hex so it is URL-safe.
+fn encode_continue(ns: &str, name: &str) -> String {
+    let raw = json!([ns, name]).to_string();
+    raw.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+    let bad = || ApiError::BadRequest("continue key is not valid".into());
+    if !token.len().is_multiple_of(2) {
+        return Err(bad());
+    }
+    let bytes: Result<Vec<u8>, _> = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(token.get(i..i + 2).unwrap_or("zz"), 16))
+        .collect();
+    let v: (String, String) =
+        serde_json::from_slice(&bytes.map_err(|_| bad())?).map_err(|_| bad())?;
+    Ok(v)
+}
+
+fn list(
+    api: &ApiServer,
+    t: &Target,
+    q: &HashMap<String, String>,
+    accept: &str,
+) -> Result<Response, ApiError> {
+    let labels = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
+        .map_err(ApiError::BadRequest)?;
+    let fields = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
+        .map_err(ApiError::BadRequest)?;
+    let limit: usize = match q.get("limit") {
+        Some(l) => l
+            .parse()
+            .map_err(|_| ApiError::BadRequest(format!("invalid limit {l:?}")))?,
+        None => 0,
+    };
+    let after = match q.get("continue").filter(|c| !c.is_empty()) {
+        Some(c) => Some(decode_continue(c)?),
+        None => None,
+    };
+    let page = api.store.list(
+        &t.res.group_resource(),
+        t.namespace.as_deref(),
+        after.as_ref(),
+        limit,
+        |o| labels.matches(o) && fields.matches(o),
+    );
+    let cont = page.next.as_ref().map(|(ns, n)| encode_continue(ns, n));
+    if accept.contains("as=Table") {
+        return Ok(json_response(
+            StatusCode::OK,
+            &table(t, &page.items, page.rv, cont),
+        ));
+    }
+    Ok(list_response(t, &page.items, page.rv, cont, page.remaining))
+}
+
+fn list_response(
+    t: &Target,
+    items: &[Arc<Stored>],
+    rv: u64,
+    cont: Option<String>,
+    remaining: usize,
+) -> Response {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+        meta["remainingItemCount"] = json!(remaining);
+    }
+    let head = format!(
+        "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
+        t.res.kind,
+        t.res.api_version(&t.version),
+        meta
+    );
+    let total: usize = items.iter().map(|i| i.json.len() + 1).sum::<usize>() + head.len() + 2;
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(head.as_bytes());
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&render(t, item));
+    }
+    out.extend_from_slice(b"]}");
+    bytes_response(StatusCode::OK, Bytes::from(out))
+}
+
+/// A `meta.k8s.io/v1` Table for kubectl: Name, the CRD's printer columns (simple JSONPaths),
+/// and Age.
+fn table(t: &Target, items: &[Arc<Stored>], rv: u64, cont: Option<String>) -> Value {
+    let printer: Vec<Value> = t
+        .res
+        .crd
+        .as_ref()
+        .and_then(|c| c.versions.get(&t.version))
+        .map(|v| v.printer_columns.clone())
+        .unwrap_or_default();
+    let mut cols = vec![
+        json!({"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}),
+    ];
+    let custom: Vec<&Value> = printer
+        .iter()
+        .filter(|c| {
+            c.get("jsonPath").and_then(Value::as_str) != Some(".metadata.creationTimestamp")
+        })
+        .collect();
+    for c in &custom {
+        cols.push(json!({
+            "name": c.get("name").cloned().unwrap_or(json!("")),
+            "type": c.get("type").cloned().unwrap_or(json!("string")),
+            "format": "", "description": c.get("description").cloned().unwrap_or(json!("")),
+            "priority": c.get("priority").cloned().unwrap_or(json!(0)),
+        }));
+    }
+    if t.res.kind == "Pod" {
+        cols.push(json!({"name": "Status", "type": "string", "format": "", "description": "phase", "priority": 0}));
+        cols.push(json!({"name": "Node", "type": "string", "format": "", "description": "node", "priority": 0}));
+    }
+    cols.push(
+        json!({"name": "Age", "type": "string", "format": "", "description": "age", "priority": 0}),
+    );
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let rows: Vec<Value> = items
+        .iter()
+        .filter_map(|s| {
+            let v = s.value().ok()?;
+            let mut cells = vec![json!(s.name)];
+            for c in &custom {
+                let path = c.get("jsonPath").and_then(Value::as_str).unwrap_or_default();
+                let ptr = path.trim_start_matches('.').replace('.', "/");
+                cells.push(v.pointer(&format!("/{ptr}")).cloned().unwrap_or(Value::Null));
+            }
+            if t.res.kind == "Pod" {
+                cells.push(json!(s.phase.clone().unwrap_or_default()));
+                cells.push(json!(s.node_name.clone().unwrap_or_else(|| "<none>".into())));
+            }
+            let age = v
+                .pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str)
+                .and_then(|c| c.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                .map(|c| human_age((now - c).get_seconds()))
+                .unwrap_or_else(|| "<unknown>".into());
+            cells.push(json!(age));
+            let meta = v.get("metadata").cloned().unwrap_or(json!({}));
+            Some(json!({
+                "cells": cells,
+                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta},
+            }))
+        })
+        .collect();
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+    }
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": cols, "rows": rows})
+}
+
+fn human_age(secs: i64) -> String {
+    let s = secs.max(0);
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+fn watch_response(api: Api, t: Target, q: &HashMap<String, String>) -> Result<Response, ApiError> {
+    let labels = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
+        .map_err(ApiError::BadRequest)?;
+    let fields = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
+        .map_err(ApiError::BadRequest)?;
+    let from = match q.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => None,
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {rv:?}")))?,
+        ),
+    };
+    let timeout = match q.get("timeoutSeconds") {
+        Some(s) => Some(Duration::from_secs(s.parse().map_err(|_| {
+            ApiError::BadRequest(format!("invalid timeoutSeconds {s:?}"))
+        })?)),
+        None => None,
+    };
+    let mut namespace = t.namespace.clone();
+    if let Some(term) = fields
+        .0
+        .iter()
+        .find(|f| f.field == "metadata.namespace" && f.equal)
+    {
+        namespace.get_or_insert(term.value.clone());
+    }
+    let wq = WatchQuery {
+        from,
+        namespace,
+        labels,
+        fields,
+        timeout,
+        bookmarks: flag(q, "allowWatchBookmarks"),
+        send_initial: flag(q, "sendInitialEvents"),
+    };
+    let stream = watch::start(api, t.res.clone(), t.version.clone(), wq);
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-cache, private"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_reject_garbage() {
+        let tok = encode_continue("ns", "pod-1");
+        assert_eq!(
+            decode_continue(&tok).unwrap(),
+            ("ns".into(), "pod-1".into())
+        );
+        assert!(decode_continue("zz").is_err());
+        assert!(decode_continue("abc").is_err());
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        assert_eq!(human_age(5), "5s");
+        assert_eq!(human_age(600), "10m");
+        assert_eq!(human_age(3 * 3600), "3h");
+        assert_eq!(human_age(3 * 86400), "3d");
+    }
+}

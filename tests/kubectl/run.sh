@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# kubectl as a real outside client of the embedded API.
+#
+# Starts the API on a free loopback port, then drives it with `kubectl --server`: apply the
+# Volcano CRDs and a vcJob, get it by short name as JSON (schema defaults applied), label it,
+# patch it (merge and JSON), watch (`get -w` with a timeout), delete it with garbage collection
+# of a dependent, and check discovery and tables (`get nodes`, `api-resources`).
+#
+# Environment:
+#   TEPHRA_APISERVER  command that starts the API; it gets `--listen 127.0.0.1:PORT` appended.
+#                     e.g. "target/debug/tephra apiserver". Default: the `apiserver` example
+#                     (built with cargo).
+#   CRDS_DIR          CRD manifests (default: manifests/crds if present, else the Volcano fixtures)
+#   VCJOB             vcJob manifest (default: the fixtures' volcano-examples/job.yaml)
+#
+# kubectl's client-side validation needs the OpenAPI document, which the embedded API does not
+# serve: every apply uses --validate=false.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+FIXTURES="${FIXTURES:-$ROOT/../shared/fixtures}"
+[ -d "$FIXTURES" ] || FIXTURES=/work/shared/fixtures
+if [ -z "${CRDS_DIR:-}" ]; then
+  if ls "$ROOT"/manifests/crds/*.yaml >/dev/null 2>&1; then CRDS_DIR="$ROOT/manifests/crds"; else CRDS_DIR="$FIXTURES/volcano-crds"; fi
+fi
+VCJOB="${VCJOB:-$FIXTURES/volcano-examples/job.yaml}"
+
+command -v kubectl >/dev/null || { echo "kubectl not installed; skipping"; exit 0; }
+
+if [ -z "${TEPHRA_APISERVER:-}" ]; then
+  TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+  (cd "$ROOT" && cargo build -q --example apiserver)
+  TEPHRA_APISERVER="$TARGET/debug/examples/apiserver"
+fi
+
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)))"
+WORK="$(mktemp -d)"
+LOG="$WORK/apiserver.log"
+# shellcheck disable=SC2086
+$TEPHRA_APISERVER --listen "127.0.0.1:$PORT" >"$LOG" 2>&1 &
+SERVER=$!
+cleanup() { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+K=(kubectl --server "http://127.0.0.1:$PORT" --kubeconfig /dev/null --request-timeout=10s)
+fail() { echo "FAIL: $*" >&2; echo "--- server log" >&2; tail -n 30 "$LOG" >&2; exit 1; }
+expect() { # expect DESCRIPTION ACTUAL WANTED
+  [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
+  echo "ok - $1"
+}
+
+for _ in $(seq 1 100); do
+  "${K[@]}" get --raw /healthz >/dev/null 2>&1 && break
+  kill -0 "$SERVER" 2>/dev/null || fail "API server exited"
+  sleep 0.1
+done
+"${K[@]}" get --raw /healthz >/dev/null || fail "API server not ready"
+grep -qi "no authentication" "$LOG" || fail "the log does not say that there is no authentication"
+echo "ok - API up on port $PORT, log warns about missing authentication"
+
+expect "nodes are Ready" "$("${K[@]}" get nodes -o jsonpath='{.items[0].status.conditions[?(@.type=="Ready")].status}')" "True"
+"${K[@]}" api-resources >/dev/null || fail "api-resources"
+echo "ok - discovery"
+
+"${K[@]}" apply --validate=false -f "$CRDS_DIR" >/dev/null || fail "apply CRDs"
+"${K[@]}" wait --for condition=established --timeout=10s crd/jobs.batch.volcano.sh >/dev/null || fail "CRD established"
+echo "ok - CRDs applied and established"
+
+"${K[@]}" apply --validate=false -f "$VCJOB" >/dev/null || fail "apply vcJob"
+NAME="$("${K[@]}" get vcjob -o jsonpath='{.items[0].metadata.name}')"
+[ -n "$NAME" ] || fail "no vcjob listed"
+JSON="$("${K[@]}" get vj "$NAME" -o json)" || fail "get by short name"
+echo "$JSON" | grep -q '"kind": "Job"' || fail "get -o json is not a Job"
+expect "queue set" "$("${K[@]}" get vcjob "$NAME" -o jsonpath='{.spec.queue}')" "default"
+"${K[@]}" get vcjob >/dev/null || fail "table output"
+
+"${K[@]}" label vcjob "$NAME" team=alpha >/dev/null || fail "label"
+expect "label set" "$("${K[@]}" get vcjob -l team=alpha -o jsonpath='{.items[*].metadata.name}')" "$NAME"
+"${K[@]}" patch vcjob "$NAME" --type merge -p '{"spec":{"maxRetry":7}}' >/dev/null || fail "merge patch"
+expect "merge patch" "$("${K[@]}" get vcjob "$NAME" -o jsonpath='{.spec.maxRetry}')" "7"
+"${K[@]}" patch vcjob "$NAME" --type json -p '[{"op":"replace","path":"/spec/minAvailable","value":2}]' >/dev/null || fail "json patch"
+expect "json patch" "$("${K[@]}" get vcjob "$NAME" -o jsonpath='{.spec.minAvailable}')" "2"
+"${K[@]}" patch vcjob "$NAME" --type json -p '[{"op":"test","path":"/spec/minAvailable","value":99}]' >/dev/null 2>&1 \
+  && fail "a failing JSON patch test op was accepted"
+echo "ok - failing JSON patch refused"
+
+# Watch: changes made while `get -w` runs are printed; the request timeout ends it.
+"${K[@]}" get configmaps -w --request-timeout=4s >"$WORK/watch.out" 2>&1 &
+WATCH=$!
+sleep 1
+UID_="$("${K[@]}" get vcjob "$NAME" -o jsonpath='{.metadata.uid}')"
+cat <<EOF | "${K[@]}" apply --validate=false -f - >/dev/null || fail "create dependent"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: owned-by-job
+  ownerReferences:
+  - apiVersion: batch.volcano.sh/v1alpha1
+    kind: Job
+    name: $NAME
+    uid: $UID_
+    controller: true
+    blockOwnerDeletion: true
+data:
+  a: b
+EOF
+wait "$WATCH" || true
+grep -q owned-by-job "$WORK/watch.out" || fail "get -w did not show the new configmap: $(cat "$WORK/watch.out")"
+echo "ok - get -w saw the change and ended at its timeout"
+
+"${K[@]}" delete vcjob "$NAME" --wait=true --timeout=10s >/dev/null || fail "delete vcjob"
+"${K[@]}" get vcjob "$NAME" >/dev/null 2>&1 && fail "vcjob still there"
+for _ in $(seq 1 50); do
+  "${K[@]}" get configmap owned-by-job >/dev/null 2>&1 || break
+  sleep 0.1
+done
+"${K[@]}" get configmap owned-by-job >/dev/null 2>&1 && fail "dependent configmap not garbage collected"
+echo "ok - delete cascaded to the dependent"
+
+OUT="$("${K[@]}" get vcjob "$NAME" 2>&1 || true)"
+echo "$OUT" | grep -q NotFound || fail "missing object is not a NotFound Status: $OUT"
+echo "ok - NotFound for a deleted object"
+echo "all kubectl checks passed"
