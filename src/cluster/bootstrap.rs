@@ -4,12 +4,32 @@
 //! Existing queues are never changed, except that a queue with no `status.state` at all gets
 //! `Open` (what Volcano's queue controller does on its first sync).
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
 use crate::api::scheduling::{QueueState, QueueStatus};
 use crate::api::{Queue, QueueSpec};
+
+/// Creates (or replaces) tephra's CustomResourceDefinitions. Used by `serve --embedded`,
+/// whose in-memory API starts empty; on a cluster the CRDs come from `manifests/crds/`.
+pub async fn install_crds(client: &Client) -> Result<usize, BootstrapError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crds = crate::api::crds::all();
+    for crd in &crds {
+        let err = |source| BootstrapError::Crd {
+            name: crd.metadata.name.clone().unwrap_or_default(),
+            source,
+        };
+        match api.create(&PostParams::default(), crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    Ok(crds.len())
+}
 
 /// The queues every cluster has.
 pub const BUILTIN_QUEUES: [&str; 2] = ["default", "root"];
@@ -22,6 +42,15 @@ pub enum BootstrapError {
     Api {
         /// Which queue.
         queue: &'static str,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A CRD could not be installed.
+    #[error("installing CRD {name}: {source}")]
+    Crd {
+        /// Which CRD.
+        name: String,
         /// The API error.
         #[source]
         source: kube::Error,

@@ -45,14 +45,28 @@ impl std::fmt::Debug for Caches {
     }
 }
 
+/// The write side of [`Caches`]: the reflector writers, waiting for [`CacheFeeds::run`]. Split
+/// from the readers so the readers can be handed out (to the admission router) before the API
+/// they watch is up, as in embedded mode, where the CRDs are installed after the HTTPS listener
+/// is bound.
+pub struct CacheFeeds {
+    queues: reflector::store::Writer<DeserializeGuard<Queue>>,
+    namespaces: reflector::store::Writer<Namespace>,
+}
+
+impl std::fmt::Debug for CacheFeeds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheFeeds").finish_non_exhaustive()
+    }
+}
+
 /// Runs one reflector until `shutdown`, logging (not failing on) watch errors: the watcher's
 /// default backoff retries them, and the store keeps serving the last known state meanwhile.
-fn spawn_reflector<K>(api: Api<K>, shutdown: CancellationToken) -> Store<K>
+fn spawn_reflector<K>(writer: reflector::store::Writer<K>, api: Api<K>, shutdown: CancellationToken)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
     let kind = K::kind(&K::DynamicType::default()).to_string();
     let stream = reflector::reflector(
         writer,
@@ -72,16 +86,35 @@ where
             }
         }
     });
-    reader
+}
+
+impl CacheFeeds {
+    /// Starts every watch on `client`; they run until `shutdown` is cancelled.
+    pub fn run(self, client: &Client, shutdown: &CancellationToken) {
+        spawn_reflector(self.queues, Api::all(client.clone()), shutdown.clone());
+        spawn_reflector(self.namespaces, Api::all(client.clone()), shutdown.clone());
+    }
 }
 
 impl Caches {
-    /// Starts every watch on `client`; they run until `shutdown` is cancelled.
+    /// Empty caches and the feeds that will fill them.
+    pub fn new() -> (Self, CacheFeeds) {
+        let (queues, qw) = reflector::store();
+        let (namespaces, nw) = reflector::store();
+        (
+            Self { queues, namespaces },
+            CacheFeeds {
+                queues: qw,
+                namespaces: nw,
+            },
+        )
+    }
+
+    /// [`Caches::new`] with the feeds started on `client` at once.
     pub fn start(client: &Client, shutdown: &CancellationToken) -> Self {
-        Self {
-            queues: spawn_reflector(Api::all(client.clone()), shutdown.clone()),
-            namespaces: spawn_reflector(Api::all(client.clone()), shutdown.clone()),
-        }
+        let (caches, feeds) = Self::new();
+        feeds.run(client, shutdown);
+        caches
     }
 
     /// Waits until every cache has its initial list, or `timeout`.

@@ -4,7 +4,8 @@
 pub mod bootstrap;
 pub mod caches;
 pub mod config;
+pub mod webhooks;
 
 pub use bootstrap::{BootstrapError, ensure_default_queues};
-pub use caches::{CacheError, Caches};
+pub use caches::{CacheError, CacheFeeds, Caches};
 pub use config::{ClusterError, ClusterSource, Environment};

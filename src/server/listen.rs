@@ -71,7 +71,8 @@ pub fn bind(
             (tls, Some(reloader))
         }
         TlsSource::SelfSigned => {
-            let names = self_signed_names(config.listen.ip());
+            let mut names = self_signed_names(config.listen.ip());
+            names.extend(config.self_signed_names.iter().cloned());
             let bundle = certs::self_signed(&names)?;
             tracing::info!(
                 names = %names.join(","),

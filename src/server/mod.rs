@@ -97,6 +97,9 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// How often certificate files are checked for rotation ([`TlsSource::Files`] only).
     pub cert_reload_interval: Duration,
+    /// More DNS names for the self-signed certificate ([`TlsSource::SelfSigned`] only), e.g.
+    /// the webhook Service names the embedded API verifies (`tephra.tephra-system.svc`).
+    pub self_signed_names: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -109,6 +112,7 @@ impl Default for ServerConfig {
             limits: Limits::default(),
             drain_timeout: Duration::from_secs(20),
             cert_reload_interval: Duration::from_secs(30),
+            self_signed_names: Vec::new(),
         }
     }
 }
