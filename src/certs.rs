@@ -1,1 +1,416 @@
-//! placeholder
+//! Certificates for the webhook and extender endpoints (`tephra certs`, and the self-signed pair
+//! `tephra serve` makes when it is given no files).
+//!
+//! ```text
+//!   tephra-webhook-ca (10 y, CA:TRUE pathlen 0) ──signs──▶ serving cert (1 y, serverAuth)
+//!        │                                                  SAN: svc, svc.ns, svc.ns.svc,
+//!        ▼                                                       svc.ns.svc.cluster.local
+//!   caBundle in the webhook configurations           tls.crt + tls.key in a `kubernetes.io/tls` Secret
+//! ```
+//!
+//! A CA and a leaf rather than one self-signed certificate: clients trust the CA (a CA
+//! certificate as trust anchor is what every TLS stack expects; a self-signed *leaf* as anchor
+//! is refused by some), the leaf carries the Service names and `serverAuth`, and the layout is
+//! the one cert-manager's CA issuer produces, so both ways of making certificates look alike to
+//! the server. The CA's key is dropped after signing: a leaked `ca.crt` can sign nothing, and a
+//! rotation makes a new CA (see `certs/README.md` for the order that avoids downtime).
+//! Keys are ECDSA P-256: kube-apiserver (Go `crypto/tls`), rustls with ring, and every other
+//! TLS client in use verify it, and generating one is instant.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+
+/// The CA lives inside every webhook configuration's `caBundle`; replacing it means re-patching
+/// all of them, so it is long-lived (10 years). It signs one certificate and its key is gone,
+/// so a long life adds no exposure.
+const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// The serving certificate's key sits in a Secret on every node running tephra; one year bounds
+/// the useful life of a leaked key while keeping rotations (which the server picks up without
+/// a restart) a yearly chore.
+const LEAF_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Certificates are back-dated a little so that a node whose clock runs slightly behind the one
+/// that made them does not reject them as "not yet valid".
+const BACKDATE: Duration = Duration::from_secs(3600);
+
+/// File names written by [`CertBundle::write_to`], the same keys a `kubernetes.io/tls` Secret
+/// uses (`tls.crt`, `tls.key`) plus the CA.
+pub const CA_FILE: &str = "ca.crt";
+/// The serving certificate file name.
+pub const CERT_FILE: &str = "tls.crt";
+/// The serving key file name (written with mode 0600).
+pub const KEY_FILE: &str = "tls.key";
+
+/// Errors from making or writing certificates.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    /// A Service or namespace name that cannot appear in a DNS name.
+    #[error("invalid {what} {value:?}: {reason}")]
+    InvalidName {
+        /// `service` or `namespace`.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// rcgen refused the parameters or could not sign.
+    #[error("generating certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// A file or directory could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The path that failed.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+impl CertError {
+    /// A short, fixed label for metrics and log fields.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            CertError::InvalidName { .. } => "invalid_name",
+            CertError::Generate(_) => "generate",
+            CertError::Write { .. } => "write",
+        }
+    }
+}
+
+/// A CA and a serving certificate signed by it, all PEM encoded.
+#[derive(Clone)]
+pub struct CertBundle {
+    /// The CA certificate (the `caBundle` of the webhook configurations, decoded).
+    pub ca_cert_pem: String,
+    /// The serving certificate (`tls.crt`).
+    pub cert_pem: String,
+    /// The serving certificate's private key, PKCS#8 (`tls.key`).
+    pub key_pem: String,
+    ca_cert_der: Vec<u8>,
+}
+
+impl std::fmt::Debug for CertBundle {
+    // Never print the private key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertBundle")
+            .field("ca_cert_pem", &self.ca_cert_pem)
+            .field("cert_pem", &self.cert_pem)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CertBundle {
+    /// The CA certificate, base64 of its PEM, as webhook configurations' `caBundle` wants it.
+    ///
+    /// The field is a Go `[]byte`, so it is standard base64 of the PEM text (not of the DER).
+    pub fn ca_bundle_base64(&self) -> String {
+        base64_std(self.ca_cert_pem.as_bytes())
+    }
+
+    /// The CA certificate in DER form (for building a client trust store).
+    pub fn ca_cert_der(&self) -> &[u8] {
+        &self.ca_cert_der
+    }
+
+    /// Writes `ca.crt`, `tls.crt` and `tls.key` (mode 0600) into `dir`, creating it if needed.
+    ///
+    /// Each file is written to a temporary name and renamed into place, so a server reloading
+    /// them never reads half a file.
+    pub fn write_to(&self, dir: &Path) -> Result<(), CertError> {
+        std::fs::create_dir_all(dir).map_err(|source| CertError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        // Key first: a server that reloads between the two renames then sees a new key with the
+        // old certificate, which fails to load (mismatch) and is retried, rather than the reverse.
+        write_atomic(&dir.join(KEY_FILE), self.key_pem.as_bytes(), 0o600)?;
+        write_atomic(&dir.join(CERT_FILE), self.cert_pem.as_bytes(), 0o644)?;
+        write_atomic(&dir.join(CA_FILE), self.ca_cert_pem.as_bytes(), 0o644)?;
+        Ok(())
+    }
+}
+
+/// The four names a Service is reached by from inside the cluster, the API server using the
+/// third (`svc.ns.svc`) for webhooks.
+pub fn service_dns_names(service: &str, namespace: &str) -> Vec<String> {
+    vec![
+        service.to_string(),
+        format!("{service}.{namespace}"),
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}.svc.cluster.local"),
+    ]
+}
+
+/// A CA and a serving certificate for `service` in `namespace` (see [`service_dns_names`]).
+pub fn generate(service: &str, namespace: &str) -> Result<CertBundle, CertError> {
+    check_dns_label("service", service)?;
+    check_dns_label("namespace", namespace)?;
+    let names = service_dns_names(service, namespace);
+    issue(&format!("{service}.{namespace}.svc"), &names)
+}
+
+/// A CA and a serving certificate for arbitrary names (DNS names or IP addresses), used by
+/// `tephra serve` when no certificate files are given.
+pub fn self_signed(names: &[String]) -> Result<CertBundle, CertError> {
+    let cn = names.first().map(String::as_str).unwrap_or("tephra");
+    issue(cn, names)
+}
+
+/// `tephra certs --service S --namespace NS --out DIR`: makes the bundle, writes it, and returns
+/// the base64 `caBundle` for the caller to print.
+pub fn run_certs_command(
+    service: &str,
+    namespace: &str,
+    out_dir: &Path,
+) -> Result<String, CertError> {
+    let bundle = generate(service, namespace)?;
+    bundle.write_to(out_dir)?;
+    Ok(bundle.ca_bundle_base64())
+}
+
+fn issue(common_name: &str, names: &[String]) -> Result<CertBundle, CertError> {
+    let now = SystemTime::now();
+    let not_before = now.checked_sub(BACKDATE).unwrap_or(now);
+
+    let mut ca_params = CertificateParams::default();
+    ca_params.distinguished_name = distinguished_name("tephra-webhook-ca");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    ca_params.not_before = not_before.into();
+    ca_params.not_after = (now + CA_VALIDITY).into();
+    let ca_key = KeyPair::generate()?;
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let mut leaf_params = CertificateParams::new(names.to_vec())?;
+    leaf_params.distinguished_name = distinguished_name(common_name);
+    leaf_params.is_ca = IsCa::ExplicitNoCa;
+    leaf_params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    leaf_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    leaf_params.use_authority_key_identifier_extension = true;
+    leaf_params.not_before = not_before.into();
+    leaf_params.not_after = (now + LEAF_VALIDITY).into();
+    let leaf_key = KeyPair::generate()?;
+    let leaf_cert = leaf_params.signed_by(&leaf_key, &issuer)?;
+
+    Ok(CertBundle {
+        ca_cert_pem: ca_cert.pem(),
+        cert_pem: leaf_cert.pem(),
+        key_pem: leaf_key.serialize_pem(),
+        ca_cert_der: ca_cert.der().to_vec(),
+    })
+}
+
+fn distinguished_name(common_name: &str) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::OrganizationName, "tephra");
+    dn.push(DnType::CommonName, common_name);
+    dn
+}
+
+/// RFC 1123 label, as Kubernetes requires for Service and namespace names.
+fn check_dns_label(what: &'static str, value: &str) -> Result<(), CertError> {
+    let reason = if value.is_empty() {
+        Some("must not be empty")
+    } else if value.len() > 63 {
+        Some("must be at most 63 characters")
+    } else if !value
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        Some("must consist of lower case letters, digits and '-'")
+    } else if value.starts_with('-') || value.ends_with('-') {
+        Some("must start and end with a letter or digit")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(CertError::InvalidName {
+            what,
+            value: value.to_string(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), CertError> {
+    let err = |source| CertError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = PathBuf::from(tmp_name);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(mode);
+    }
+    let mut file = options.open(&tmp).map_err(err)?;
+    // `mode` only applies when the file is created; a stale temporary file keeps its old bits.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(err)?;
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    file.write_all(contents).map_err(err)?;
+    file.sync_all().map_err(err)?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+/// Standard base64 (with padding), as Go encodes `[]byte` fields. Kubernetes' own `ByteString`
+/// does exactly this, so use it rather than a second implementation.
+fn base64_std(bytes: &[u8]) -> String {
+    match serde_json::to_value(k8s_openapi::ByteString(bytes.to_vec())) {
+        Ok(serde_json::Value::String(s)) => s,
+        // ByteString always serializes to a string; nothing else can come back.
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use std::sync::Arc;
+
+    fn verifier(ca_pem: &str) -> Arc<rustls::client::WebPkiServerVerifier> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+            .unwrap();
+        rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .build()
+        .unwrap()
+    }
+
+    fn verify(
+        v: &rustls::client::WebPkiServerVerifier,
+        leaf_pem: &str,
+        name: &str,
+    ) -> Result<(), rustls::Error> {
+        use rustls::client::danger::ServerCertVerifier;
+        let leaf = CertificateDer::from_pem_slice(leaf_pem.as_bytes()).unwrap();
+        v.verify_server_cert(
+            &leaf,
+            &[],
+            &ServerName::try_from(name.to_string()).unwrap(),
+            &[],
+            UnixTime::now(),
+        )
+        .map(|_| ())
+    }
+
+    #[test]
+    fn leaf_is_signed_by_the_ca_for_every_service_name() {
+        let b = generate("tephra", "volcano-system").unwrap();
+        let v = verifier(&b.ca_cert_pem);
+        for name in [
+            "tephra",
+            "tephra.volcano-system",
+            "tephra.volcano-system.svc",
+            "tephra.volcano-system.svc.cluster.local",
+        ] {
+            verify(&v, &b.cert_pem, name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        // A name not in the SAN list is refused.
+        assert!(verify(&v, &b.cert_pem, "other.volcano-system.svc").is_err());
+    }
+
+    #[test]
+    fn another_ca_does_not_verify_the_leaf() {
+        let a = generate("tephra", "ns").unwrap();
+        let b = generate("tephra", "ns").unwrap();
+        let v = verifier(&b.ca_cert_pem);
+        assert!(verify(&v, &a.cert_pem, "tephra.ns.svc").is_err());
+    }
+
+    #[test]
+    fn self_signed_covers_ip_and_dns_names() {
+        let b = self_signed(&["localhost".into(), "127.0.0.1".into()]).unwrap();
+        let v = verifier(&b.ca_cert_pem);
+        verify(&v, &b.cert_pem, "localhost").unwrap();
+        verify(&v, &b.cert_pem, "127.0.0.1").unwrap();
+    }
+
+    #[test]
+    fn ca_bundle_is_base64_of_the_ca_pem() {
+        let b = generate("svc", "ns").unwrap();
+        let bundle = b.ca_bundle_base64();
+        assert!(bundle.starts_with("LS0tLS1CRUdJTi")); // "-----BEGIN"
+        let decoded: k8s_openapi::ByteString =
+            serde_json::from_value(serde_json::Value::String(bundle)).unwrap();
+        assert_eq!(decoded.0, b.ca_cert_pem.as_bytes());
+        assert_eq!(base64_std(b"hi?"), "aGk/");
+        assert_eq!(base64_std(b"h"), "aA==");
+    }
+
+    #[test]
+    fn bad_names_are_refused_with_the_reason() {
+        for (svc, ns) in [("", "ns"), ("Svc", "ns"), ("svc", "-ns"), ("s.v", "ns")] {
+            let err = generate(svc, ns).unwrap_err();
+            assert_eq!(err.metric_label(), "invalid_name", "{svc}/{ns}");
+        }
+        let long = "a".repeat(64);
+        assert!(
+            generate(&long, "ns")
+                .unwrap_err()
+                .to_string()
+                .contains("63")
+        );
+    }
+
+    #[test]
+    fn run_certs_command_writes_the_three_files_with_a_private_key_mode() {
+        let dir = std::env::temp_dir().join(format!("tephra-certs-unit-{}", std::process::id()));
+        let bundle = run_certs_command("tephra", "default", &dir).unwrap();
+        let ca = std::fs::read_to_string(dir.join(CA_FILE)).unwrap();
+        let crt = std::fs::read_to_string(dir.join(CERT_FILE)).unwrap();
+        let key = std::fs::read_to_string(dir.join(KEY_FILE)).unwrap();
+        assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(crt.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(key.starts_with("-----BEGIN PRIVATE KEY-----"));
+        assert_eq!(bundle, base64_std(ca.as_bytes()));
+        verify(&verifier(&ca), &crt, "tephra.default.svc").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.join(KEY_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn debug_output_never_shows_the_key() {
+        let b = generate("svc", "ns").unwrap();
+        assert!(!format!("{b:?}").contains("PRIVATE KEY"));
+    }
+}

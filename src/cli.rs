@@ -1,1 +1,235 @@
-//! placeholder
+//! The command line, as `contract.md` fixes it: `serve`, `crds`, `apiserver`, `certs`.
+//!
+//! Only parsing lives here (clap derive), so the flags and their help text can be tested
+//! without starting anything; `main.rs` dispatches to the library.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Volcano-compatible gang scheduling for any Kubernetes cluster, in one binary.
+#[derive(Debug, Parser)]
+#[command(name = "tephra", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// Log line format: `text` for people, `json` for log pipelines.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "TEPHRA_LOG_FORMAT")]
+    pub log_format: LogFormat,
+
+    /// Log filter in `tracing` EnvFilter syntax (e.g. `info`, `tephra=debug,kube=warn`).
+    /// `RUST_LOG` is used when this flag is absent.
+    #[arg(long, global = true, env = "TEPHRA_LOG")]
+    pub log: Option<String>,
+
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Output format of log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the admission webhooks, scheduler extender and controllers against a cluster (or,
+    /// with --embedded, against an in-memory API started in the same process).
+    Serve(ServeArgs),
+    /// Print every CustomResourceDefinition tephra serves as YAML (the source of manifests/crds).
+    Crds,
+    /// Run the embedded, in-memory Kubernetes-compatible API alone (plain HTTP, no
+    /// authentication), so a `tephra serve --kubeconfig` can be stopped and restarted against it.
+    Apiserver(ApiserverArgs),
+    /// Make a CA and a serving certificate for the webhook Service; writes ca.crt, tls.crt and
+    /// tls.key into --out and prints the base64 caBundle for webhook configurations.
+    Certs(CertsArgs),
+}
+
+/// Flags of `tephra serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Run an in-process, in-memory Kubernetes-compatible API instead of using a cluster. For
+    /// trying tephra, tests and simulation; production uses a real cluster.
+    #[arg(long)]
+    pub embedded: bool,
+
+    /// Kubeconfig file of the cluster to use. Without it: the in-cluster service account, then
+    /// $KUBECONFIG, then ~/.kube/config.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// HTTPS address of the admission webhooks and the scheduler extender.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+
+    /// PEM certificate (chain) for the HTTPS listener. Without --tls-cert/--tls-key a
+    /// self-signed pair is made at start.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key for --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Plain-HTTP address serving /metrics, /healthz and /readyz.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_listen: SocketAddr,
+
+    /// Offer HTTP/2 on the HTTPS listener. Off by default: webhook servers keep HTTP/2 off
+    /// since the HTTP/2 Rapid Reset attacks (CVE-2023-44487); kube-apiserver and
+    /// kube-scheduler speak HTTP/1.1 to webhooks and extenders fine.
+    #[arg(long)]
+    pub enable_http2: bool,
+
+    /// Embedded mode only: plain-HTTP address of the in-memory API (loopback by default; it has
+    /// no authentication).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
+    pub embedded_api_listen: SocketAddr,
+
+    /// Scheduler name(s) whose pods and jobs tephra serves; the first is the default written
+    /// into vcJobs. Repeat the flag for several.
+    #[arg(
+        long = "scheduler-name",
+        value_name = "NAME",
+        default_value = "volcano"
+    )]
+    pub scheduler_names: Vec<String>,
+
+    /// Scheduler session configuration (actions, tiers) as YAML.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Embedded mode: start with N Ready nodes, each 8 cpu, 32Gi memory, 110 pods.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub embedded_nodes: usize,
+
+    /// Embedded mode: do not run the kube-scheduler stand-in (a test plays that part).
+    #[arg(long)]
+    pub no_sim_scheduler: bool,
+
+    /// Embedded mode: do not run the kubelet stand-in (a test plays that part).
+    #[arg(long)]
+    pub no_sim_kubelet: bool,
+
+    /// Embedded mode: inject API faults, e.g. `write-error=0.1,conflict=0.05,watch-cut=30,seed=7`.
+    #[arg(long, value_name = "SPEC")]
+    pub faults: Option<String>,
+}
+
+/// Flags of `tephra apiserver`.
+#[derive(Debug, Args)]
+pub struct ApiserverArgs {
+    /// Plain-HTTP address of the API (loopback by default; it has no authentication).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+
+    /// Start with N Ready nodes, each 8 cpu, 32Gi memory, 110 pods.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub embedded_nodes: usize,
+
+    /// Do not run the kubelet stand-in.
+    #[arg(long)]
+    pub no_sim_kubelet: bool,
+
+    /// Inject API faults, e.g. `write-error=0.1,conflict=0.05,watch-cut=30,seed=7`.
+    #[arg(long, value_name = "SPEC")]
+    pub faults: Option<String>,
+}
+
+/// Flags of `tephra certs`.
+#[derive(Debug, Args)]
+pub struct CertsArgs {
+    /// Name of the webhook Service the certificate is for.
+    #[arg(long, value_name = "NAME")]
+    pub service: String,
+
+    /// Namespace of that Service.
+    #[arg(long, value_name = "NS")]
+    pub namespace: String,
+
+    /// Directory to write ca.crt, tls.crt and tls.key into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn serve_defaults_match_the_contract() {
+        let cli = Cli::try_parse_from(["tephra", "serve"]).unwrap();
+        let Command::Serve(s) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.listen.to_string(), "0.0.0.0:8443");
+        assert_eq!(s.metrics_listen.to_string(), "0.0.0.0:8080");
+        assert_eq!(s.embedded_api_listen.to_string(), "127.0.0.1:6443");
+        assert_eq!(s.scheduler_names, vec!["volcano".to_string()]);
+        assert_eq!(s.embedded_nodes, 3);
+        assert!(!s.embedded && !s.enable_http2 && !s.no_sim_kubelet && !s.no_sim_scheduler);
+    }
+
+    #[test]
+    fn scheduler_name_repeats() {
+        let cli = Cli::try_parse_from([
+            "tephra",
+            "serve",
+            "--scheduler-name",
+            "a",
+            "--scheduler-name",
+            "b",
+        ])
+        .unwrap();
+        let Command::Serve(s) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.scheduler_names, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn tls_cert_needs_tls_key() {
+        let err = Cli::try_parse_from(["tephra", "serve", "--tls-cert", "c.pem"]).unwrap_err();
+        assert!(err.to_string().contains("--tls-key"), "{err}");
+    }
+
+    #[test]
+    fn bad_listen_address_is_refused() {
+        assert!(Cli::try_parse_from(["tephra", "serve", "--listen", "nope"]).is_err());
+    }
+
+    #[test]
+    fn certs_requires_its_three_flags() {
+        assert!(Cli::try_parse_from(["tephra", "certs", "--service", "s"]).is_err());
+        let cli = Cli::try_parse_from([
+            "tephra",
+            "certs",
+            "--service",
+            "s",
+            "--namespace",
+            "n",
+            "--out",
+            "/tmp/x",
+        ])
+        .unwrap();
+        assert!(matches!(cli.command, Command::Certs(_)));
+    }
+
+    #[test]
+    fn log_format_is_global() {
+        let cli = Cli::try_parse_from(["tephra", "crds", "--log-format", "json"]).unwrap();
+        assert_eq!(cli.log_format, LogFormat::Json);
+    }
+}

@@ -22,6 +22,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod app;
 pub mod certs;
 pub mod cli;
 pub mod cluster;

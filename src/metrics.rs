@@ -4,8 +4,11 @@
 //! the `prometheus` crate's global default registry, so tests can build independent instances
 //! and assert on exact counts. `/metrics` on both listeners renders [`Metrics::render`].
 //!
-//! Series owned here: HTTP request count and duration by route and status, and the process
-//! collector (CPU, resident memory, open fds) on Linux.
+//! Series owned here: HTTP request count and duration by route and status, TLS certificate
+//! reloads, and the process collector (CPU, resident memory, open fds, start time) on Linux.
+//!
+//! Label cardinality is bounded by the callers: `route` is the matched route template (or
+//! `unmatched`), never the raw path, and `method` is one of the standard methods or `OTHER`.
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
@@ -34,6 +37,9 @@ pub struct Metrics {
     pub http_requests: IntCounterVec,
     /// `tephra_http_request_duration_seconds{route, method, status}`.
     pub http_duration: HistogramVec,
+    /// `tephra_tls_cert_reloads_total{result}`: `ok` when rotated certificate files were loaded,
+    /// `error` when changed files could not be loaded (the previous pair keeps serving).
+    pub tls_cert_reloads: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -61,8 +67,20 @@ impl Metrics {
             .buckets(LATENCY_BUCKETS.to_vec()),
             &["route", "method", "status"],
         )?;
+        let tls_cert_reloads = IntCounterVec::new(
+            Opts::new(
+                "tephra_tls_cert_reloads_total",
+                "Serving certificate reloads after the files changed, by result.",
+            ),
+            &["result"],
+        )?;
         registry.register(Box::new(http_requests.clone()))?;
         registry.register(Box::new(http_duration.clone()))?;
+        registry.register(Box::new(tls_cert_reloads.clone()))?;
+        // Present from the start (at 0) so an alert on `increase(...{result="error"})` has a series.
+        for result in ["ok", "error"] {
+            tls_cert_reloads.with_label_values(&[result]);
+        }
         #[cfg(target_os = "linux")]
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
@@ -71,6 +89,7 @@ impl Metrics {
             registry,
             http_requests,
             http_duration,
+            tls_cert_reloads,
         })
     }
 
@@ -118,6 +137,20 @@ mod tests {
             text.contains("tephra_http_request_duration_seconds_bucket"),
             "{text}"
         );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn process_metrics_are_exported() {
+        let text = Metrics::new().unwrap().render();
+        for name in [
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "process_cpu_seconds_total",
+            "process_start_time_seconds",
+        ] {
+            assert!(text.contains(name), "{name} missing from:\n{text}");
+        }
     }
 
     #[test]

@@ -1,1 +1,301 @@
-//! placeholder, filled by its issue
+//! Volcano-compatible admission webhooks.
+//!
+//! ```text
+//!  POST /jobs/mutate ──┐
+//!  POST /pods/validate ┤  http.rs: bytes ─▶ review::parse ─▶ kind check ─┐
+//!  ...  (table below)  ┘                                                   │
+//!                                                                          ▼
+//!        WEBHOOKS[path].review(&Request, &dyn ClusterView, &AdmissionConfig) -> Decision
+//!          jobs::{mutate,validate}  pods  podgroups  queues  workloads      (pure)
+//!                                                                          │
+//!          review::respond: Allow / Deny(message, code) / Mutate(object) ◀─┘
+//!            Mutate → patch::diff(original, mutated) → base64 RFC 6902 (none if equal)
+//! ```
+//!
+//! Every webhook is a pure function of the request, a read-only [`ClusterView`] (filled from the
+//! shared watch caches, never a GET on the request path) and the [`AdmissionConfig`]. The HTTP
+//! adapter in [`http`] only parses, dispatches, records metrics and writes the answer.
+//!
+//! Public entry points: [`router`] (axum routes with state) and [`AdmissionContext`].
+
+pub mod http;
+pub mod jobs;
+pub mod metrics;
+pub mod patch;
+pub mod podgroups;
+pub mod pods;
+pub mod quantity;
+pub mod queues;
+pub mod review;
+pub mod validation;
+pub mod view;
+pub mod workloads;
+
+#[cfg(test)]
+pub(crate) mod testutil;
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use http::router;
+pub use metrics::AdmissionMetrics;
+pub use review::{Decision, Operation, Request, Verdict};
+pub use view::{ClusterView, StaticView};
+
+/// Why a review could not be handled at all (answered with HTTP 400 and this one-line reason).
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    /// The body is not JSON.
+    #[error("request body is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// The body is JSON but not shaped like an AdmissionReview.
+    #[error("request body is not an AdmissionReview: {0}")]
+    NotAReview(serde_json::Error),
+    /// `apiVersion` is not one we answer.
+    #[error(
+        "AdmissionReview apiVersion {0:?} is not supported: expected admission.k8s.io/v1 or admission.k8s.io/v1beta1"
+    )]
+    ApiVersion(String),
+    /// `kind` is not AdmissionReview.
+    #[error("kind {0:?} is not AdmissionReview")]
+    Kind(String),
+    /// No `request`.
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+    /// No `request.uid`.
+    #[error("AdmissionReview request has no uid")]
+    NoUid,
+    /// No `request.operation`.
+    #[error("AdmissionReview request has no operation")]
+    NoOperation,
+    /// No `request.kind`, and no object to take it from.
+    #[error("AdmissionReview request has no kind")]
+    NoKind,
+    /// The object is of a kind this path does not serve.
+    #[error("{path} admits {expected}, not {got}")]
+    WrongKind {
+        /// The webhook path.
+        path: &'static str,
+        /// What it admits.
+        expected: String,
+        /// What came.
+        got: String,
+    },
+}
+
+impl AdmissionError {
+    /// A short, stable label for logs and metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            AdmissionError::NotJson(_) => "not_json",
+            AdmissionError::NotAReview(_) => "not_a_review",
+            AdmissionError::ApiVersion(_) => "api_version",
+            AdmissionError::Kind(_) => "kind",
+            AdmissionError::NoRequest => "no_request",
+            AdmissionError::NoUid => "no_uid",
+            AdmissionError::NoOperation => "no_operation",
+            AdmissionError::NoKind => "no_kind",
+            AdmissionError::WrongKind { .. } => "wrong_kind",
+        }
+    }
+}
+
+/// Settings of the webhooks (Volcano's webhook-manager flags that matter here).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdmissionConfig {
+    /// Scheduler names this service serves (`--scheduler-name`); the first is the default
+    /// written into vcJobs and workloads.
+    pub scheduler_names: Vec<String>,
+    /// Deepest allowed queue hierarchy below `root` (`--max-queue-depth`, 5).
+    pub max_queue_depth: usize,
+    /// Refuse to delete a queue with allocated pods (`--enable-queue-allocated-pods-check`).
+    pub queue_allocated_pods_check: bool,
+    /// Refuse changes to the root queue's resources (`--enable-root-queue-protection`).
+    pub root_queue_protection: bool,
+    /// Add the queue-allocation scheduling gate to pods that ask for it (Volcano's
+    /// `SchedulingGatesQueueAdmission` feature gate, off by default).
+    pub queue_allocation_gate: bool,
+    /// Volcano's `--admission-conf` resource groups for pod mutation (empty: none).
+    pub resource_groups: Vec<pods::ResourceGroup>,
+}
+
+impl Default for AdmissionConfig {
+    fn default() -> Self {
+        Self {
+            scheduler_names: vec!["volcano".to_string()],
+            max_queue_depth: 5,
+            queue_allocated_pods_check: false,
+            root_queue_protection: true,
+            queue_allocation_gate: false,
+            resource_groups: Vec::new(),
+        }
+    }
+}
+
+impl AdmissionConfig {
+    /// Whether `name` is one of our scheduler names.
+    pub fn serves(&self, name: &str) -> bool {
+        self.scheduler_names.iter().any(|n| n == name)
+    }
+
+    /// The scheduler name written as a default (the first configured, else `volcano`).
+    pub fn default_scheduler(&self) -> &str {
+        self.scheduler_names
+            .first()
+            .map(String::as_str)
+            .unwrap_or("volcano")
+    }
+}
+
+/// Everything the handlers need: settings, the cluster view and the metrics.
+pub struct AdmissionContext {
+    /// Webhook settings.
+    pub config: AdmissionConfig,
+    /// Read-only lookups (queues, namespaces), fed from the watch caches.
+    pub view: Arc<dyn ClusterView + Send + Sync>,
+    /// Request counts and latency.
+    pub metrics: AdmissionMetrics,
+}
+
+impl std::fmt::Debug for AdmissionContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmissionContext")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A webhook's decision function.
+pub type ReviewFn = fn(&Request, &dyn ClusterView, &AdmissionConfig) -> Decision;
+
+/// One served path.
+pub struct Webhook {
+    /// URL path, as in the contract.
+    pub path: &'static str,
+    /// The `(group, kind)` pairs it admits.
+    pub kinds: &'static [(&'static str, &'static str)],
+    /// The decision.
+    pub review: ReviewFn,
+}
+
+/// Every webhook path tephra serves, with what it admits.
+pub const WEBHOOKS: &[Webhook] = &[
+    Webhook {
+        path: "/jobs/mutate",
+        kinds: &[("batch.volcano.sh", "Job")],
+        review: |r, _, c| jobs::mutate::review(r, c),
+    },
+    Webhook {
+        path: "/jobs/validate",
+        kinds: &[("batch.volcano.sh", "Job")],
+        review: jobs::validate::review,
+    },
+    Webhook {
+        path: "/pods/mutate",
+        kinds: &[("", "Pod")],
+        review: |r, _, c| pods::mutate(r, c),
+    },
+    Webhook {
+        path: "/pods/validate",
+        kinds: &[("", "Pod")],
+        review: |r, _, c| pods::validate(r, c),
+    },
+    Webhook {
+        path: "/podgroups/mutate",
+        kinds: &[("scheduling.volcano.sh", "PodGroup")],
+        review: podgroups::mutate,
+    },
+    Webhook {
+        path: "/podgroups/validate",
+        kinds: &[("scheduling.volcano.sh", "PodGroup")],
+        review: podgroups::validate,
+    },
+    Webhook {
+        path: "/queues/mutate",
+        kinds: &[("scheduling.volcano.sh", "Queue")],
+        review: |r, _, _| queues::mutate(r),
+    },
+    Webhook {
+        path: "/queues/validate",
+        kinds: &[("scheduling.volcano.sh", "Queue")],
+        review: queues::validate,
+    },
+    Webhook {
+        path: "/deployments/mutate",
+        kinds: &[("apps", "Deployment"), ("apps", "StatefulSet")],
+        review: |r, _, c| workloads::mutate(r, c),
+    },
+    Webhook {
+        path: "/deployments/validate",
+        kinds: &[("apps", "Deployment"), ("apps", "StatefulSet")],
+        review: workloads::validate,
+    },
+];
+
+impl Webhook {
+    /// Checks that the request is about a kind this path admits.
+    pub fn check_kind(&self, req: &Request) -> Result<(), AdmissionError> {
+        if self
+            .kinds
+            .iter()
+            .any(|(g, k)| req.kind.group == *g && req.kind.kind == *k)
+        {
+            return Ok(());
+        }
+        let expected = self
+            .kinds
+            .iter()
+            .map(|(g, k)| {
+                if g.is_empty() {
+                    (*k).to_string()
+                } else {
+                    format!("{g} {k}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" or ");
+        Err(AdmissionError::WrongKind {
+            path: self.path,
+            expected,
+            got: req.kind.to_string(),
+        })
+    }
+}
+
+/// Decodes `request.object` as `T`. A missing or unreadable object is a well-formed review
+/// about a bad object: answered `allowed: false` (code 400) with the reason.
+pub(crate) fn decode<T: DeserializeOwned>(req: &Request) -> Result<T, Decision> {
+    let Some(obj) = req.object.as_ref() else {
+        return Err(Decision::bad_request(format!(
+            "{} request for {} has no object",
+            req.operation.as_str(),
+            req.kind.kind
+        )));
+    };
+    decode_value(obj, &req.kind.kind)
+}
+
+/// A copy of `request.object` for a mutation to change (`null` if absent, which [`decode`]
+/// has already refused).
+pub(crate) fn working_copy(req: &Request) -> Value {
+    req.object.clone().unwrap_or(Value::Null)
+}
+
+/// Decodes `request.oldObject` as `T`.
+pub(crate) fn decode_old<T: DeserializeOwned>(req: &Request) -> Result<T, Decision> {
+    let Some(obj) = req.old_object.as_ref() else {
+        return Err(Decision::bad_request(format!(
+            "{} request for {} has no oldObject",
+            req.operation.as_str(),
+            req.kind.kind
+        )));
+    };
+    decode_value(obj, &req.kind.kind)
+}
+
+fn decode_value<T: DeserializeOwned>(obj: &Value, kind: &str) -> Result<T, Decision> {
+    T::deserialize(obj)
+        .map_err(|e| Decision::bad_request(format!("cannot decode the {kind} object: {e}")))
+}

@@ -1,0 +1,506 @@
+//! AdmissionReview plumbing: read a review (`admission.k8s.io/v1` or `v1beta1`), and write the
+//! answer in the same version with the request's `uid` echoed.
+//!
+//! Only the parts of the request the webhooks read are decoded; `userInfo`, `options` and the
+//! like are skipped, so an unusual value there never makes a review unreadable.
+
+use base64::Engine as _;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::AdmissionError;
+use super::patch;
+
+/// The AdmissionReview API version of a request; the answer is written in the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReviewVersion {
+    /// `admission.k8s.io/v1`
+    V1,
+    /// `admission.k8s.io/v1beta1`
+    V1Beta1,
+}
+
+impl ReviewVersion {
+    /// The `apiVersion` string.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ReviewVersion::V1 => "admission.k8s.io/v1",
+            ReviewVersion::V1Beta1 => "admission.k8s.io/v1beta1",
+        }
+    }
+}
+
+/// What the API server is doing to the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation {
+    /// CREATE
+    Create,
+    /// UPDATE
+    Update,
+    /// DELETE
+    Delete,
+    /// CONNECT
+    Connect,
+    /// Anything else (answered by each webhook as an unexpected operation).
+    Other(String),
+}
+
+impl Operation {
+    fn parse(s: &str) -> Self {
+        match s {
+            "CREATE" => Operation::Create,
+            "UPDATE" => Operation::Update,
+            "DELETE" => Operation::Delete,
+            "CONNECT" => Operation::Connect,
+            other => Operation::Other(other.to_string()),
+        }
+    }
+
+    /// The wire form, also used as the `operation` metric label.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+            Operation::Other(s) => s,
+        }
+    }
+}
+
+/// Group, version and kind of the object under review (`request.kind`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct GroupVersionKind {
+    /// API group, empty for the core group.
+    pub group: String,
+    /// API version within the group.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+}
+
+impl std::fmt::Display for GroupVersionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}/{}", self.version, self.kind)
+        } else {
+            write!(f, "{}/{}/{}", self.group, self.version, self.kind)
+        }
+    }
+}
+
+/// One admission request, as the webhooks see it.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Version the review came in (and the answer goes out) in.
+    pub version: ReviewVersion,
+    /// `request.uid`, echoed in the answer.
+    pub uid: String,
+    /// `request.kind`.
+    pub kind: GroupVersionKind,
+    /// `request.subResource`, empty for the main resource.
+    pub sub_resource: String,
+    /// `request.name` (empty on CREATE with `generateName`).
+    pub name: String,
+    /// `request.namespace` (empty for cluster-scoped objects).
+    pub namespace: String,
+    /// `request.operation`.
+    pub operation: Operation,
+    /// `request.object` (absent on DELETE).
+    pub object: Option<Value>,
+    /// `request.oldObject` (UPDATE and DELETE).
+    pub old_object: Option<Value>,
+    /// `request.dryRun`.
+    pub dry_run: bool,
+}
+
+#[derive(Deserialize)]
+struct RawReview {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
+    kind: Option<String>,
+    request: Option<RawRequest>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawRequest {
+    uid: Option<String>,
+    kind: Option<GroupVersionKind>,
+    sub_resource: Option<String>,
+    name: Option<String>,
+    namespace: Option<String>,
+    operation: Option<String>,
+    object: Option<Value>,
+    old_object: Option<Value>,
+    dry_run: Option<bool>,
+}
+
+/// Reads an AdmissionReview body. Every failure is a client error (HTTP 400) with a one-line
+/// reason.
+pub fn parse(body: &[u8]) -> Result<Request, AdmissionError> {
+    let raw: RawReview = serde_json::from_slice(body).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => AdmissionError::NotAReview(e),
+        _ => AdmissionError::NotJson(e),
+    })?;
+    let version = match raw.api_version.as_deref() {
+        Some("admission.k8s.io/v1") => ReviewVersion::V1,
+        Some("admission.k8s.io/v1beta1") => ReviewVersion::V1Beta1,
+        other => {
+            return Err(AdmissionError::ApiVersion(
+                other.unwrap_or_default().to_string(),
+            ));
+        }
+    };
+    if raw.kind.as_deref() != Some("AdmissionReview") {
+        return Err(AdmissionError::Kind(raw.kind.unwrap_or_default()));
+    }
+    let req = raw.request.ok_or(AdmissionError::NoRequest)?;
+    let uid = req
+        .uid
+        .filter(|u| !u.is_empty())
+        .ok_or(AdmissionError::NoUid)?;
+    let operation = req
+        .operation
+        .filter(|o| !o.is_empty())
+        .map(|o| Operation::parse(&o))
+        .ok_or(AdmissionError::NoOperation)?;
+    let object = req.object.filter(|v| !v.is_null());
+    let old_object = req.old_object.filter(|v| !v.is_null());
+    // `request.kind` is required in both versions; an object's own apiVersion/kind is a
+    // fallback for hand-written reviews.
+    let kind = match req.kind.filter(|k| !k.kind.is_empty()) {
+        Some(k) => k,
+        None => object
+            .as_ref()
+            .or(old_object.as_ref())
+            .and_then(gvk_of_object)
+            .ok_or(AdmissionError::NoKind)?,
+    };
+    Ok(Request {
+        version,
+        uid,
+        kind,
+        sub_resource: req.sub_resource.unwrap_or_default(),
+        name: req.name.unwrap_or_default(),
+        namespace: req.namespace.unwrap_or_default(),
+        operation,
+        object,
+        old_object,
+        dry_run: req.dry_run.unwrap_or(false),
+    })
+}
+
+fn gvk_of_object(obj: &Value) -> Option<GroupVersionKind> {
+    let api_version = obj.get("apiVersion")?.as_str()?;
+    let kind = obj.get("kind")?.as_str()?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    Some(GroupVersionKind {
+        group: group.to_string(),
+        version: version.to_string(),
+        kind: kind.to_string(),
+    })
+}
+
+/// What a webhook decided about one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Allow, deny or change.
+    pub verdict: Verdict,
+    /// Shown by kubectl as `Warning:` lines, whatever the verdict.
+    pub warnings: Vec<String>,
+}
+
+/// The verdict part of a [`Decision`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Admit as is.
+    Allow,
+    /// Refuse, with the reason and the HTTP-style code put in `status`.
+    Deny {
+        /// Human-readable reason, `response.status.message`.
+        message: String,
+        /// 403 for a rule the object breaks, 400 for an object that cannot be read.
+        code: u16,
+    },
+    /// Admit the object as changed to this (the whole object); the patch is the difference.
+    Mutate(Value),
+}
+
+impl Decision {
+    /// Admit unchanged.
+    pub fn allow() -> Self {
+        Self {
+            verdict: Verdict::Allow,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Refuse because the object breaks a rule (code 403).
+    pub fn deny(message: impl Into<String>) -> Self {
+        Self {
+            verdict: Verdict::Deny {
+                message: message.into().trim().to_string(),
+                code: 403,
+            },
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Refuse because the object (or operation) cannot be handled at all (code 400).
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            verdict: Verdict::Deny {
+                message: message.into().trim().to_string(),
+                code: 400,
+            },
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Admit the object in this mutated form.
+    pub fn mutate(object: Value) -> Self {
+        Self {
+            verdict: Verdict::Mutate(object),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Adds a warning.
+    pub fn warn(mut self, warning: impl Into<String>) -> Self {
+        self.warnings.push(warning.into());
+        self
+    }
+
+    /// Adds warnings.
+    pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
+        self.warnings.extend(warnings);
+        self
+    }
+
+    /// True unless denied.
+    pub fn is_allowed(&self) -> bool {
+        !matches!(self.verdict, Verdict::Deny { .. })
+    }
+
+    /// The denial message, if denied.
+    pub fn denial(&self) -> Option<&str> {
+        match &self.verdict {
+            Verdict::Deny { message, .. } => Some(message),
+            _ => None,
+        }
+    }
+}
+
+/// How a request ended, the `result` metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Admitted unchanged.
+    Allowed,
+    /// Refused.
+    Denied,
+    /// Admitted with a patch.
+    Patched,
+    /// The review itself could not be read (HTTP 400).
+    Invalid,
+}
+
+impl Outcome {
+    /// Metric label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Allowed => "allowed",
+            Outcome::Denied => "denied",
+            Outcome::Patched => "patched",
+            Outcome::Invalid => "invalid",
+        }
+    }
+}
+
+/// Writes the AdmissionReview answer for `decision` on `req`. A mutation that changes nothing
+/// is answered with neither `patch` nor `patchType` (tephra departs from Volcano here, which
+/// sends the literal patch `null`).
+pub fn respond(req: &Request, decision: Decision) -> (Value, Outcome) {
+    let mut response = Map::new();
+    response.insert("uid".into(), Value::String(req.uid.clone()));
+    let outcome = match decision.verdict {
+        Verdict::Allow => {
+            response.insert("allowed".into(), Value::Bool(true));
+            Outcome::Allowed
+        }
+        Verdict::Deny { message, code } => {
+            response.insert("allowed".into(), Value::Bool(false));
+            response.insert(
+                "status".into(),
+                json!({
+                    "status": "Failure",
+                    "message": message,
+                    "reason": if code == 400 { "BadRequest" } else { "Forbidden" },
+                    "code": code,
+                }),
+            );
+            Outcome::Denied
+        }
+        Verdict::Mutate(new) => {
+            response.insert("allowed".into(), Value::Bool(true));
+            let original = req.object.as_ref().unwrap_or(&Value::Null);
+            match patch::diff(original, &new).and_then(|p| serde_json::to_vec(&p).ok()) {
+                Some(bytes) => {
+                    response.insert(
+                        "patch".into(),
+                        Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
+                    );
+                    response.insert("patchType".into(), Value::String("JSONPatch".into()));
+                    Outcome::Patched
+                }
+                None => Outcome::Allowed,
+            }
+        }
+    };
+    if !decision.warnings.is_empty() {
+        response.insert("warnings".into(), json!(decision.warnings));
+    }
+    let review = json!({
+        "apiVersion": req.version.api_version(),
+        "kind": "AdmissionReview",
+        "response": Value::Object(response),
+    });
+    (review, outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn review(version: &str, request: Value) -> Vec<u8> {
+        serde_json::to_vec(
+            &json!({"apiVersion": version, "kind": "AdmissionReview", "request": request}),
+        )
+        .unwrap()
+    }
+
+    fn pod_request() -> Value {
+        json!({
+            "uid": "u-1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "p", "namespace": "ns", "operation": "CREATE",
+            "userInfo": {"username": "x", "extra": {"weird": 5}},
+            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}},
+            "oldObject": null,
+        })
+    }
+
+    #[test]
+    fn parses_v1_and_v1beta1() {
+        let r = parse(&review("admission.k8s.io/v1", pod_request())).unwrap();
+        assert_eq!(r.version, ReviewVersion::V1);
+        assert_eq!(r.uid, "u-1");
+        assert_eq!(r.kind.kind, "Pod");
+        assert_eq!(r.operation, Operation::Create);
+        assert!(r.object.is_some() && r.old_object.is_none());
+        let r = parse(&review("admission.k8s.io/v1beta1", pod_request())).unwrap();
+        assert_eq!(r.version, ReviewVersion::V1Beta1);
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_review() {
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (b"not json".to_vec(), "not JSON"),
+            (b"[1,2]".to_vec(), "not an AdmissionReview"),
+            (review("admission.k8s.io/v2", pod_request()), "apiVersion"),
+            (
+                serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "Pod"}))
+                    .unwrap(),
+                "kind",
+            ),
+            (
+                serde_json::to_vec(
+                    &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
+                )
+                .unwrap(),
+                "no request",
+            ),
+            (
+                review("admission.k8s.io/v1", {
+                    let mut r = pod_request();
+                    r["uid"] = json!("");
+                    r
+                }),
+                "uid",
+            ),
+            (
+                review("admission.k8s.io/v1", {
+                    let mut r = pod_request();
+                    r["uid"] = json!(7);
+                    r
+                }),
+                "not an AdmissionReview",
+            ),
+            (
+                review("admission.k8s.io/v1", {
+                    let mut r = pod_request();
+                    r.as_object_mut().unwrap().remove("operation");
+                    r
+                }),
+                "operation",
+            ),
+        ];
+        for (body, want) in cases {
+            let err = parse(&body).unwrap_err().to_string();
+            assert!(err.contains(want), "{err:?} should mention {want:?}");
+            assert!(!err.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn kind_falls_back_to_the_object() {
+        let mut r = pod_request();
+        r.as_object_mut().unwrap().remove("kind");
+        let req = parse(&review("admission.k8s.io/v1", r)).unwrap();
+        assert_eq!(req.kind.kind, "Pod");
+        assert_eq!(req.kind.version, "v1");
+    }
+
+    #[test]
+    fn denial_carries_message_and_code_and_echoes_uid() {
+        let req = parse(&review("admission.k8s.io/v1beta1", pod_request())).unwrap();
+        let (v, outcome) = respond(&req, Decision::deny("  no way ").warn("careful"));
+        assert_eq!(outcome, Outcome::Denied);
+        assert_eq!(v["apiVersion"], "admission.k8s.io/v1beta1");
+        assert_eq!(v["response"]["uid"], "u-1");
+        assert_eq!(v["response"]["allowed"], false);
+        assert_eq!(v["response"]["status"]["message"], "no way");
+        assert_eq!(v["response"]["status"]["code"], 403);
+        assert_eq!(v["response"]["warnings"][0], "careful");
+    }
+
+    #[test]
+    fn unchanged_mutation_has_no_patch_fields() {
+        let req = parse(&review("admission.k8s.io/v1", pod_request())).unwrap();
+        let same = req.object.clone().unwrap();
+        let (v, outcome) = respond(&req, Decision::mutate(same));
+        assert_eq!(outcome, Outcome::Allowed);
+        assert_eq!(v["response"]["allowed"], true);
+        assert!(v["response"].get("patch").is_none());
+        assert!(v["response"].get("patchType").is_none());
+    }
+
+    #[test]
+    fn mutation_is_a_base64_json_patch_that_applies() {
+        let req = parse(&review("admission.k8s.io/v1", pod_request())).unwrap();
+        let mut new = req.object.clone().unwrap();
+        new["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": "pg"});
+        let (v, outcome) = respond(&req, Decision::mutate(new.clone()));
+        assert_eq!(outcome, Outcome::Patched);
+        assert_eq!(v["response"]["patchType"], "JSONPatch");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(v["response"]["patch"].as_str().unwrap())
+            .unwrap();
+        let p: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
+        let mut doc = req.object.clone().unwrap();
+        json_patch::patch(&mut doc, &p).unwrap();
+        assert_eq!(doc, new);
+    }
+}

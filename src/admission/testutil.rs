@@ -1,0 +1,74 @@
+//! Request builders for the unit tests of the webhooks.
+
+use serde_json::Value;
+
+use super::review::{GroupVersionKind, Operation, Request, ReviewVersion};
+
+fn gvk(kind: &str) -> GroupVersionKind {
+    let (group, version) = match kind {
+        "Pod" => ("", "v1"),
+        "Job" => ("batch.volcano.sh", "v1alpha1"),
+        "PodGroup" | "Queue" => ("scheduling.volcano.sh", "v1beta1"),
+        "Deployment" | "StatefulSet" => ("apps", "v1"),
+        other => panic!("no test GVK for {other}"),
+    };
+    GroupVersionKind {
+        group: group.into(),
+        version: version.into(),
+        kind: kind.into(),
+    }
+}
+
+fn operation(op: &str) -> Operation {
+    match op {
+        "CREATE" => Operation::Create,
+        "UPDATE" => Operation::Update,
+        "DELETE" => Operation::Delete,
+        other => Operation::Other(other.into()),
+    }
+}
+
+/// A v1 request in namespace `ns` (the object's own namespace if it has one).
+pub(crate) fn request(kind: &str, op: &str, object: Value) -> Request {
+    let ns = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("ns")
+        .to_string();
+    request_with(kind, op, &ns, object, None)
+}
+
+/// An UPDATE request from `old` to `new`.
+pub(crate) fn update(kind: &str, old: Value, new: Value) -> Request {
+    let ns = new["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("ns")
+        .to_string();
+    request_with(kind, "UPDATE", &ns, new, Some(old))
+}
+
+/// A request with every part chosen.
+pub(crate) fn request_with(
+    kind: &str,
+    op: &str,
+    namespace: &str,
+    object: Value,
+    old: Option<Value>,
+) -> Request {
+    let name = object["metadata"]["name"]
+        .as_str()
+        .or_else(|| old.as_ref().and_then(|o| o["metadata"]["name"].as_str()))
+        .unwrap_or_default()
+        .to_string();
+    Request {
+        version: ReviewVersion::V1,
+        uid: "test-uid".into(),
+        kind: gvk(kind),
+        sub_resource: String::new(),
+        name,
+        namespace: namespace.into(),
+        operation: operation(op),
+        object: (!object.is_null()).then_some(object),
+        old_object: old,
+        dry_run: false,
+    }
+}

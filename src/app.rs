@@ -1,0 +1,304 @@
+//! What each subcommand does, wired from the library's parts. `main.rs` only parses flags and
+//! reports the [`AppError`] this returns.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+use crate::admission::{self, AdmissionConfig, AdmissionContext, AdmissionMetrics};
+use crate::api::ApiError;
+use crate::certs::{self, CertError};
+use crate::cli::{ApiserverArgs, CertsArgs, Cli, Command, LogFormat, ServeArgs};
+use crate::cluster::webhooks::WebhookError;
+use crate::cluster::{self, BootstrapError, Caches, ClusterError};
+use crate::embedded::{self, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
+use crate::metrics::{Metrics, MetricsError};
+use crate::server::{self, ServerConfig, ServerError, ServerState, TlsSource};
+
+/// Everything that can stop a subcommand, one variant per subsystem.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// Choosing or reaching the cluster failed.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// The HTTPS or metrics server failed to start or stopped with an error.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// Making or writing certificates failed.
+    #[error(transparent)]
+    Certs(#[from] CertError),
+    /// The metrics registry could not be built.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+    /// A subsystem's series could not be registered.
+    #[error("registering metrics: {0}")]
+    Registry(#[from] prometheus::Error),
+    /// Rendering the CRDs failed.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// Creating the built-in queues failed.
+    #[error(transparent)]
+    Bootstrap(#[from] BootstrapError),
+    /// The log filter could not be parsed.
+    #[error("invalid log filter: {0}")]
+    LogFilter(String),
+    /// Flags that do not go together.
+    #[error("{0}")]
+    Flags(&'static str),
+    /// `--faults` could not be parsed.
+    #[error("--faults: {0}")]
+    Faults(#[from] FaultSpecError),
+    /// An address could not be bound or served.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Registering the webhooks failed.
+    #[error(transparent)]
+    Webhooks(#[from] WebhookError),
+    /// Starting embedded mode failed.
+    #[error("embedded mode: {0}")]
+    Embedded(String),
+}
+
+/// Installs the global `tracing` subscriber: `--log` (or `RUST_LOG`, default `info`) as the
+/// filter, `text` or `json` lines on standard error.
+pub fn init_logging(format: LogFormat, filter: Option<&str>) -> Result<(), AppError> {
+    let filter = match filter {
+        Some(f) => EnvFilter::try_new(f).map_err(|e| AppError::LogFilter(e.to_string()))?,
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    // `try_init` fails only when a subscriber is already installed (tests); keep that one.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+    Ok(())
+}
+
+/// Runs one subcommand to completion.
+pub async fn run(cli: Cli) -> Result<(), AppError> {
+    // One crypto provider for the whole process (ring); an error only means it is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Certs(args) => certs_command(&args),
+        Command::Crds => {
+            print!("{}", crate::api::crds::render_yaml()?);
+            Ok(())
+        }
+        Command::Apiserver(args) => apiserver(args).await,
+    }
+}
+
+/// `tephra certs`: write the files, print the caBundle on standard output.
+fn certs_command(args: &CertsArgs) -> Result<(), AppError> {
+    let bundle = certs::run_certs_command(&args.service, &args.namespace, &args.out)?;
+    println!("{bundle}");
+    Ok(())
+}
+
+/// The HTTPS listener's configuration from the `serve` flags.
+fn server_config(args: &ServeArgs) -> ServerConfig {
+    ServerConfig {
+        listen: args.listen,
+        tls: match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => TlsSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            _ => TlsSource::SelfSigned,
+        },
+        metrics_listen: Some(args.metrics_listen),
+        enable_http2: args.enable_http2,
+        ..ServerConfig::default()
+    }
+}
+
+/// How long `serve` lets the watch caches take to list before it reports not-ready in the log
+/// (readiness stays false until they have synced either way).
+const CACHE_SYNC_WARN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The webhook Service the manifests name; the embedded API sends its reviews there, mapped to
+/// the local HTTPS listener, and verifies the certificate under these names.
+const WEBHOOK_SERVICE: (&str, &str) = ("tephra", "tephra-system");
+
+/// The embedded API's options from the shared flags.
+fn embedded_options(
+    nodes: usize,
+    no_sim_kubelet: bool,
+    faults: Option<&str>,
+) -> Result<EmbeddedOptions, AppError> {
+    let faults = faults
+        .map(FaultSpec::parse)
+        .transpose()?
+        .unwrap_or_default();
+    Ok(EmbeddedOptions {
+        nodes,
+        sim_kubelet: !no_sim_kubelet,
+        faults,
+        ..EmbeddedOptions::default()
+    })
+}
+
+/// Binds the embedded API's TCP listener (so its address is known before anything else starts).
+async fn bind_api(addr: SocketAddr) -> Result<TcpListener, AppError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| AppError::Listen { addr, source })
+}
+
+/// `tephra apiserver`: the embedded API alone, until a signal.
+async fn apiserver(args: ApiserverArgs) -> Result<(), AppError> {
+    let options = embedded_options(
+        args.embedded_nodes,
+        args.no_sim_kubelet,
+        args.faults.as_deref(),
+    )?;
+    let shutdown = CancellationToken::new();
+    server::cancel_on_signals(shutdown.clone());
+    let listener = bind_api(args.listen).await?;
+    let addr = listener.local_addr().map_err(|source| AppError::Listen {
+        addr: args.listen,
+        source,
+    })?;
+    let api = ApiServer::start(options, shutdown.clone());
+    tracing::info!(url = %format!("http://{addr}"), "embedded API ready (kubectl --server http://{addr})");
+    embedded::serve(api, listener, shutdown)
+        .await
+        .map_err(|source| AppError::Listen { addr, source })
+}
+
+/// `tephra serve`: pick the cluster (or start the embedded API), start the shared caches, the
+/// HTTPS and metrics listeners with the admission webhooks, and run until a signal.
+async fn serve(args: ServeArgs) -> Result<(), AppError> {
+    if args.faults.is_some() && !args.embedded {
+        return Err(AppError::Flags("--faults only applies with --embedded"));
+    }
+    let metrics = Metrics::new()?;
+    let shutdown = CancellationToken::new();
+    server::cancel_on_signals(shutdown.clone());
+    let state = ServerState::new(metrics.clone());
+
+    // Embedded mode: bind the API first and point the ordinary kube client at it, exactly as
+    // at a cluster; nothing downstream knows the difference.
+    let (client, embedded_api) = if args.embedded {
+        let options = embedded_options(
+            args.embedded_nodes,
+            args.no_sim_kubelet,
+            args.faults.as_deref(),
+        )?;
+        let listener = bind_api(args.embedded_api_listen).await?;
+        let addr = listener.local_addr().map_err(|source| AppError::Listen {
+            addr: args.embedded_api_listen,
+            source,
+        })?;
+        let url = format!("http://{addr}")
+            .parse::<http::Uri>()
+            .map_err(|e| AppError::Embedded(e.to_string()))?;
+        let client =
+            kube::Client::try_from(kube::Config::new(url)).map_err(ClusterError::Client)?;
+        (client, Some((listener, options)))
+    } else {
+        let source = cluster::config::choose(
+            &cluster::Environment::from_process(),
+            args.kubeconfig.as_deref(),
+        )?;
+        tracing::info!(?source, "using cluster");
+        let config = cluster::config::load(&source).await?;
+        (cluster::config::connect(config).await?, None)
+    };
+
+    // On a cluster the watches start now; in embedded mode once the CRDs are installed.
+    let (caches, feeds) = Caches::new();
+    let mut feeds = Some(feeds);
+    if !args.embedded
+        && let Some(f) = feeds.take()
+    {
+        f.run(&client, &shutdown);
+    }
+    track_cache_sync(caches.clone(), state.clone());
+    let admission = Arc::new(AdmissionContext {
+        config: AdmissionConfig {
+            scheduler_names: args.scheduler_names.clone(),
+            ..AdmissionConfig::default()
+        },
+        view: Arc::new(caches),
+        metrics: AdmissionMetrics::new(metrics.registry())?,
+    });
+    let mut config = server_config(&args);
+    if args.embedded {
+        config.self_signed_names = certs::service_dns_names(WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1);
+    }
+    let bound = server::bind(config, admission::router(admission), state.clone())?;
+    let https_addr = bound.https_addr();
+    tracing::info!(https = %https_addr, metrics = ?bound.metrics_addr(), "serving");
+    let running = tokio::spawn(bound.run(shutdown.clone()));
+
+    if let Some((listener, mut options)) = embedded_api {
+        // Reviews for the webhook Service go to our own HTTPS listener, on loopback.
+        let ip = if https_addr.ip().is_unspecified() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            https_addr.ip()
+        };
+        options.webhook_service_addr = Some(SocketAddr::new(ip, https_addr.port()));
+        let api = ApiServer::start(options, shutdown.clone());
+        let api_addr = listener.local_addr().ok();
+        tokio::spawn(embedded::serve(api, listener, shutdown.clone()));
+        let ca = match (&args.tls_cert, state.self_signed_ca_pem()) {
+            (_, Some(ca)) => ca,
+            // With given files the issuing CA is unknown: the chain in the certificate file is
+            // the best trust anchor available (enough for a self-signed certificate).
+            (Some(cert), None) => std::fs::read_to_string(cert)
+                .map_err(|e| AppError::Embedded(format!("reading {}: {e}", cert.display())))?,
+            (None, None) => {
+                return Err(AppError::Embedded(
+                    "no CA for the webhook configurations".into(),
+                ));
+            }
+        };
+        cluster::bootstrap::install_crds(&client).await?;
+        if let Some(f) = feeds.take() {
+            f.run(&client, &shutdown);
+        }
+        let n = cluster::webhooks::register(&client, &ca).await?;
+        tracing::info!(
+            configurations = n,
+            api = ?api_addr,
+            "embedded API ready with tephra's webhooks registered; try: kubectl --server http://{}",
+            api_addr.map(|a| a.to_string()).unwrap_or_default()
+        );
+    }
+    cluster::ensure_default_queues(&client).await?;
+
+    running
+        .await
+        .map_err(|e| AppError::Embedded(format!("server task: {e}")))??;
+    tracing::info!("drained, exiting");
+    Ok(())
+}
+
+/// `/readyz` stays 503 (condition `caches`) until every watch cache has its first list, so
+/// kube-apiserver does not send reviews that would be judged against an empty view.
+fn track_cache_sync(caches: Caches, state: ServerState) {
+    state.set_condition("caches", false);
+    tokio::spawn(async move {
+        while let Err(e) = caches.wait_synced(CACHE_SYNC_WARN).await {
+            tracing::warn!(error = %e, "still waiting for the watch caches");
+        }
+        tracing::info!("watch caches synced");
+        state.set_condition("caches", true);
+    });
+}

@@ -1,0 +1,840 @@
+//! The admission router as the API server sees it: real AdmissionReview JSON posted to every
+//! path with `tower::ServiceExt::oneshot`, Volcano's example manifests admitted (and its three
+//! invalid jobs denied), bad input answered 400, and a seeded fuzzer that feeds random and
+//! mutated reviews to every path.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use base64::Engine as _;
+use prometheus::Registry;
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+use tephra::admission::{
+    self, AdmissionConfig, AdmissionContext, AdmissionMetrics, StaticView, WEBHOOKS,
+};
+use tephra::api::Queue;
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/admission")
+        .join(name)
+}
+
+fn read_json(name: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(data(name)).unwrap()).unwrap()
+}
+
+fn base_view() -> StaticView {
+    StaticView::with_queues([Queue::test("default").open(), Queue::test("root").open()])
+}
+
+fn app(view: StaticView) -> (Router, Registry) {
+    let registry = Registry::new();
+    let ctx = AdmissionContext {
+        config: AdmissionConfig::default(),
+        view: Arc::new(view),
+        metrics: AdmissionMetrics::new(&registry).unwrap(),
+    };
+    (admission::router(Arc::new(ctx)), registry)
+}
+
+async fn post(router: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
+    let req = Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap();
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let v = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        panic!(
+            "{path}: {status} body is not JSON ({e}): {:?}",
+            String::from_utf8_lossy(&bytes)
+        )
+    });
+    (status, v)
+}
+
+/// The object after applying the answer's patch (the object itself when there is none).
+fn patched(original: &Value, answer: &Value) -> Value {
+    let mut doc = original.clone();
+    if let Some(p) = answer["response"]["patch"].as_str() {
+        assert_eq!(answer["response"]["patchType"], "JSONPatch");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(p)
+            .expect("patch is base64");
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).expect("patch is RFC 6902");
+        json_patch::patch(&mut doc, &patch).expect("patch applies to the original");
+    } else {
+        assert!(answer["response"].get("patchType").is_none());
+    }
+    doc
+}
+
+fn review_of(op: &str, object: &Value, old: Option<&Value>, uid: &str) -> Value {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": group, "version": version, "kind": object["kind"]},
+            "name": object["metadata"]["name"],
+            "namespace": object["metadata"]["namespace"].as_str().unwrap_or("default"),
+            "operation": op,
+            "object": if op == "DELETE" { Value::Null } else { object.clone() },
+            "oldObject": old.cloned().unwrap_or(Value::Null),
+        }
+    })
+}
+
+#[tokio::test]
+async fn job_create_v1_and_v1beta1_are_mutated_into_the_expected_object() {
+    let (router, registry) = app(base_view());
+    let expected = read_json("job-create.expected.json");
+    for (file, version) in [
+        ("job-create-v1.json", "admission.k8s.io/v1"),
+        ("job-create-v1beta1.json", "admission.k8s.io/v1beta1"),
+    ] {
+        let review = read_json(file);
+        let (status, answer) = post(
+            &router,
+            "/jobs/mutate",
+            serde_json::to_vec(&review).unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(answer["apiVersion"], version);
+        assert_eq!(answer["kind"], "AdmissionReview");
+        assert_eq!(answer["response"]["uid"], review["request"]["uid"]);
+        assert_eq!(answer["response"]["allowed"], true);
+        let mutated = patched(&review["request"]["object"], &answer);
+        assert_eq!(mutated, expected, "{file}");
+
+        // The defaulted job then passes validation, and validation patches nothing.
+        let mut again = review.clone();
+        again["request"]["object"] = mutated;
+        let (status, answer) = post(
+            &router,
+            "/jobs/validate",
+            serde_json::to_vec(&again).unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+        assert!(answer["response"].get("patch").is_none());
+    }
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .unwrap();
+    assert!(
+        text.contains(r#"tephra_admission_requests_total{operation="CREATE",path="/jobs/mutate",result="patched"} 2"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"tephra_admission_duration_seconds_count{path="/jobs/validate"} 2"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_mutation_with_nothing_to_change_has_no_patch() {
+    let (router, _) = app(base_view());
+    let mut review = read_json("job-create-v1.json");
+    review["request"]["object"] = read_json("job-create.expected.json");
+    let (status, answer) = post(
+        &router,
+        "/jobs/mutate",
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["response"]["allowed"], true);
+    assert!(answer["response"].get("patch").is_none());
+    assert!(answer["response"].get("patchType").is_none());
+}
+
+#[tokio::test]
+async fn invalid_job_create_and_update_are_denied_with_a_message() {
+    let (router, registry) = app(base_view());
+    let review = read_json("job-create-invalid-v1.json");
+    let (status, answer) = post(
+        &router,
+        "/jobs/validate",
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["response"]["uid"], "0b1e-job-invalid");
+    assert_eq!(answer["response"]["allowed"], false);
+    let msg = answer["response"]["status"]["message"].as_str().unwrap();
+    assert!(msg.contains("duplicate event PodFailed"), "{msg}");
+    assert_eq!(answer["response"]["status"]["code"], 403);
+
+    let review = read_json("job-update-queue-v1.json");
+    let (_, answer) = post(
+        &router,
+        "/jobs/validate",
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await;
+    assert_eq!(answer["response"]["allowed"], false);
+    assert!(
+        answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("job updates may not change fields")
+    );
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .unwrap();
+    assert!(
+        text.contains(r#"path="/jobs/validate",result="denied"} 1"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn owned_pod_gets_its_group_name_with_an_escaped_pointer() {
+    let (router, _) = app(base_view());
+    let review = read_json("pod-create-owned-v1.json");
+    let (status, answer) = post(
+        &router,
+        "/pods/mutate",
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let patch_text = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(answer["response"]["patch"].as_str().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        patch_text.contains("scheduling.k8s.io~1group-name")
+            || patch_text.contains("\"/metadata/annotations\""),
+        "{patch_text}"
+    );
+    assert_eq!(
+        patched(&review["request"]["object"], &answer),
+        read_json("pod-create-owned.expected.json")
+    );
+}
+
+#[tokio::test]
+async fn deleting_the_default_queue_is_denied() {
+    let (router, _) = app(base_view());
+    let review = read_json("queue-delete-default-v1.json");
+    let (status, answer) = post(
+        &router,
+        "/queues/validate",
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(
+        answer["response"]["status"]["message"],
+        "`default` queue can not be deleted"
+    );
+}
+
+#[tokio::test]
+async fn unreadable_reviews_are_400_with_a_one_line_reason() {
+    let (router, registry) = app(base_view());
+    let good = read_json("job-create-v1.json");
+    let mut cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("/jobs/mutate", b"{not json".to_vec(), "not JSON"),
+        ("/jobs/mutate", Vec::new(), "not JSON"),
+        ("/jobs/validate", b"[]".to_vec(), "not an AdmissionReview"),
+        ("/pods/mutate", b"\"x\"".to_vec(), "not an AdmissionReview"),
+    ];
+    let mut v = good.clone();
+    v["apiVersion"] = json!("admission.k8s.io/v2");
+    cases.push((
+        "/jobs/mutate",
+        serde_json::to_vec(&v).unwrap(),
+        "apiVersion",
+    ));
+    let mut v = good.clone();
+    v["kind"] = json!("Pod");
+    cases.push((
+        "/jobs/mutate",
+        serde_json::to_vec(&v).unwrap(),
+        "AdmissionReview",
+    ));
+    let mut v = good.clone();
+    v.as_object_mut().unwrap().remove("request");
+    cases.push((
+        "/jobs/mutate",
+        serde_json::to_vec(&v).unwrap(),
+        "no request",
+    ));
+    let mut v = good.clone();
+    v["request"].as_object_mut().unwrap().remove("uid");
+    cases.push(("/jobs/mutate", serde_json::to_vec(&v).unwrap(), "uid"));
+    // A Job posted to the pods path, a Pod to the jobs path.
+    cases.push((
+        "/pods/validate",
+        serde_json::to_vec(&good).unwrap(),
+        "/pods/validate admits Pod",
+    ));
+    let pod = read_json("pod-create-owned-v1.json");
+    cases.push((
+        "/jobs/validate",
+        serde_json::to_vec(&pod).unwrap(),
+        "admits batch.volcano.sh Job",
+    ));
+    cases.push((
+        "/deployments/validate",
+        serde_json::to_vec(&pod).unwrap(),
+        "apps Deployment or apps StatefulSet",
+    ));
+
+    for (path, body, want) in cases {
+        let (status, v) = post(&router, path, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path} {want}");
+        assert_eq!(v["kind"], "Status");
+        assert_eq!(v["code"], 400);
+        let msg = v["message"].as_str().unwrap();
+        assert!(msg.contains(want), "{msg:?} lacks {want:?}");
+        assert!(!msg.contains('\n'));
+    }
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .unwrap();
+    assert!(text.contains(r#"result="invalid""#), "{text}");
+}
+
+#[tokio::test]
+async fn a_well_formed_review_of_a_broken_object_is_denied_not_rejected() {
+    let (router, _) = app(base_view());
+    let mut review = read_json("job-create-v1.json");
+    review["request"]["object"]["spec"]["tasks"] = json!("three");
+    let (status, answer) = post(
+        &router,
+        "/jobs/validate",
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["response"]["allowed"], false);
+    assert_eq!(answer["response"]["status"]["code"], 400);
+    assert!(
+        answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot decode the Job")
+    );
+    review["request"]["object"] = Value::Null;
+    let (status, answer) = post(
+        &router,
+        "/jobs/mutate",
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        answer["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no object")
+    );
+}
+
+#[tokio::test]
+async fn every_contract_path_is_served_and_only_post() {
+    let paths: Vec<&str> = WEBHOOKS.iter().map(|w| w.path).collect();
+    for p in [
+        "/jobs/mutate",
+        "/jobs/validate",
+        "/pods/mutate",
+        "/pods/validate",
+        "/podgroups/mutate",
+        "/podgroups/validate",
+        "/queues/mutate",
+        "/queues/validate",
+        "/deployments/mutate",
+        "/deployments/validate",
+    ] {
+        assert!(paths.contains(&p), "{p}");
+    }
+    let (router, _) = app(base_view());
+    let resp = router
+        .clone()
+        .oneshot(Request::get("/jobs/mutate").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Volcano's examples
+// ---------------------------------------------------------------------------------------------
+
+fn examples() -> Vec<(String, Value)> {
+    let dir = common::shared_fixtures("volcano-examples");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        out.extend(
+            docs.into_iter()
+                .filter(|d| d.is_object())
+                .map(|d| (name.clone(), d)),
+        );
+    }
+    out
+}
+
+/// What the API server does before admission: CRD structural defaults.
+fn crd_defaults(obj: &mut Value) {
+    match obj["kind"].as_str() {
+        Some("Job") => {
+            let spec = obj["spec"].as_object_mut().unwrap();
+            spec.entry("queue").or_insert(json!("default"));
+            spec.entry("maxRetry").or_insert(json!(3));
+        }
+        Some("Queue") => {
+            obj["spec"]
+                .as_object_mut()
+                .unwrap()
+                .entry("weight")
+                .or_insert(json!(1));
+        }
+        Some("PodGroup") => {
+            obj["spec"]
+                .as_object_mut()
+                .unwrap()
+                .entry("queue")
+                .or_insert(json!("default"));
+        }
+        _ => {}
+    }
+    if obj["metadata"]["namespace"].is_null() && obj["kind"] != "Queue" {
+        obj["metadata"]["namespace"] = json!("default");
+    }
+}
+
+async fn admit(router: &Router, kind_path: &str, obj: &Value, uid: &str) -> (Value, Value) {
+    let review = review_of("CREATE", obj, None, uid);
+    let (status, answer) = post(
+        router,
+        &format!("/{kind_path}/mutate"),
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["response"]["allowed"], true, "{uid}: {answer}");
+    let mutated = patched(obj, &answer);
+    let review = review_of("CREATE", &mutated, None, uid);
+    let (status, answer) = post(
+        router,
+        &format!("/{kind_path}/validate"),
+        serde_json::to_vec(&review).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    (mutated, answer)
+}
+
+#[tokio::test]
+async fn volcano_examples_are_admitted_and_its_invalid_jobs_denied() {
+    let view = Arc::new(base_view());
+    let registry = Registry::new();
+    let ctx = AdmissionContext {
+        config: AdmissionConfig::default(),
+        view: view.clone(),
+        metrics: AdmissionMetrics::new(&registry).unwrap(),
+    };
+    let router = admission::router(Arc::new(ctx));
+    let docs = examples();
+    let mut seen_jobs = 0;
+
+    // Queues first, each stored (Open, as the queue controller would make it) once admitted.
+    for (file, mut q) in docs.iter().filter(|(_, d)| d["kind"] == "Queue").cloned() {
+        crd_defaults(&mut q);
+        let (mutated, answer) = admit(&router, "queues", &q, &file).await;
+        assert_eq!(answer["response"]["allowed"], true, "{file}: {answer}");
+        let mut queue: Queue = serde_json::from_value(mutated).unwrap();
+        queue.status.get_or_insert_with(Default::default).state = Some("Open".into());
+        view.apply_queue(queue);
+    }
+    for (file, mut obj) in docs.iter().cloned() {
+        crd_defaults(&mut obj);
+        let uid = format!("{file}/{}", obj["metadata"]["name"]);
+        match (
+            obj["apiVersion"].as_str().unwrap_or_default(),
+            obj["kind"].as_str().unwrap_or_default(),
+        ) {
+            ("batch.volcano.sh/v1alpha1", "Job") => {
+                seen_jobs += 1;
+                let (_, answer) = admit(&router, "jobs", &obj, &uid).await;
+                let allowed = answer["response"]["allowed"].as_bool().unwrap();
+                let message = answer["response"]["status"]["message"]
+                    .as_str()
+                    .unwrap_or_default();
+                let want = match file.as_str() {
+                    "invalid_jobs__duplicatedPolicyEvent-webhook-deny.yaml" => {
+                        Some("duplicate event PodFailed")
+                    }
+                    "invalid_jobs__duplicatedTaskName-webhook-deny.yaml" => {
+                        Some("duplicated task name task-1")
+                    }
+                    "invalid_jobs__minAvailable-webhook-deny.yaml" => Some(
+                        "job 'minAvailable' should not be greater than total replicas in tasks",
+                    ),
+                    _ => None,
+                };
+                match want {
+                    Some(w) => {
+                        assert!(!allowed, "{uid} was admitted");
+                        assert!(message.contains(w), "{uid}: {message:?} lacks {w:?}");
+                    }
+                    None => assert!(allowed, "{uid} denied: {message}"),
+                }
+            }
+            ("apps/v1", "Deployment") => {
+                let (_, answer) = admit(&router, "deployments", &obj, &uid).await;
+                assert_eq!(answer["response"]["allowed"], true, "{uid}: {answer}");
+            }
+            ("scheduling.volcano.sh/v1beta1", "PodGroup") => {
+                let (mutated, answer) = admit(&router, "podgroups", &obj, &uid).await;
+                assert_eq!(answer["response"]["allowed"], true, "{uid}: {answer}");
+                assert!(mutated["spec"]["queue"].is_string());
+            }
+            _ => {}
+        }
+    }
+    assert!(seen_jobs >= 20, "only {seen_jobs} jobs in the examples");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fuzzing
+// ---------------------------------------------------------------------------------------------
+
+/// xorshift64*: a fixed, dependency-free random sequence.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+fn random_value(rng: &mut Rng, depth: u32) -> Value {
+    match rng.below(if depth > 3 { 6 } else { 9 }) {
+        0 => Value::Null,
+        1 => json!(rng.below(2) == 0),
+        2 => json!(rng.next() as i64),
+        3 => json!(-(rng.below(5) as i64)),
+        4 => json!(
+            [
+                "", "0", "-1", "CREATE", "default", "volcano", "1e400", "\u{0}", "a/b~c", "50%",
+                "2Gi"
+            ][rng.below(11)]
+        ),
+        5 => json!(1.5e308),
+        6 => Value::Array(
+            (0..rng.below(4))
+                .map(|_| random_value(rng, depth + 1))
+                .collect(),
+        ),
+        _ => {
+            let keys = [
+                "name",
+                "spec",
+                "tasks",
+                "queue",
+                "replicas",
+                "minAvailable",
+                "metadata",
+                "annotations",
+                "x",
+            ];
+            let mut m = serde_json::Map::new();
+            for _ in 0..rng.below(4) {
+                m.insert(
+                    keys[rng.below(keys.len())].to_string(),
+                    random_value(rng, depth + 1),
+                );
+            }
+            Value::Object(m)
+        }
+    }
+}
+
+/// Replaces (or empties) one randomly chosen node of `v`.
+fn mutate_tree(v: &mut Value, rng: &mut Rng) {
+    // Choose the node by walking down immutably, remembering its JSON pointer.
+    let mut pointer = String::new();
+    let mut cur: &Value = v;
+    loop {
+        if rng.below(4) == 0 {
+            break;
+        }
+        let step = match cur {
+            Value::Object(m) if !m.is_empty() => {
+                let (k, next) = m.iter().nth(rng.below(m.len())).unwrap();
+                Some((k.replace('~', "~0").replace('/', "~1"), next))
+            }
+            Value::Array(a) if !a.is_empty() => {
+                let i = rng.below(a.len());
+                Some((i.to_string(), &a[i]))
+            }
+            _ => None,
+        };
+        match step {
+            Some((token, next)) => {
+                pointer.push('/');
+                pointer.push_str(&token);
+                cur = next;
+            }
+            None => break,
+        }
+    }
+    let choice = rng.below(3);
+    let replacement = random_value(rng, if choice == 0 { 0 } else { 2 });
+    let Some(node) = v.pointer_mut(&pointer) else {
+        return;
+    };
+    match (choice, node) {
+        (1, Value::Object(m)) => {
+            if let Some(k) = m.keys().next().cloned() {
+                m.remove(&k);
+            }
+        }
+        (_, node) => *node = replacement,
+    }
+}
+
+fn seed_reviews() -> Vec<Value> {
+    let mut seeds: Vec<Value> = [
+        "job-create-v1.json",
+        "job-create-v1beta1.json",
+        "job-create-invalid-v1.json",
+        "job-update-queue-v1.json",
+        "pod-create-owned-v1.json",
+        "queue-delete-default-v1.json",
+    ]
+    .iter()
+    .map(|f| read_json(f))
+    .collect();
+    for (_, mut obj) in examples() {
+        crd_defaults(&mut obj);
+        for op in ["CREATE", "UPDATE", "DELETE"] {
+            let old = (op != "CREATE").then(|| obj.clone());
+            seeds.push(review_of(op, &obj, old.as_ref(), "fuzz"));
+        }
+    }
+    seeds
+}
+
+fn check_answer(path: &str, body: &[u8], status: StatusCode, answer: &Value) {
+    assert!(
+        status == StatusCode::OK || status == StatusCode::BAD_REQUEST,
+        "{path}: status {status} for {}",
+        String::from_utf8_lossy(body)
+    );
+    if status == StatusCode::BAD_REQUEST {
+        assert_eq!(answer["code"], 400);
+        assert!(
+            answer["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty() && !m.contains('\n'))
+        );
+        return;
+    }
+    let request: Value = serde_json::from_slice(body).unwrap();
+    assert_eq!(answer["apiVersion"], request["apiVersion"]);
+    assert_eq!(answer["response"]["uid"], request["request"]["uid"]);
+    let allowed = answer["response"]["allowed"]
+        .as_bool()
+        .expect("allowed is a bool");
+    if !allowed {
+        assert!(
+            answer["response"]["status"]["message"].is_string(),
+            "{answer}"
+        );
+        assert!(answer["response"].get("patch").is_none());
+    } else if answer["response"].get("patch").is_some() {
+        patched(&request["request"]["object"], answer);
+    }
+}
+
+#[tokio::test]
+async fn fuzzed_reviews_never_panic_or_fail_the_server() {
+    let view = base_view();
+    view.apply_queue(Queue::test("child").parent("default").open());
+    let (router, _) = app(view);
+    let seeds = seed_reviews();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    const ITERATIONS: usize = 4000;
+    for i in 0..ITERATIONS {
+        let hook = &WEBHOOKS[rng.below(WEBHOOKS.len())];
+        let mut review = seeds[rng.below(seeds.len())].clone();
+        // Most cases keep the review well formed and break the object; some break anything.
+        let body = match i % 10 {
+            0 => (0..rng.below(64)).map(|_| rng.next() as u8).collect(),
+            1 => {
+                let mut b = serde_json::to_vec(&review).unwrap();
+                let cut = rng.below(b.len());
+                b.truncate(cut);
+                b
+            }
+            2 => {
+                let mut b = serde_json::to_vec(&review).unwrap();
+                for _ in 0..1 + rng.below(4) {
+                    let at = rng.below(b.len());
+                    b[at] = rng.next() as u8;
+                }
+                b
+            }
+            3 => {
+                mutate_tree(&mut review, &mut rng);
+                serde_json::to_vec(&review).unwrap()
+            }
+            _ => {
+                if let Some(obj) = review["request"].get_mut("object") {
+                    for _ in 0..1 + rng.below(3) {
+                        mutate_tree(obj, &mut rng);
+                    }
+                }
+                serde_json::to_vec(&review).unwrap()
+            }
+        };
+        let req = Request::post(hook.path)
+            .body(Body::from(body.clone()))
+            .unwrap();
+        let resp = router.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let answer: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            panic!(
+                "{}: answer is not JSON ({e}): {:?}",
+                hook.path,
+                String::from_utf8_lossy(&bytes)
+            )
+        });
+        check_answer(hook.path, &body, status, &answer);
+    }
+}
+
+#[tokio::test]
+async fn deeply_nested_json_is_refused_not_a_stack_overflow() {
+    let (router, _) = app(base_view());
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let (status, v) = post(&router, "/jobs/validate", deep.into_bytes()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        v["message"].as_str().unwrap().contains("recursion limit")
+            || v["message"].as_str().unwrap().contains("not")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The webhook configurations
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn manifest_registers_every_path_with_its_policy() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/webhooks.yaml"),
+    )
+    .unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration"
+        ]
+    );
+    let mut served = Vec::new();
+    for doc in &docs {
+        assert_eq!(doc["apiVersion"], "admissionregistration.k8s.io/v1");
+        for hook in doc["webhooks"].as_array().unwrap() {
+            let svc = &hook["clientConfig"]["service"];
+            let path = svc["path"].as_str().unwrap();
+            assert_eq!(svc["name"], "tephra", "{path}");
+            assert_eq!(svc["namespace"], "tephra-system", "{path}");
+            assert_eq!(svc["port"], 443, "{path}");
+            assert!(hook["clientConfig"]["caBundle"].is_string(), "{path}");
+            assert_eq!(hook["sideEffects"], "None", "{path}");
+            assert_eq!(hook["matchPolicy"], "Equivalent", "{path}");
+            assert_eq!(
+                hook["admissionReviewVersions"],
+                json!(["v1", "v1beta1"]),
+                "{path}"
+            );
+            assert!(
+                hook["timeoutSeconds"]
+                    .as_i64()
+                    .is_some_and(|t| (1..=30).contains(&t)),
+                "{path}"
+            );
+            let policy = hook["failurePolicy"].as_str().unwrap();
+            assert!(policy == "Fail" || policy == "Ignore", "{path}");
+            let mutating = doc["kind"] == "MutatingWebhookConfiguration";
+            assert_eq!(path.ends_with("/mutate"), mutating, "{path}");
+            // vcJobs are validated fail-closed (decisions.md).
+            if path.starts_with("/jobs/") {
+                assert_eq!(policy, "Fail", "{path}");
+            }
+            let rules = hook["rules"].as_array().unwrap();
+            let namespaced = rules.iter().all(|r| r["scope"] == "Namespaced");
+            if namespaced {
+                let excluded = &hook["namespaceSelector"]["matchExpressions"][0];
+                assert_eq!(excluded["key"], "kubernetes.io/metadata.name", "{path}");
+                assert_eq!(excluded["operator"], "NotIn", "{path}");
+                assert_eq!(
+                    excluded["values"],
+                    json!(["tephra-system", "kube-system"]),
+                    "{path}"
+                );
+            }
+            // The rules name exactly the kinds the path admits.
+            let webhook = WEBHOOKS.iter().find(|w| w.path == path).unwrap();
+            for (group, _) in webhook.kinds {
+                assert!(
+                    rules
+                        .iter()
+                        .any(|r| r["apiGroups"].as_array().unwrap().contains(&json!(group))),
+                    "{path} misses group {group:?}"
+                );
+            }
+            served.push(path.to_string());
+        }
+    }
+    let mut expected: Vec<String> = WEBHOOKS.iter().map(|w| w.path.to_string()).collect();
+    expected.sort();
+    served.sort();
+    assert_eq!(served, expected);
+}
