@@ -196,6 +196,7 @@ fn parse_target(
     })
 }
 
+#[tracing::instrument(level = "debug", name = "embedded_api", skip_all, fields(method = %req.method(), path = %req.uri().path()))]
 async fn respond(
     api: Api,
     group: String,
@@ -205,7 +206,10 @@ async fn respond(
 ) -> Response {
     match handle(api, &group, &version, &segs, req).await {
         Ok(r) => r,
-        Err(e) => error_response(&e),
+        Err(e) => {
+            tracing::debug!(code = e.code(), reason = %e.reason(), error = %e, "request failed");
+            error_response(&e)
+        }
     }
 }
 
