@@ -1,0 +1,145 @@
+//! End to end: `tephra serve --embedded` as a user starts it (the real binary), driven by the
+//! same kube-rs client code that talks to a cluster. The embedded API sends real
+//! AdmissionReviews to tephra's HTTPS webhooks, registered from `manifests/webhooks.yaml`.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use tephra::api::Job;
+
+/// A `tephra serve --embedded` child process, stopped with SIGTERM on drop.
+struct Served {
+    child: Child,
+    api_url: String,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Served {
+    fn start() -> Self {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_tephra"))
+            .args(["serve", "--embedded", "--listen", "127.0.0.1:0"])
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .args(["--embedded-api-listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Self {
+            child,
+            api_url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    fn client(&self) -> Client {
+        let config = kube::Config::new(self.api_url.parse().unwrap());
+        Client::try_from(config).unwrap()
+    }
+
+    /// Waits (bounded) until the built-in queues exist: by then the CRDs are installed and the
+    /// webhooks registered.
+    async fn ready(&self) -> Client {
+        let client = self.client();
+        let queues: Api<tephra::api::Queue> = Api::all(client.clone());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(_)) = queues.get_opt("root").await {
+                return client;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tephra serve --embedded did not become ready"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// SIGTERM, then the exit status (bounded wait).
+    fn stop(mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn job(name: &str, replicas: i32, min_available: Option<i32>) -> Job {
+    let mut spec = json!({
+        "tasks": [{
+            "replicas": replicas,
+            "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        }]
+    });
+    if let Some(m) = min_available {
+        spec["minAvailable"] = json!(m);
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_default_valid_jobs_and_deny_invalid_ones_through_the_embedded_api() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let served = Served::start();
+    let client = served.ready().await;
+    let jobs: Api<Job> = Api::namespaced(client, "default");
+
+    // Invalid: the job's minAvailable exceeds its replicas. The webhook's message comes back.
+    let err = jobs
+        .create(&PostParams::default(), &job("too-big", 2, Some(5)))
+        .await
+        .expect_err("an invalid vcJob was stored");
+    let kube::Error::Api(status) = err else {
+        panic!("not an API error: {err}")
+    };
+    assert!(
+        status.message.contains("minAvailable") && status.message.contains("replicas"),
+        "{status:?}"
+    );
+    assert!(jobs.get_opt("too-big").await.unwrap().is_none());
+
+    // Valid: stored with Volcano's defaults from /jobs/mutate (and the CRD's schema defaults).
+    let created = jobs
+        .create(&PostParams::default(), &job("fine", 3, None))
+        .await
+        .unwrap();
+    let spec = &created.spec;
+    assert_eq!(spec.queue.as_deref(), Some("default"));
+    assert_eq!(spec.scheduler_name.as_deref(), Some("volcano"));
+    assert_eq!(spec.min_available, Some(3));
+    assert_eq!(spec.max_retry, Some(3));
+    let task = &spec.tasks.as_ref().unwrap()[0];
+    assert_eq!(task.name.as_deref(), Some("default0"));
+    assert_eq!(task.min_available, Some(3));
+
+    assert_eq!(served.stop(), Some(0), "graceful stop exits 0");
+}
