@@ -9,8 +9,7 @@
 #
 # Environment:
 #   TEPHRA_APISERVER  command that starts the API; it gets `--listen 127.0.0.1:PORT` appended.
-#                     e.g. "target/debug/tephra apiserver". Default: the `apiserver` example
-#                     (built with cargo).
+#                     Default: `tephra apiserver` from this checkout (built with cargo).
 #   CRDS_DIR          CRD manifests (default: manifests/crds if present, else the Volcano fixtures)
 #   VCJOB             vcJob manifest (default: the fixtures' volcano-examples/job.yaml)
 #
@@ -30,8 +29,8 @@ command -v kubectl >/dev/null || { echo "kubectl not installed; skipping"; exit 
 
 if [ -z "${TEPHRA_APISERVER:-}" ]; then
   TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-  (cd "$ROOT" && cargo build -q --example apiserver)
-  TEPHRA_APISERVER="$TARGET/debug/examples/apiserver"
+  (cd "$ROOT" && cargo build -q --bin tephra)
+  TEPHRA_APISERVER="$TARGET/debug/tephra apiserver"
 fi
 
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)))"
@@ -44,10 +43,12 @@ cleanup() { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || tr
 trap cleanup EXIT
 
 K=(kubectl --server "http://127.0.0.1:$PORT" --kubeconfig /dev/null --request-timeout=10s)
-fail() { echo "FAIL: $*" >&2; echo "--- server log" >&2; tail -n 30 "$LOG" >&2; exit 1; }
+PASSED=0
+ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
+fail() { echo "kubectl: $PASSED passed, 1 failed"; echo "FAIL: $*" >&2; echo "--- server log" >&2; tail -n 30 "$LOG" >&2; exit 1; }
 expect() { # expect DESCRIPTION ACTUAL WANTED
   [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
-  echo "ok - $1"
+  ok "$1"
 }
 
 for _ in $(seq 1 100); do
@@ -57,11 +58,11 @@ for _ in $(seq 1 100); do
 done
 "${K[@]}" get --raw /healthz >/dev/null || fail "API server not ready"
 grep -qi "no authentication" "$LOG" || fail "the log does not say that there is no authentication"
-echo "ok - API up on port $PORT, log warns about missing authentication"
+ok "API up on port $PORT, log warns about missing authentication"
 
 expect "nodes are Ready" "$("${K[@]}" get nodes -o jsonpath='{.items[0].status.conditions[?(@.type=="Ready")].status}')" "True"
 "${K[@]}" api-resources >/dev/null || fail "api-resources"
-echo "ok - discovery"
+ok "discovery"
 
 # Imperative creates send protobuf bodies for these kinds.
 "${K[@]}" create namespace team >/dev/null || fail "create namespace"
@@ -71,7 +72,7 @@ expect "configmap data" "$("${K[@]}" get cm cfg -n team -o jsonpath='{.data.a}')
 expect "secret data" "$("${K[@]}" get secret pw -n team -o jsonpath='{.data.pw}')" "aHVudGVyMg=="
 "${K[@]}" delete namespace team --wait=true --timeout=10s >/dev/null || fail "delete namespace"
 "${K[@]}" get cm cfg -n team >/dev/null 2>&1 && fail "namespace content survived"
-echo "ok - imperative create (protobuf bodies) and namespace deletion"
+ok "imperative create (protobuf bodies) and namespace deletion"
 
 "${K[@]}" apply --validate=false -f "$FIXTURES/volcano-examples/deployment__deployment.yaml" >/dev/null || fail "apply deployment"
 DEPLOY="$("${K[@]}" get deploy -o jsonpath='{.items[0].metadata.name}')"
@@ -81,7 +82,7 @@ expect "scale subresource" "$("${K[@]}" get deploy "$DEPLOY" -o jsonpath='{.spec
 
 "${K[@]}" apply --validate=false -f "$CRDS_DIR" >/dev/null || fail "apply CRDs"
 "${K[@]}" wait --for condition=established --timeout=10s crd/jobs.batch.volcano.sh >/dev/null || fail "CRD established"
-echo "ok - CRDs applied and established"
+ok "CRDs applied and established"
 
 "${K[@]}" apply --validate=false -f "$VCJOB" >/dev/null || fail "apply vcJob"
 NAME="$("${K[@]}" get vcjob -o jsonpath='{.items[0].metadata.name}')"
@@ -99,7 +100,7 @@ expect "merge patch" "$("${K[@]}" get vcjob "$NAME" -o jsonpath='{.spec.maxRetry
 expect "json patch" "$("${K[@]}" get vcjob "$NAME" -o jsonpath='{.spec.minAvailable}')" "2"
 "${K[@]}" patch vcjob "$NAME" --type json -p '[{"op":"test","path":"/spec/minAvailable","value":99}]' >/dev/null 2>&1 \
   && fail "a failing JSON patch test op was accepted"
-echo "ok - failing JSON patch refused"
+ok "failing JSON patch refused"
 
 # Watch: changes made while `get -w` runs are printed; the request timeout ends it.
 "${K[@]}" get configmaps -w --request-timeout=4s >"$WORK/watch.out" 2>&1 &
@@ -123,7 +124,7 @@ data:
 EOF
 wait "$WATCH" || true
 grep -q owned-by-job "$WORK/watch.out" || fail "get -w did not show the new configmap: $(cat "$WORK/watch.out")"
-echo "ok - get -w saw the change and ended at its timeout"
+ok "get -w saw the change and ended at its timeout"
 
 "${K[@]}" delete vcjob "$NAME" --wait=true --timeout=10s >/dev/null || fail "delete vcjob"
 "${K[@]}" get vcjob "$NAME" >/dev/null 2>&1 && fail "vcjob still there"
@@ -132,9 +133,10 @@ for _ in $(seq 1 50); do
   sleep 0.1
 done
 "${K[@]}" get configmap owned-by-job >/dev/null 2>&1 && fail "dependent configmap not garbage collected"
-echo "ok - delete cascaded to the dependent"
+ok "delete cascaded to the dependent"
 
 OUT="$("${K[@]}" get vcjob "$NAME" 2>&1 || true)"
 echo "$OUT" | grep -q NotFound || fail "missing object is not a NotFound Status: $OUT"
-echo "ok - NotFound for a deleted object"
+ok "NotFound for a deleted object"
 echo "all kubectl checks passed"
+echo "kubectl: $PASSED passed, 0 failed"
