@@ -13,7 +13,7 @@ use crate::api::ApiError;
 use crate::certs::{self, CertError};
 use crate::cli::{ApiserverArgs, CertsArgs, Cli, Command, LogFormat, ServeArgs};
 use crate::cluster::webhooks::WebhookError;
-use crate::cluster::{self, BootstrapError, Caches, ClusterError};
+use crate::cluster::{self, BootstrapError, CacheFeeds, Caches, ClusterError};
 use crate::embedded::{self, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
 use crate::metrics::{Metrics, MetricsError};
 use crate::server::{self, ServerConfig, ServerError, ServerState, TlsSource};
@@ -63,6 +63,9 @@ pub enum AppError {
     /// Registering the webhooks failed.
     #[error(transparent)]
     Webhooks(#[from] WebhookError),
+    /// A background task panicked or was cancelled.
+    #[error("internal task failed: {0}")]
+    Task(String),
     /// Starting embedded mode failed.
     #[error("embedded mode: {0}")]
     Embedded(String),
@@ -246,47 +249,72 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     tracing::info!(https = %https_addr, metrics = ?bound.metrics_addr(), "serving");
     let running = tokio::spawn(bound.run(shutdown.clone()));
 
-    if let Some((listener, mut options)) = embedded_api {
-        // Reviews for the webhook Service go to our own HTTPS listener, on loopback.
-        let ip = if https_addr.ip().is_unspecified() {
-            std::net::Ipv4Addr::LOCALHOST.into()
-        } else {
-            https_addr.ip()
-        };
-        options.webhook_service_addr = Some(SocketAddr::new(ip, https_addr.port()));
-        let api = ApiServer::start(options, shutdown.clone());
-        let api_addr = listener.local_addr().ok();
-        tokio::spawn(embedded::serve(api, listener, shutdown.clone()));
-        let ca = match (&args.tls_cert, state.self_signed_ca_pem()) {
-            (_, Some(ca)) => ca,
-            // With given files the issuing CA is unknown: the chain in the certificate file is
-            // the best trust anchor available (enough for a self-signed certificate).
-            (Some(cert), None) => std::fs::read_to_string(cert)
-                .map_err(|e| AppError::Embedded(format!("reading {}: {e}", cert.display())))?,
-            (None, None) => {
-                return Err(AppError::Embedded(
-                    "no CA for the webhook configurations".into(),
-                ));
-            }
-        };
-        cluster::bootstrap::install_crds(&client).await?;
-        if let Some(f) = feeds.take() {
-            f.run(&client, &shutdown);
-        }
-        let n = cluster::webhooks::register(&client, &ca).await?;
-        tracing::info!(
-            configurations = n,
-            api = ?api_addr,
-            "embedded API ready with tephra's webhooks registered; try: kubectl --server http://{}",
-            api_addr.map(|a| a.to_string()).unwrap_or_default()
-        );
+    if let Some((listener, options)) = embedded_api {
+        let ca = webhook_ca(&args, &state)?;
+        let feeds = feeds.take();
+        start_embedded(
+            &client, listener, options, https_addr, &ca, feeds, &shutdown,
+        )
+        .await?;
     }
     cluster::ensure_default_queues(&client).await?;
 
-    running
-        .await
-        .map_err(|e| AppError::Embedded(format!("server task: {e}")))??;
+    running.await.map_err(|e| AppError::Task(e.to_string()))??;
     tracing::info!("drained, exiting");
+    Ok(())
+}
+
+/// The CA the embedded API trusts for tephra's webhooks: the self-signed one made at start, or,
+/// with `--tls-cert`, the chain in that file (the issuing CA of given files is unknown; the
+/// chain is the best trust anchor there is, and enough for a self-signed certificate).
+fn webhook_ca(args: &ServeArgs, state: &ServerState) -> Result<String, AppError> {
+    match (&args.tls_cert, state.self_signed_ca_pem()) {
+        (_, Some(ca)) => Ok(ca),
+        (Some(cert), None) => std::fs::read_to_string(cert)
+            .map_err(|e| AppError::Embedded(format!("reading {}: {e}", cert.display()))),
+        (None, None) => Err(AppError::Embedded(
+            "no CA for the webhook configurations".into(),
+        )),
+    }
+}
+
+/// Starts the embedded API on its bound listener, sends webhook Service traffic to our own
+/// HTTPS listener, installs the CRDs, starts the cache feeds and registers the webhooks.
+async fn start_embedded(
+    client: &kube::Client,
+    listener: TcpListener,
+    mut options: EmbeddedOptions,
+    https_addr: SocketAddr,
+    ca_pem: &str,
+    feeds: Option<CacheFeeds>,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    let ip = if https_addr.ip().is_unspecified() {
+        std::net::Ipv4Addr::LOCALHOST.into()
+    } else {
+        https_addr.ip()
+    };
+    options.webhook_service_addr = Some(SocketAddr::new(ip, https_addr.port()));
+    let api = ApiServer::start(options, shutdown.clone());
+    let api_addr = listener.local_addr().ok();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        if let Err(e) = embedded::serve(api, listener, stop.clone()).await {
+            tracing::error!(error = %e, "embedded API stopped; shutting down");
+            stop.cancel();
+        }
+    });
+    cluster::bootstrap::install_crds(client).await?;
+    if let Some(f) = feeds {
+        f.run(client, shutdown);
+    }
+    let n = cluster::webhooks::register(client, ca_pem).await?;
+    let url = api_addr.map(|a| format!("http://{a}")).unwrap_or_default();
+    tracing::info!(
+        configurations = n,
+        %url,
+        "embedded API ready with tephra's webhooks registered; try: kubectl --server {url} get queues"
+    );
     Ok(())
 }
 
