@@ -5,13 +5,14 @@
 //! On a small shared machine the load generator competes with the server for the CPU, so
 //! absolute rates mislead. Both servers therefore run in this one process, on one tokio
 //! runtime (same worker count), behind the same axum + axum-server + rustls (ring) stack, and
-//! `wrk -t1 -c32` loads them one after the other with the same review body, per path:
+//! `wrk -t1 -c32` loads them in turn with the same review body, per path, in short slices:
 //!
 //! ```text
-//!   do-nothing server ─ tephra stack + do-nothing handler ─ tephra webhook   (× 3 paths)
+//!   (do-nothing server ─ tephra stack + do-nothing handler ─ tephra webhook) × 3 slices of 2 s
 //! ```
 //!
-//! so each webhook run is compared with the do-nothing run just before it and drift shows.
+//! so a change in the machine's background load hits the three alike, and the spread of the
+//! slices shows how steady the machine was.
 //!
 //! * do-nothing: one POST route that parses the body as `serde_json::Value` and answers
 //!   `allowed: true` with the uid, nothing else (no middleware, no metrics).
@@ -29,7 +30,8 @@
 //! to show where the CPU goes.
 //!
 //! Environment:
-//! * `TEPHRA_BENCH_SECS`: wrk duration per run, default 5;
+//! * `TEPHRA_BENCH_SECS`: load time per server and path, default 6;
+//! * `TEPHRA_BENCH_SLICES`: in how many turns that time is split, default 3;
 //! * `TEPHRA_BENCH_WORKERS`: tokio worker threads for both servers, default 2;
 //! * `TEPHRA_BENCH_CONNECTIONS`: wrk `-c`, default 32;
 //! * `TEPHRA_BENCH_STRICT=1`: exit 1 when `/jobs/validate` misses a target;
@@ -93,12 +95,18 @@ struct Settings {
     secs: u64,
     workers: usize,
     connections: u32,
+    slices: u64,
     strict: bool,
     handler_only: bool,
     handler_calls: usize,
 }
 
 impl Settings {
+    /// Seconds per wrk invocation (whole seconds, at least 1).
+    fn slice_secs(&self) -> u64 {
+        (self.secs / self.slices).max(1)
+    }
+
     fn from_env() -> BenchResult<Settings> {
         fn num<T: std::str::FromStr>(name: &str, default: T) -> BenchResult<T> {
             match std::env::var(name) {
@@ -110,9 +118,10 @@ impl Settings {
             }
         }
         Ok(Settings {
-            secs: num("TEPHRA_BENCH_SECS", 5u64)?.max(1),
+            secs: num("TEPHRA_BENCH_SECS", 6u64)?.max(1),
             workers: num("TEPHRA_BENCH_WORKERS", 2usize)?.max(1),
             connections: num("TEPHRA_BENCH_CONNECTIONS", 32u32)?.max(1),
+            slices: num("TEPHRA_BENCH_SLICES", 3u64)?.max(1),
             strict: std::env::var("TEPHRA_BENCH_STRICT").is_ok_and(|v| v == "1"),
             handler_only: std::env::var("TEPHRA_BENCH_HANDLER_ONLY").is_ok_and(|v| v == "1"),
             handler_calls: num("TEPHRA_BENCH_HANDLER_calls", 5_000usize)?.max(100),
@@ -160,10 +169,12 @@ fn run() -> BenchResult<bool> {
     }
 
     println!(
-        "admission bench: wrk {wrk_version}, -t1 -c{} -d{}s per run; both servers in this process \
-         on one tokio runtime with {} worker threads; {} CPUs",
+        "admission bench: wrk {wrk_version}, -t1 -c{}, {} slices of {} s per server and path, \
+         taking turns; the servers in this process on one tokio runtime with {} worker threads; \
+         {} CPUs",
         settings.connections,
-        settings.secs,
+        settings.slices,
+        settings.slice_secs(),
         settings.workers,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
@@ -174,36 +185,36 @@ fn run() -> BenchResult<bool> {
         let script = scratch.join(s.file_name("lua"));
         std::fs::write(&script, lua_script(&body_file))?;
 
-        let base = wrk(&settings, &script, &baseline.url(DO_NOTHING_PATH))?;
-        println!(
-            "  do-nothing    ({} B body) {:>9.0} reviews/s   client p99 {}",
-            s.body.len(),
-            base.rps,
-            fmt_dur(base.p99)
-        );
-
-        // tephra's server layers around the do-nothing handler: how much of the gap is the
-        // stack (metrics, timeout, limits) rather than the webhook.
-        let stack = wrk(&settings, &script, &tephra.url(STACK_ONLY_PATH))?;
-        println!(
-            "  tephra stack, do-nothing handler {:>9.0} reviews/s   client p99 {}",
-            stack.rps,
-            fmt_dur(stack.p99)
-        );
-
+        // The three servers take turns in short slices, so a change in the machine's
+        // background load hits all three alike instead of one whole run.
+        let (mut base, mut stack, mut load) = (Runs::default(), Runs::default(), Runs::default());
         let hist_before = histogram(&tephra.metrics, s.path);
         tephra.timings.reset();
-        let load = wrk(&settings, &script, &tephra.url(s.path))?;
+        for _ in 0..settings.slices {
+            base.push(wrk(&settings, &script, &baseline.url(DO_NOTHING_PATH))?);
+            // tephra's server layers around the do-nothing handler: how much of the gap is
+            // the stack (metrics, timeout, limits) rather than the webhook.
+            stack.push(wrk(&settings, &script, &tephra.url(STACK_ONLY_PATH))?);
+            load.push(wrk(&settings, &script, &tephra.url(s.path))?);
+        }
         let hist = histogram(&tephra.metrics, s.path).since(&hist_before);
         let route = tephra.timings.take();
-        println!(
-            "  {:<13} ({} B body) {:>9.0} reviews/s   client p99 {}   ({} reviews in the histogram)",
-            s.path,
-            s.body.len(),
-            load.rps,
-            fmt_dur(load.p99),
-            hist.count(),
-        );
+        let (base, stack) = (base.total(), stack.total());
+        let load = load.total();
+        println!("  {} ({} B body):", s.path, s.body.len());
+        for (label, r) in [
+            ("do-nothing server", &base),
+            ("tephra stack, do-nothing handler", &stack),
+            ("tephra webhook", &load),
+        ] {
+            println!(
+                "    {label:<33} {:>8.0} reviews/s  (slices: {})  client p99 {}",
+                r.rps,
+                r.slice_rates,
+                fmt_dur(r.p99)
+            );
+        }
+        println!("    {} reviews in the histogram", hist.count());
         rows.push(Row {
             path: s.path,
             body_len: s.body.len(),
@@ -758,16 +769,63 @@ fn lua_script(body_file: &Path) -> String {
 }
 
 struct WrkResult {
-    rps: f64,
+    requests: u64,
+    secs: f64,
     p50: Option<Duration>,
     p99: Option<Duration>,
+}
+
+/// The slices of one server's run.
+#[derive(Default)]
+struct Runs(Vec<WrkResult>);
+
+/// One server's run, summed over its slices.
+struct Total {
+    /// All requests over all the slices' time.
+    rps: f64,
+    /// Each slice's rate, to show the spread.
+    slice_rates: String,
+    /// Medians of the slices' percentiles.
+    p50: Option<Duration>,
+    p99: Option<Duration>,
+}
+
+impl Runs {
+    fn push(&mut self, r: WrkResult) {
+        self.0.push(r);
+    }
+
+    fn total(&self) -> Total {
+        let requests: u64 = self.0.iter().map(|r| r.requests).sum();
+        let secs: f64 = self.0.iter().map(|r| r.secs).sum();
+        let median = |f: fn(&WrkResult) -> Option<Duration>| {
+            let mut v: Vec<Duration> = self.0.iter().filter_map(f).collect();
+            v.sort_unstable();
+            v.get(v.len() / 2).copied()
+        };
+        Total {
+            rps: if secs > 0.0 {
+                requests as f64 / secs
+            } else {
+                0.0
+            },
+            slice_rates: self
+                .0
+                .iter()
+                .map(|r| format!("{:.0}", r.requests as f64 / r.secs.max(1e-9)))
+                .collect::<Vec<_>>()
+                .join(" "),
+            p50: median(|r| r.p50),
+            p99: median(|r| r.p99),
+        }
+    }
 }
 
 fn wrk(settings: &Settings, script: &Path, url: &str) -> BenchResult<WrkResult> {
     let out = Command::new("wrk")
         .arg("-t1")
         .arg(format!("-c{}", settings.connections))
-        .arg(format!("-d{}s", settings.secs))
+        .arg(format!("-d{}s", settings.slice_secs()))
         .arg("--latency")
         .arg("-s")
         .arg(script)
@@ -794,12 +852,23 @@ fn wrk(settings: &Settings, script: &Path, url: &str) -> BenchResult<WrkResult> 
     if let Some(errors) = field("Socket errors:") {
         return Err(format!("wrk {url}: socket errors ({errors}):\n{text}").into());
     }
-    let rps = field("Requests/sec:")
-        .and_then(|v| v.parse::<f64>().ok())
-        .ok_or_else(|| format!("no Requests/sec in wrk's output:\n{text}"))?;
+    // "  81234 requests in 5.00s, 20.10MB read"
+    let (requests, secs) = text
+        .lines()
+        .find_map(|l| {
+            let (n, rest) = l.trim().split_once(" requests in ")?;
+            let secs = parse_wrk_duration(rest.split(',').next()?.trim())?;
+            Some((n.parse::<u64>().ok()?, secs.as_secs_f64()))
+        })
+        .ok_or_else(|| format!("no request count in wrk's output:\n{text}"))?;
     let p50 = field("50%").and_then(parse_wrk_duration);
     let p99 = field("99%").and_then(parse_wrk_duration);
-    Ok(WrkResult { rps, p50, p99 })
+    Ok(WrkResult {
+        requests,
+        secs,
+        p50,
+        p99,
+    })
 }
 
 /// wrk's `912.00us`, `1.23ms`, `2.00s`, `1.00m`.
