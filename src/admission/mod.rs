@@ -41,7 +41,7 @@ use serde_json::Value;
 
 pub use http::router;
 pub use metrics::AdmissionMetrics;
-pub use review::{Decision, Operation, Request, Verdict};
+pub use review::{Decision, Object, Operation, Request, Verdict};
 pub use view::{ClusterView, StaticView};
 
 /// Why a review could not be handled at all (answered with HTTP 400 and this one-line reason).
@@ -274,13 +274,15 @@ pub(crate) fn decode<T: DeserializeOwned>(req: &Request) -> Result<T, Decision> 
             req.kind.kind
         )));
     };
-    decode_value(obj, &req.kind.kind)
+    decode_object(obj, &req.kind.kind)
 }
 
 /// A copy of `request.object` for a mutation to change (`null` if absent, which [`decode`]
 /// has already refused).
 pub(crate) fn working_copy(req: &Request) -> Value {
-    req.object.clone().unwrap_or(Value::Null)
+    req.object
+        .as_ref()
+        .map_or(Value::Null, |o| o.value().clone())
 }
 
 /// Decodes `request.oldObject` as `T`.
@@ -292,10 +294,10 @@ pub(crate) fn decode_old<T: DeserializeOwned>(req: &Request) -> Result<T, Decisi
             req.kind.kind
         )));
     };
-    decode_value(obj, &req.kind.kind)
+    decode_object(obj, &req.kind.kind)
 }
 
-fn decode_value<T: DeserializeOwned>(obj: &Value, kind: &str) -> Result<T, Decision> {
-    T::deserialize(obj)
+fn decode_object<T: DeserializeOwned>(obj: &review::Object, kind: &str) -> Result<T, Decision> {
+    obj.decode()
         .map_err(|e| Decision::bad_request(format!("cannot decode the {kind} object: {e}")))
 }

@@ -504,7 +504,7 @@ fn validate_delete(
     let old: Option<Queue> = req
         .old_object
         .as_ref()
-        .and_then(|v| serde_json::from_value::<Queue>(v.clone()).ok());
+        .and_then(|o| o.decode::<Queue>().ok());
     let me = if req.name.is_empty() {
         old.as_ref()
             .map(|o| name(o).to_string())

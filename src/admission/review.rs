@@ -5,7 +5,11 @@
 //! like are skipped, so an unusual value there never makes a review unreadable.
 
 use base64::Engine as _;
+use std::sync::OnceLock;
+
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::AdmissionError;
@@ -108,11 +112,67 @@ pub struct Request {
     /// `request.operation`.
     pub operation: Operation,
     /// `request.object` (absent on DELETE).
-    pub object: Option<Value>,
+    pub object: Option<Object>,
     /// `request.oldObject` (UPDATE and DELETE).
-    pub old_object: Option<Value>,
+    pub old_object: Option<Object>,
     /// `request.dryRun`.
     pub dry_run: bool,
+}
+
+/// An object of a review as it arrived: its JSON text, turned into a [`Value`] only when a
+/// webhook needs one (mutations do, to edit and diff it). Validations decode their typed object
+/// straight from the text, about twice as fast as through an intermediate `Value`, which is
+/// most of a validating webhook's cost.
+#[derive(Debug, Clone)]
+pub struct Object {
+    repr: Repr,
+    value: OnceLock<Value>,
+}
+
+#[derive(Debug, Clone)]
+enum Repr {
+    Text(Box<RawValue>),
+    Value,
+}
+
+/// What [`Object::value`] lends when the text cannot be read as a value (it was checked to be
+/// JSON when the review was parsed, so this is not expected).
+static NULL: Value = Value::Null;
+
+impl Object {
+    /// An object from its JSON text (as taken out of the review).
+    pub fn from_text(raw: Box<RawValue>) -> Self {
+        Self {
+            repr: Repr::Text(raw),
+            value: OnceLock::new(),
+        }
+    }
+
+    /// An object from a value (tests, and callers that have one already).
+    pub fn from_value(value: Value) -> Self {
+        Self {
+            repr: Repr::Value,
+            value: OnceLock::from(value),
+        }
+    }
+
+    /// The object as a JSON value, parsed on first use.
+    pub fn value(&self) -> &Value {
+        match &self.repr {
+            Repr::Value => self.value.get().unwrap_or(&NULL),
+            Repr::Text(raw) => self
+                .value
+                .get_or_init(|| serde_json::from_str(raw.get()).unwrap_or(Value::Null)),
+        }
+    }
+
+    /// Decodes the object as `T`, from its text when it still has it.
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        match &self.repr {
+            Repr::Text(raw) => serde_json::from_str(raw.get()),
+            Repr::Value => T::deserialize(self.value()),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -132,8 +192,8 @@ struct RawRequest {
     name: Option<String>,
     namespace: Option<String>,
     operation: Option<String>,
-    object: Option<Value>,
-    old_object: Option<Value>,
+    object: Option<Box<RawValue>>,
+    old_object: Option<Box<RawValue>>,
     dry_run: Option<bool>,
 }
 
@@ -166,8 +226,9 @@ pub fn parse(body: &[u8]) -> Result<Request, AdmissionError> {
         .filter(|o| !o.is_empty())
         .map(|o| Operation::parse(&o))
         .ok_or(AdmissionError::NoOperation)?;
-    let object = req.object.filter(|v| !v.is_null());
-    let old_object = req.old_object.filter(|v| !v.is_null());
+    // `Option<Box<RawValue>>` reads a JSON `null` as `None`.
+    let object = req.object.map(Object::from_text);
+    let old_object = req.old_object.map(Object::from_text);
     // `request.kind` is required in both versions; an object's own apiVersion/kind is a
     // fallback for hand-written reviews.
     let kind = match req.kind.filter(|k| !k.kind.is_empty()) {
@@ -175,7 +236,7 @@ pub fn parse(body: &[u8]) -> Result<Request, AdmissionError> {
         None => object
             .as_ref()
             .or(old_object.as_ref())
-            .and_then(gvk_of_object)
+            .and_then(|o| gvk_of_object(o.value()))
             .ok_or(AdmissionError::NoKind)?,
     };
     Ok(Request {
@@ -344,7 +405,7 @@ pub fn respond(req: &Request, decision: Decision) -> (Value, Outcome) {
         }
         Verdict::Mutate(new) => {
             response.insert("allowed".into(), Value::Bool(true));
-            let original = req.object.as_ref().unwrap_or(&Value::Null);
+            let original = req.object.as_ref().map_or(&NULL, Object::value);
             match patch::diff(original, &new).and_then(|p| serde_json::to_vec(&p).ok()) {
                 Some(bytes) => {
                     response.insert(
@@ -479,7 +540,7 @@ mod tests {
     #[test]
     fn unchanged_mutation_has_no_patch_fields() {
         let req = parse(&review("admission.k8s.io/v1", pod_request())).unwrap();
-        let same = req.object.clone().unwrap();
+        let same = req.object.as_ref().unwrap().value().clone();
         let (v, outcome) = respond(&req, Decision::mutate(same));
         assert_eq!(outcome, Outcome::Allowed);
         assert_eq!(v["response"]["allowed"], true);
@@ -490,7 +551,7 @@ mod tests {
     #[test]
     fn mutation_is_a_base64_json_patch_that_applies() {
         let req = parse(&review("admission.k8s.io/v1", pod_request())).unwrap();
-        let mut new = req.object.clone().unwrap();
+        let mut new = req.object.as_ref().unwrap().value().clone();
         new["metadata"]["annotations"] = json!({"scheduling.k8s.io/group-name": "pg"});
         let (v, outcome) = respond(&req, Decision::mutate(new.clone()));
         assert_eq!(outcome, Outcome::Patched);
@@ -499,8 +560,25 @@ mod tests {
             .decode(v["response"]["patch"].as_str().unwrap())
             .unwrap();
         let p: json_patch::Patch = serde_json::from_slice(&bytes).unwrap();
-        let mut doc = req.object.clone().unwrap();
+        let mut doc = req.object.as_ref().unwrap().value().clone();
         json_patch::patch(&mut doc, &p).unwrap();
         assert_eq!(doc, new);
+    }
+
+    #[test]
+    fn objects_decode_the_same_from_text_and_from_a_value() {
+        let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",
+            "request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},
+            "operation":"UPDATE","object":{"metadata":{"name":"p","labels":{"a":"b"}}},
+            "oldObject":null}}"#;
+        let r = parse(body).unwrap();
+        assert!(r.old_object.is_none(), "a null oldObject is no object");
+        let text = r.object.as_ref().unwrap();
+        let value = Object::from_value(text.value().clone());
+        let a: k8s_openapi::api::core::v1::Pod = text.decode().unwrap();
+        let b: k8s_openapi::api::core::v1::Pod = value.decode().unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.metadata.labels.unwrap()["a"], "b");
+        assert_eq!(text.value()["metadata"]["name"], "p");
     }
 }

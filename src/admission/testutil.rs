@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::review::{GroupVersionKind, Operation, Request, ReviewVersion};
+use super::review::{GroupVersionKind, Object, Operation, Request, ReviewVersion};
 
 fn gvk(kind: &str) -> GroupVersionKind {
     let (group, version) = match kind {
@@ -67,8 +67,8 @@ pub(crate) fn request_with(
         name,
         namespace: namespace.into(),
         operation: operation(op),
-        object: (!object.is_null()).then_some(object),
-        old_object: old,
+        object: (!object.is_null()).then(|| Object::from_value(object)),
+        old_object: old.map(Object::from_value),
         dry_run: false,
     }
 }
