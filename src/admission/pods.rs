@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -69,13 +69,16 @@ pub fn mutate(req: &Request, cfg: &AdmissionConfig) -> Decision {
         Err(d) => return d,
     };
     let mut obj = working_copy(req);
-    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
-    let spec = pod.spec.clone().unwrap_or_default();
+    // Borrow, never clone, the decoded pod: this webhook sees every pod of the cluster.
+    let no_annotations = BTreeMap::new();
+    let annotations = pod.metadata.annotations.as_ref().unwrap_or(&no_annotations);
+    let no_spec = PodSpec::default();
+    let spec = pod.spec.as_ref().unwrap_or(&no_spec);
 
     if cfg.queue_allocation_gate
         && annotations.get(QUEUE_ALLOCATION_GATE).map(String::as_str) == Some("true")
     {
-        let gates = spec.scheduling_gates.clone().unwrap_or_default();
+        let gates = spec.scheduling_gates.as_deref().unwrap_or_default();
         if !gates.iter().any(|g| g.name == QUEUE_ALLOCATION_GATE) {
             // Append to the raw list so existing entries stay exactly as sent.
             let mut raw = patch::get(&obj, &["spec", "schedulingGates"])
@@ -93,7 +96,7 @@ pub fn mutate(req: &Request, cfg: &AdmissionConfig) -> Decision {
         .iter()
         .find(|g| belongs(&pod, &req.namespace, g))
     {
-        apply_resource_group(&mut obj, &spec, group);
+        apply_resource_group(&mut obj, spec, group);
         if !group.scheduler_name.is_empty() {
             scheduler_name = group.scheduler_name.clone();
         }

@@ -7,11 +7,14 @@
 //! the plugins the distributed-framework plugins depend on (`svc`, and `ssh` for `mpi`).
 //! The changes are made on the request's JSON so fields tephra does not model pass untouched.
 
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
 use crate::admission::review::{Decision, Operation, Request};
 use crate::admission::{AdmissionConfig, decode, patch, working_copy};
-use crate::api::Job;
 use crate::api::batch::DEFAULT_MAX_RETRY;
 use crate::api::keys::{DEFAULT_QUEUE, DEFAULT_TASK_SPEC, plugins};
 
@@ -20,7 +23,7 @@ pub fn review(req: &Request, cfg: &AdmissionConfig) -> Decision {
     if req.operation != Operation::Create {
         return Decision::bad_request("expect operation to be 'CREATE'");
     }
-    let job: Job = match decode(req) {
+    let job: DefaultsView = match decode(req) {
         Ok(j) => j,
         Err(d) => return d,
     };
@@ -29,8 +32,58 @@ pub fn review(req: &Request, cfg: &AdmissionConfig) -> Decision {
     Decision::mutate(obj)
 }
 
+/// The parts of a vcJob the defaults depend on. Decoding only these (serde skips the rest, pod
+/// templates included) costs a fraction of decoding a whole [`crate::api::Job`], which is most
+/// of this webhook's time; the whole object is checked by `/jobs/validate`.
+#[derive(Debug, Default, Deserialize)]
+pub struct DefaultsView {
+    #[serde(default)]
+    spec: SpecView,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecView {
+    queue: Option<String>,
+    scheduler_name: Option<String>,
+    max_retry: Option<i32>,
+    min_available: Option<i32>,
+    tasks: Option<Vec<TaskView>>,
+    plugins: Option<BTreeMap<String, IgnoredAny>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskView {
+    name: Option<String>,
+    replicas: Option<i32>,
+    min_available: Option<i32>,
+    max_retry: Option<i32>,
+    partition_policy: Option<PartitionView>,
+    template: Option<TemplateView>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PartitionView {
+    partition_size: Option<i32>,
+    min_partitions: Option<i32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct TemplateView {
+    spec: Option<PodView>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodView {
+    host_network: Option<bool>,
+    dns_policy: Option<String>,
+}
+
 /// Writes the defaults of `job` into its JSON form `obj`.
-pub fn apply_defaults(job: &Job, obj: &mut Value, cfg: &AdmissionConfig) {
+pub fn apply_defaults(job: &DefaultsView, obj: &mut Value, cfg: &AdmissionConfig) {
     let spec = &job.spec;
     if spec.queue.as_deref().unwrap_or_default().is_empty() {
         patch::set(obj, &["spec"], "queue", json!(DEFAULT_QUEUE));
@@ -53,17 +106,17 @@ pub fn apply_defaults(job: &Job, obj: &mut Value, cfg: &AdmissionConfig) {
     }
 
     let mut sum_min_available: i64 = 0;
-    for (i, task) in spec.tasks().iter().enumerate() {
+    for (i, task) in spec.tasks.iter().flatten().enumerate() {
         let Some(t) = obj
             .pointer_mut(&format!("/spec/tasks/{i}"))
             .filter(|t| t.is_object())
         else {
             continue;
         };
-        if task.name().is_empty() {
+        if task.name.as_deref().unwrap_or_default().is_empty() {
             patch::set(t, &[], "name", json!(format!("{DEFAULT_TASK_SPEC}{i}")));
         }
-        if let Some(pod) = task.pod_spec()
+        if let Some(pod) = task.template.as_ref().and_then(|t| t.spec.as_ref())
             && pod.host_network == Some(true)
             && pod.dns_policy.as_deref().unwrap_or_default().is_empty()
         {
@@ -84,7 +137,7 @@ pub fn apply_defaults(job: &Job, obj: &mut Value, cfg: &AdmissionConfig) {
                         .min_partitions
                         .unwrap_or(0)
                         .saturating_mul(p.partition_size.unwrap_or(0)),
-                    _ => task.replicas(),
+                    _ => task.replicas.unwrap_or(0),
                 };
                 patch::set(t, &[], "minAvailable", json!(m));
                 m
