@@ -45,7 +45,7 @@ from kubernetes.client.exceptions import ApiException
 ROOT = Path(__file__).resolve().parents[2]
 NS = "default"
 # The whole run, server start included; every single wait below is much shorter.
-DEADLINE_SECONDS = 55
+DEADLINE_SECONDS = 45
 
 
 class CheckFailed(Exception):
