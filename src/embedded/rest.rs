@@ -31,6 +31,12 @@ pub fn router(api: Api) -> Router {
             "/version",
             get(|| async { json_response(StatusCode::OK, &discovery::version()) }),
         )
+        // kube-apiserver answers `/version/`, `/api/` and `/apis/` too, and the Python
+        // client's `VersionApi`, `CoreApi` and `ApisApi` ask for exactly those paths.
+        .route(
+            "/version/",
+            get(|| async { json_response(StatusCode::OK, &discovery::version()) }),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
@@ -38,7 +44,12 @@ pub fn router(api: Api) -> Router {
             "/api",
             get(|| async { json_response(StatusCode::OK, &discovery::core_versions()) }),
         )
+        .route(
+            "/api/",
+            get(|| async { json_response(StatusCode::OK, &discovery::core_versions()) }),
+        )
         .route("/apis", get(apis_root))
+        .route("/apis/", get(apis_root))
         .route("/api/{*rest}", axum::routing::any(core))
         .route("/apis/{*rest}", axum::routing::any(grouped))
         .fallback(|req: Request| async move {
@@ -737,6 +748,37 @@ mod tests {
         );
         assert!(decode_continue("zz").is_err());
         assert!(decode_continue("abc").is_err());
+    }
+
+    #[tokio::test]
+    async fn discovery_roots_are_served_with_and_without_a_trailing_slash() {
+        use tower::ServiceExt;
+        let api = ApiServer::new(super::super::EmbeddedOptions {
+            nodes: 0,
+            sim_kubelet: false,
+            ..Default::default()
+        });
+        let get_json = |path: &'static str| {
+            let api = api.clone();
+            async move {
+                let req = Request::get(path).body(Body::empty()).unwrap();
+                let resp = router(api).oneshot(req).await.unwrap();
+                assert_eq!(resp.status(), StatusCode::OK, "{path}");
+                let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+                    .await
+                    .unwrap();
+                serde_json::from_slice::<Value>(&body).unwrap()
+            }
+        };
+        for path in ["/version", "/version/"] {
+            assert_eq!(get_json(path).await["major"], "1", "{path}");
+        }
+        for path in ["/api", "/api/"] {
+            assert_eq!(get_json(path).await["kind"], "APIVersions", "{path}");
+        }
+        for path in ["/apis", "/apis/"] {
+            assert_eq!(get_json(path).await["kind"], "APIGroupList", "{path}");
+        }
     }
 
     #[test]
