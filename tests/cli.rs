@@ -123,3 +123,72 @@ fn certs_writes_three_files_and_prints_the_ca_bundle() {
     assert_eq!(String::from_utf8(decoded).unwrap(), ca);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn unreadable_certificate_is_one_line_naming_the_file() {
+    let out = tephra()
+        .args(["serve", "--embedded", "--listen", "127.0.0.1:0"])
+        .args([
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--embedded-api-listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--tls-cert",
+            "/nonexistent/tls.crt",
+            "--tls-key",
+            "/nonexistent/tls.key",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    let lines: Vec<_> = err
+        .lines()
+        .filter(|l| l.starts_with("tephra: error"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("/nonexistent/tls.crt"), "{err}");
+}
+
+#[test]
+fn faults_without_embedded_are_refused() {
+    let out = tephra()
+        .args(["serve", "--faults", "write-error=0.5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("--embedded"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn a_bad_fault_spec_is_one_clear_line() {
+    let out = tephra()
+        .args([
+            "apiserver",
+            "--listen",
+            "127.0.0.1:0",
+            "--faults",
+            "write-error=2",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("--faults") && err.contains("write-error"),
+        "{err}"
+    );
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.starts_with("tephra: error"))
+            .count(),
+        1,
+        "{err}"
+    );
+}
