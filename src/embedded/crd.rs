@@ -53,17 +53,7 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, String> {
             "metadata.name: Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
         ));
     }
-    let list = |v: &Value, k: &str| -> Vec<String> {
-        v.get(k)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let list = |v: &Value, k: &str| -> Vec<String> { super::string_list(v.get(k)) };
     let namespaced = match s(spec, "scope").as_deref() {
         Some("Namespaced") => true,
         Some("Cluster") => false,

@@ -401,6 +401,19 @@ impl ApiServer {
     }
 }
 
+/// The strings of a JSON array as owned strings (non-strings skipped); empty when `v` is absent
+/// or not an array.
+pub(crate) fn string_list(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Now as an RFC 3339 timestamp with second precision, as Kubernetes writes them.
 pub fn now_rfc3339() -> String {
     k8s_openapi::jiff::Timestamp::now()

@@ -197,16 +197,7 @@ impl LabelSelector {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
-                let values: Vec<String> = e
-                    .get("values")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let values = super::string_list(e.get("values"));
                 let op = match e.get("operator").and_then(Value::as_str) {
                     Some("In") => Op::In,
                     Some("NotIn") => Op::NotIn,

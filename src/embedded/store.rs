@@ -125,16 +125,7 @@ impl Stored {
             .and_then(Value::as_array)
             .map(|a| a.iter().map(parse_owner).collect())
             .unwrap_or_default();
-        let finalizers = meta
-            .and_then(|m| m.get("finalizers"))
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let finalizers = super::string_list(meta.and_then(|m| m.get("finalizers")));
         Ok(Self {
             namespace: str_at(value, &["metadata", "namespace"])
                 .unwrap_or_default()
