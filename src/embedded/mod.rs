@@ -32,6 +32,7 @@ pub mod faults;
 pub mod gc;
 pub mod kubelet;
 pub mod nodes;
+pub mod openapi;
 pub mod ops;
 pub mod patch;
 pub mod prepare;

@@ -20,7 +20,7 @@ use super::resources::ResourceInfo;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::Stored;
 use super::watch::{self, WatchQuery};
-use super::{ApiError, ApiServer, Caller, MAX_REQUEST_BYTES, discovery};
+use super::{ApiError, ApiServer, Caller, MAX_REQUEST_BYTES, discovery, openapi};
 
 type Api = Arc<ApiServer>;
 
@@ -48,6 +48,8 @@ pub fn router(api: Api) -> Router {
             "/api/",
             get(|| async { json_response(StatusCode::OK, &discovery::core_versions()) }),
         )
+        .route("/openapi/v3", get(openapi_root))
+        .route("/openapi/v3/{*gv}", get(openapi_group_version))
         .route("/apis", get(apis_root))
         .route("/apis/", get(apis_root))
         .route("/api/{*rest}", axum::routing::any(core))
@@ -83,6 +85,39 @@ fn success(code: u16) -> Response {
 
 async fn apis_root(State(api): State<Api>) -> Response {
     json_response(StatusCode::OK, &discovery::group_list(&api.registry))
+}
+
+/// `/openapi/v3`: kubectl reads it (then a group-version document) to learn that writes take
+/// `fieldValidation`, instead of downloading OpenAPI v2 for client-side validation.
+async fn openapi_root(State(api): State<Api>, headers: HeaderMap) -> Response {
+    openapi_answer(&headers, || Some(openapi::root(&api.registry)), "")
+}
+
+async fn openapi_group_version(
+    State(api): State<Api>,
+    axum::extract::Path(gv): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    openapi_answer(&headers, || openapi::group_version(&api.registry, &gv), &gv)
+}
+
+fn openapi_answer(headers: &HeaderMap, doc: impl FnOnce() -> Option<Value>, gv: &str) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !openapi::accepts_json(accept) {
+        return error_response(&ApiError::NotAcceptable(format!(
+            "only application/json is served for OpenAPI v3 documents (Accept: {accept})"
+        )));
+    }
+    match doc() {
+        Some(d) => json_response(StatusCode::OK, &d),
+        None => error_response(&ApiError::NotFound {
+            resource: "openapi/v3".into(),
+            name: gv.to_string(),
+        }),
+    }
 }
 
 async fn core(State(api): State<Api>, req: Request) -> Response {

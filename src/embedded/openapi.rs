@@ -1,0 +1,883 @@
+//! OpenAPI v3 documents (`/openapi/v3`, `/openapi/v3/api/v1`, `/openapi/v3/apis/G/V`) and
+//! server-side field validation (`?fieldValidation=Strict|Warn|Ignore`). Pure code.
+//!
+//! Why: kubectl's default `--validate=true` first asks the OpenAPI v3 document of the object's
+//! group-version whether the PATCH operation of its kind takes a `fieldValidation` query
+//! parameter. If it does, kubectl leaves validation to the server (`?fieldValidation=Strict`);
+//! if not, it downloads OpenAPI v2 and validates client-side. So the documents here are
+//! generated from the resource registry (CRDs registered later appear too) and declare that
+//! parameter on every write, and the write path honours it.
+//!
+//! What the documents describe: every served path and verb with its
+//! `x-kubernetes-group-version-kind` and `x-kubernetes-action`, and component schemas — a custom
+//! resource's `openAPIV3Schema` as its CRD declares it; for built-in kinds only a placeholder
+//! object schema (no field list). Because of that, PATCH operations of built-in kinds do not
+//! list `application/strategic-merge-patch+json` as a request body: kubectl would otherwise
+//! compute strategic merge patches from these schemas, which carry no merge keys; without it
+//! kubectl uses its compiled-in types, as before, and the server still accepts such patches.
+//!
+//! Field validation: unknown fields are what pruning drops for custom resources (the CRD's
+//! structural schema) and, for every kind, unknown keys of `metadata`. Built-in kinds' other
+//! fields are not checked (no schemas here). Duplicate JSON keys are not detected (the body
+//! is already decoded, last key wins).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::Hasher;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value, json};
+
+use super::ApiError;
+use super::resources::{Registry, ResourceInfo};
+
+/// The `fieldValidation` directive of a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Drop unknown fields silently (pruning, as before this parameter existed). The default
+    /// for in-process callers.
+    #[default]
+    Ignore,
+    /// Drop unknown fields and say so in `Warning` headers (kube-apiserver's default when the
+    /// parameter is absent).
+    Warn,
+    /// Refuse the write with 400 naming every unknown field.
+    Strict,
+}
+
+impl FieldValidation {
+    /// From the query parameter; absent or empty means `Warn`, as in kube-apiserver.
+    pub fn from_query(v: Option<&str>) -> Result<Self, ApiError> {
+        match v {
+            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some(other) => Err(ApiError::BadRequest(format!(
+                "fieldValidation: Unsupported value: \"{other}\": supported values: \"Ignore\", \"Strict\", \"Warn\""
+            ))),
+        }
+    }
+}
+
+/// Warnings for the `Warning` response headers of one request, collected while the write runs
+/// (kube-apiserver's warning recorder). Cloning shares the sink.
+#[derive(Clone, Debug, Default)]
+pub struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl Warnings {
+    /// Adds a warning unless already present (a retried write computes the object again).
+    pub fn add(&self, w: String) {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !v.contains(&w) {
+            v.push(w);
+        }
+    }
+
+    /// The warnings so far, in order.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// A `Warning` header value: `299 - "text"` with quotes and backslashes escaped.
+pub fn warning_header(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+    format!("299 - \"{escaped}\"")
+}
+
+/// `ObjectMeta` fields: anything else under `metadata` is an unknown field.
+const OBJECT_META_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// The unknown fields of `obj` (as written to `version` of `res`), as kube-apiserver names
+/// them (`spec.tasks[0].foo`): unknown `metadata` keys, and for custom resources the fields the
+/// structural schema would prune. `null` values are ignored (a merge patch deletes with them).
+pub fn unknown_fields(res: &ResourceInfo, version: &str, obj: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(meta) = obj.get("metadata").and_then(Value::as_object) {
+        for (k, v) in meta {
+            if !v.is_null() && !OBJECT_META_FIELDS.contains(&k.as_str()) {
+                out.push(format!("metadata.{k}"));
+            }
+        }
+    }
+    if let Some(schema) = res.crd.as_ref().and_then(|c| c.schema(version)) {
+        walk_unknown(obj, schema, true, "", &mut out);
+    }
+    out
+}
+
+fn is_true(s: &Value, k: &str) -> bool {
+    s.get(k).and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// Mirrors `crd::prune`: reports instead of dropping (the unit tests hold the two together).
+fn walk_unknown(x: &Value, s: &Value, root: bool, path: &str, out: &mut Vec<String>) {
+    match x {
+        Value::Object(m) => {
+            let preserve = is_true(s, "x-kubernetes-preserve-unknown-fields");
+            let embedded = root || is_true(s, "x-kubernetes-embedded-resource");
+            let props = s.get("properties").and_then(Value::as_object);
+            let ap = s.get("additionalProperties");
+            for (k, v) in m {
+                if embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                if let Some(ps) = props.and_then(|p| p.get(k)) {
+                    walk_unknown(v, ps, false, &join(path, k), out);
+                    continue;
+                }
+                match ap {
+                    Some(a) if a.is_object() => walk_unknown(v, a, false, &join(path, k), out),
+                    Some(Value::Bool(true)) => {}
+                    _ if preserve || v.is_null() => {}
+                    _ => out.push(join(path, k)),
+                }
+            }
+        }
+        Value::Array(a) => {
+            if let Some(items) = s.get("items") {
+                for (i, v) in a.iter().enumerate() {
+                    walk_unknown(v, items, false, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Applies a directive to a write's object: `Strict` refuses unknown fields with 400
+/// (`strict decoding error: unknown field "spec.foo"`, prefixed as kube-apiserver does for
+/// a decoded body when `decoded` is set), `Warn` records one warning per field, `Ignore`
+/// does nothing (pruning later drops them either way).
+pub fn enforce(
+    mode: FieldValidation,
+    res: &ResourceInfo,
+    version: &str,
+    obj: &Value,
+    warnings: &Warnings,
+    decoded: bool,
+) -> Result<(), ApiError> {
+    if mode == FieldValidation::Ignore {
+        return Ok(());
+    }
+    let unknown = unknown_fields(res, version, obj);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    if mode == FieldValidation::Strict {
+        let prefix = if decoded {
+            format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: ",
+                kind = res.kind
+            )
+        } else {
+            String::new()
+        };
+        return Err(ApiError::BadRequest(format!(
+            "{prefix}strict decoding error: {}",
+            list.join(", ")
+        )));
+    }
+    for w in list {
+        warnings.add(w);
+    }
+    Ok(())
+}
+
+/// The key of a group-version in `/openapi/v3`: `api/v1` or `apis/GROUP/VERSION`.
+pub fn group_version_key(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
+fn served_group_versions(reg: &Registry) -> BTreeSet<(String, String)> {
+    reg.all()
+        .iter()
+        .flat_map(|r| r.versions.iter().map(|v| (r.group.clone(), v.clone())))
+        .collect()
+}
+
+/// A short content hash for the `hash` query parameter (cache busting: a new CRD changes it).
+fn content_hash(doc: &Value) -> String {
+    let mut h = fnv::FnvHasher::default();
+    h.write(doc.to_string().as_bytes());
+    format!("{:016X}", h.finish())
+}
+
+/// `/openapi/v3`: every served group-version and the URL of its document.
+pub fn root(reg: &Registry) -> Value {
+    let mut paths = Map::new();
+    for (g, v) in served_group_versions(reg) {
+        let key = group_version_key(&g, &v);
+        let Some(doc) = group_version(reg, &key) else {
+            continue;
+        };
+        paths.insert(
+            key.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", content_hash(&doc))}),
+        );
+    }
+    json!({ "paths": paths })
+}
+
+/// `/openapi/v3/KEY` (`api/v1`, `apis/GROUP/VERSION`), if that group-version is served.
+pub fn group_version(reg: &Registry, key: &str) -> Option<Value> {
+    let key = key.trim_matches('/');
+    let (group, version) = match key.split('/').collect::<Vec<_>>().as_slice() {
+        ["api", v] => (String::new(), v.to_string()),
+        ["apis", g, v] => (g.to_string(), v.to_string()),
+        _ => return None,
+    };
+    let resources: Vec<Arc<ResourceInfo>> = reg
+        .all()
+        .into_iter()
+        .filter(|r| r.group == group && r.versions.contains(&version))
+        .collect();
+    if resources.is_empty() {
+        return None;
+    }
+    let mut paths = BTreeMap::new();
+    let mut schemas = BTreeMap::new();
+    schemas.insert(STATUS_SCHEMA.to_string(), meta_schema("Status"));
+    for r in &resources {
+        resource_paths(r, &version, &mut paths);
+        schemas.insert(schema_name(r, &version), kind_schema(r, &version));
+        schemas.insert(
+            format!("{}List", schema_name(r, &version)),
+            list_schema(r, &version),
+        );
+        if r.scale.is_some() {
+            schemas.insert(SCALE_SCHEMA.to_string(), scale_schema());
+        }
+    }
+    Some(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": super::discovery::version()["gitVersion"]},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }))
+}
+
+const STATUS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
+const SCALE_SCHEMA: &str = "io.k8s.api.autoscaling.v1.Scale";
+
+fn gvk(group: &str, version: &str, kind: &str) -> Value {
+    json!({"group": group, "version": version, "kind": kind})
+}
+
+/// Component name: `io.k8s.api.apps.v1.Deployment` for built-ins, the reversed group for
+/// custom resources (`sh.volcano.batch.v1alpha1.Job`), as kube-apiserver names them.
+fn schema_name(r: &ResourceInfo, version: &str) -> String {
+    if r.is_custom() {
+        let rev: Vec<&str> = r.group.rsplit('.').collect();
+        format!("{}.{version}.{}", rev.join("."), r.kind)
+    } else {
+        let short = match r.group.as_str() {
+            "" => "core",
+            g => g.split('.').next().unwrap_or(g),
+        };
+        format!("io.k8s.api.{short}.{version}.{}", r.kind)
+    }
+}
+
+fn reference(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn meta_schema(kind: &str) -> Value {
+    json!({
+        "type": "object",
+        "description": format!("{kind} (meta.k8s.io)"),
+        "x-kubernetes-group-version-kind": [gvk("", "v1", kind)],
+    })
+}
+
+fn scale_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "Scale represents a scaling request for a resource.",
+        "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {"type": "object", "properties": {"replicas": {"type": "integer", "format": "int32"}}},
+            "status": {"type": "object", "properties": {
+                "replicas": {"type": "integer", "format": "int32"}, "selector": {"type": "string"}}},
+        },
+        "x-kubernetes-group-version-kind": [gvk("autoscaling", "v1", "Scale")],
+    })
+}
+
+/// A custom resource's `openAPIV3Schema` (with `apiVersion`, `kind`, `metadata` declared as
+/// kube-apiserver adds them); a placeholder object for built-in kinds.
+fn kind_schema(r: &ResourceInfo, version: &str) -> Value {
+    let mut s = match r.crd.as_ref().and_then(|c| c.schema(version)) {
+        Some(schema) => {
+            let mut s = schema.clone();
+            if let Some(props) = s.get_mut("properties").and_then(Value::as_object_mut) {
+                for (k, v) in [
+                    ("apiVersion", json!({"type": "string"})),
+                    ("kind", json!({"type": "string"})),
+                    ("metadata", json!({"type": "object"})),
+                ] {
+                    props.entry(k).or_insert(v);
+                }
+            }
+            s
+        }
+        None if r.is_custom() => {
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+        }
+        None => json!({
+            "type": "object",
+            "description": format!("{} (the tephra embedded API publishes no field schema for built-in kinds)", r.kind),
+        }),
+    };
+    if let Some(o) = s.as_object_mut() {
+        o.insert(
+            "x-kubernetes-group-version-kind".into(),
+            json!([gvk(&r.group, version, &r.kind)]),
+        );
+    }
+    s
+}
+
+fn list_schema(r: &ResourceInfo, version: &str) -> Value {
+    json!({
+        "type": "object",
+        "required": ["items"],
+        "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "items": {"type": "array", "items": reference(&schema_name(r, version))},
+        },
+        "x-kubernetes-group-version-kind": [gvk(&r.group, version, &format!("{}List", r.kind))],
+    })
+}
+
+fn query_param(name: &str, description: &str) -> Value {
+    json!({"name": name, "in": "query", "description": description, "schema": {"type": "string", "uniqueItems": true}})
+}
+
+fn path_param(name: &str, description: &str) -> Value {
+    json!({"name": name, "in": "path", "required": true, "description": description, "schema": {"type": "string", "uniqueItems": true}})
+}
+
+/// The parameters of a write: the ones kubectl looks for (`fieldValidation`) among them.
+fn write_params(patch: bool) -> Vec<Value> {
+    let mut p = vec![
+        query_param(
+            "dryRun",
+            "When present, indicates that modifications should not be persisted. Valid value: All",
+        ),
+        query_param(
+            "fieldManager",
+            "A name associated with the actor or entity that is making these changes.",
+        ),
+        query_param(
+            "fieldValidation",
+            "How the server handles unknown fields in the request: Ignore (drop them), Warn (drop them and return a Warning header per field; the default), Strict (fail the request with BadRequest).",
+        ),
+    ];
+    if patch {
+        p.push(json!({"name": "force", "in": "query", "description": "Force is going to \"force\" Apply requests.", "schema": {"type": "boolean", "uniqueItems": true}}));
+    }
+    p
+}
+
+fn content(schema: &Value, types: &[&str]) -> Value {
+    let m: Map<String, Value> = types
+        .iter()
+        .map(|t| (t.to_string(), json!({"schema": schema})))
+        .collect();
+    Value::Object(m)
+}
+
+const RESPONSE_TYPES: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+];
+
+/// One operation. `body`: the request body schema and media types, if any.
+fn operation(
+    action: &str,
+    id: String,
+    gvk_v: &Value,
+    params: Vec<Value>,
+    body: Option<(&Value, &[&str])>,
+    responses: &[(&str, &Value)],
+) -> Value {
+    let mut resp = Map::new();
+    for (code, schema) in responses {
+        resp.insert(
+            code.to_string(),
+            json!({"description": "OK", "content": content(schema, RESPONSE_TYPES)}),
+        );
+    }
+    resp.insert("401".into(), json!({"description": "Unauthorized"}));
+    let mut op = json!({
+        "description": format!("{action} {}", gvk_v["kind"].as_str().unwrap_or_default()),
+        "operationId": id,
+        "responses": resp,
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": gvk_v,
+    });
+    if !params.is_empty() {
+        op["parameters"] = json!(params);
+    }
+    if let Some((schema, types)) = body {
+        op["requestBody"] = json!({"content": content(schema, types), "required": true});
+    }
+    op
+}
+
+/// The paths and operations of one resource at one version.
+fn resource_paths(r: &ResourceInfo, version: &str, paths: &mut BTreeMap<String, Value>) {
+    let prefix = format!("/{}", group_version_key(&r.group, version));
+    let id = format!(
+        "{}{}{}",
+        r.group.split('.').next().unwrap_or_default(),
+        version,
+        r.kind
+    );
+    let this_gvk = gvk(&r.group, version, &r.kind);
+    let obj = reference(&schema_name(r, version));
+    let list = reference(&format!("{}List", schema_name(r, version)));
+    let status = reference(STATUS_SCHEMA);
+    // No strategic-merge-patch+json, not even for built-ins: see the module documentation.
+    let patch_types: &[&str] = &[
+        "application/json-patch+json",
+        "application/merge-patch+json",
+        "application/apply-patch+yaml",
+    ];
+    let ns_param = path_param(
+        "namespace",
+        "object name and auth scope, such as for teams and projects",
+    );
+    let name_param = path_param("name", &format!("name of the {}", r.kind));
+    let (collection, scope_params) = if r.namespaced {
+        (
+            format!("{prefix}/namespaces/{{namespace}}/{}", r.plural),
+            vec![ns_param],
+        )
+    } else {
+        (format!("{prefix}/{}", r.plural), vec![])
+    };
+    let list_params = vec![
+        query_param(
+            "labelSelector",
+            "A selector to restrict the list of returned objects by their labels.",
+        ),
+        query_param(
+            "fieldSelector",
+            "A selector to restrict the list of returned objects by their fields.",
+        ),
+        query_param(
+            "limit",
+            "maximum number of responses to return for a list call.",
+        ),
+        query_param(
+            "continue",
+            "The continue option should be set when retrieving more results from the server.",
+        ),
+        query_param(
+            "resourceVersion",
+            "resourceVersion sets a constraint on what resource versions a request may be served from.",
+        ),
+        query_param("watch", "Watch for changes to the described resources."),
+    ];
+    paths.insert(
+        collection.clone(),
+        json!({
+            "get": operation("list", format!("list{id}"), &this_gvk, list_params.clone(), None, &[("200", &list)]),
+            "post": operation("post", format!("create{id}"), &this_gvk, write_params(false), Some((&obj, &["*/*"])), &[("200", &obj), ("201", &obj), ("202", &obj)]),
+            "delete": operation("deletecollection", format!("deletecollection{id}"), &this_gvk, list_params.clone(), None, &[("200", &status)]),
+            "parameters": scope_params,
+        }),
+    );
+    if r.namespaced {
+        paths.insert(
+            format!("{prefix}/{}", r.plural),
+            json!({
+                "get": operation("list", format!("list{id}ForAllNamespaces"), &this_gvk, list_params, None, &[("200", &list)]),
+            }),
+        );
+    }
+    let item_params = item_params(r, &name_param);
+    let item = format!("{collection}/{{name}}");
+    paths.insert(
+        item.clone(),
+        json!({
+            "get": operation("get", format!("read{id}"), &this_gvk, vec![], None, &[("200", &obj)]),
+            "put": operation("put", format!("replace{id}"), &this_gvk, write_params(false), Some((&obj, &["*/*"])), &[("200", &obj), ("201", &obj)]),
+            "patch": operation("patch", format!("patch{id}"), &this_gvk, write_params(true), Some((&json!({"type": "object"}), patch_types)), &[("200", &obj), ("201", &obj)]),
+            "delete": operation("delete", format!("delete{id}"), &this_gvk, vec![], None, &[("200", &obj), ("202", &obj)]),
+            "parameters": item_params.clone(),
+        }),
+    );
+    if r.status_subresource {
+        paths.insert(
+            format!("{item}/status"),
+            json!({
+                "get": operation("get", format!("read{id}Status"), &this_gvk, vec![], None, &[("200", &obj)]),
+                "put": operation("put", format!("replace{id}Status"), &this_gvk, write_params(false), Some((&obj, &["*/*"])), &[("200", &obj), ("201", &obj)]),
+                "patch": operation("patch", format!("patch{id}Status"), &this_gvk, write_params(true), Some((&json!({"type": "object"}), patch_types)), &[("200", &obj), ("201", &obj)]),
+                "parameters": item_params.clone(),
+            }),
+        );
+    }
+    if r.scale.is_some() {
+        let scale_gvk = gvk("autoscaling", "v1", "Scale");
+        let scale = reference(SCALE_SCHEMA);
+        paths.insert(
+            format!("{item}/scale"),
+            json!({
+                "get": operation("get", format!("read{id}Scale"), &scale_gvk, vec![], None, &[("200", &scale)]),
+                "put": operation("put", format!("replace{id}Scale"), &scale_gvk, write_params(false), Some((&scale, &["*/*"])), &[("200", &scale), ("201", &scale)]),
+                "patch": operation("patch", format!("patch{id}Scale"), &scale_gvk, write_params(true), Some((&json!({"type": "object"}), patch_types)), &[("200", &scale), ("201", &scale)]),
+                "parameters": item_params,
+            }),
+        );
+    }
+}
+
+fn item_params(r: &ResourceInfo, name_param: &Value) -> Vec<Value> {
+    let mut p = vec![name_param.clone()];
+    if r.namespaced {
+        p.push(path_param(
+            "namespace",
+            "object name and auth scope, such as for teams and projects",
+        ));
+    }
+    p
+}
+
+/// Whether an `Accept` header admits a JSON answer (kubectl asks for JSON; a client that wants
+/// only the protobuf form of the documents gets 406).
+pub fn accepts_json(accept: &str) -> bool {
+    let accept = accept.trim();
+    accept.is_empty()
+        || accept.split(',').any(|part| {
+            let media = part.split(';').next().unwrap_or_default().trim();
+            matches!(media, "*/*" | "application/*" | "application/json")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embedded::crd;
+
+    fn vcjob_crd() -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "jobs.batch.volcano.sh"},
+            "spec": {
+                "group": "batch.volcano.sh", "scope": "Namespaced",
+                "names": {"plural": "jobs", "singular": "job", "kind": "Job"},
+                "versions": [{
+                    "name": "v1alpha1", "served": true, "storage": true,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": {
+                            "queue": {"type": "string"},
+                            "tasks": {"type": "array", "items": {"type": "object", "properties": {
+                                "name": {"type": "string"},
+                                "template": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                            }}},
+                            "labels": {"type": "object", "additionalProperties": {"type": "string"}}
+                        }},
+                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                    }}}
+                }]
+            }
+        })
+    }
+
+    fn registry_with_vcjob() -> Registry {
+        let reg = Registry::new();
+        reg.register(crd::resource_from_crd(&vcjob_crd()).unwrap());
+        reg
+    }
+
+    /// kubectl's test: the PATCH operation of the kind (by `x-kubernetes-group-version-kind`)
+    /// lists a `fieldValidation` parameter.
+    fn patch_supports_field_validation(
+        doc: &Value,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> bool {
+        let want = gvk(group, version, kind);
+        let patches: Vec<&Value> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .filter_map(|p| p.get("patch"))
+            .filter(|op| op["x-kubernetes-group-version-kind"] == want)
+            .collect();
+        !patches.is_empty()
+            && patches.iter().all(|op| {
+                op["parameters"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["name"] == "fieldValidation" && p["in"] == "query")
+            })
+    }
+
+    #[test]
+    fn root_lists_every_served_group_version_with_a_document_url() {
+        let reg = registry_with_vcjob();
+        let root = root(&reg);
+        let paths = root["paths"].as_object().unwrap();
+        for key in [
+            "api/v1",
+            "apis/apps/v1",
+            "apis/batch/v1",
+            "apis/batch.volcano.sh/v1alpha1",
+        ] {
+            let url = paths[key]["serverRelativeURL"].as_str().unwrap();
+            assert!(
+                url.starts_with(&format!("/openapi/v3/{key}?hash=")),
+                "{url}"
+            );
+        }
+        assert!(!paths.contains_key("apis/batch.volcano.sh/v1"));
+    }
+
+    #[test]
+    fn a_new_crd_appears_and_changes_nothing_else() {
+        let reg = Registry::new();
+        let before = root(&reg);
+        assert!(
+            before["paths"]
+                .get("apis/batch.volcano.sh/v1alpha1")
+                .is_none()
+        );
+        reg.register(crd::resource_from_crd(&vcjob_crd()).unwrap());
+        let after = root(&reg);
+        assert!(
+            after["paths"]
+                .get("apis/batch.volcano.sh/v1alpha1")
+                .is_some()
+        );
+        assert_eq!(
+            before["paths"]["apis/apps/v1"], after["paths"]["apis/apps/v1"],
+            "hash is stable"
+        );
+    }
+
+    #[test]
+    fn writes_of_builtin_and_custom_kinds_declare_field_validation() {
+        let reg = registry_with_vcjob();
+        let core = group_version(&reg, "api/v1").unwrap();
+        assert_eq!(core["openapi"], "3.0.0");
+        for kind in ["ConfigMap", "Pod", "Namespace", "Node"] {
+            assert!(
+                patch_supports_field_validation(&core, "", "v1", kind),
+                "{kind}"
+            );
+        }
+        let apps = group_version(&reg, "apis/apps/v1").unwrap();
+        assert!(patch_supports_field_validation(
+            &apps,
+            "apps",
+            "v1",
+            "Deployment"
+        ));
+        assert!(patch_supports_field_validation(
+            &apps,
+            "autoscaling",
+            "v1",
+            "Scale"
+        ));
+        let vc = group_version(&reg, "apis/batch.volcano.sh/v1alpha1").unwrap();
+        assert!(patch_supports_field_validation(
+            &vc,
+            "batch.volcano.sh",
+            "v1alpha1",
+            "Job"
+        ));
+        let post =
+            &vc["paths"]["/apis/batch.volcano.sh/v1alpha1/namespaces/{namespace}/jobs"]["post"];
+        assert_eq!(post["x-kubernetes-action"], "post");
+        assert!(
+            post["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "fieldValidation")
+        );
+        assert!(vc["paths"]["/apis/batch.volcano.sh/v1alpha1/namespaces/{namespace}/jobs/{name}/status"]["patch"].is_object());
+        assert!(group_version(&reg, "apis/batch.volcano.sh/v9").is_none());
+        assert!(group_version(&reg, "nonsense").is_none());
+    }
+
+    #[test]
+    fn custom_kinds_publish_their_crd_schema_and_builtins_no_strategic_merge() {
+        let reg = registry_with_vcjob();
+        let vc = group_version(&reg, "apis/batch.volcano.sh/v1alpha1").unwrap();
+        let s = &vc["components"]["schemas"]["sh.volcano.batch.v1alpha1.Job"];
+        assert_eq!(
+            s["properties"]["spec"]["properties"]["queue"]["type"],
+            "string"
+        );
+        assert_eq!(s["properties"]["kind"]["type"], "string");
+        assert_eq!(s["x-kubernetes-group-version-kind"][0]["kind"], "Job");
+        let core = group_version(&reg, "api/v1").unwrap();
+        let patch = &core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"];
+        let types = patch["requestBody"]["content"].as_object().unwrap();
+        assert!(types.contains_key("application/merge-patch+json"));
+        assert!(!types.contains_key("application/strategic-merge-patch+json"));
+        assert!(core["components"]["schemas"]["io.k8s.api.core.v1.Pod"].is_object());
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        let reg = registry_with_vcjob();
+        for (g, v) in served_group_versions(&reg) {
+            let doc = group_version(&reg, &group_version_key(&g, &v)).unwrap();
+            let text = doc.to_string();
+            for part in text.split("\"#/components/schemas/").skip(1) {
+                let name = part.split('"').next().unwrap();
+                assert!(
+                    doc["components"]["schemas"].get(name).is_some(),
+                    "{g}/{v}: {name}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_exactly_what_pruning_drops() {
+        let reg = registry_with_vcjob();
+        let res = reg.lookup("batch.volcano.sh", "v1alpha1", "jobs").unwrap();
+        let job = json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "j", "bogusMeta": 1},
+            "bogus": 1,
+            "spec": {"queue": "q", "foo": true, "gone": null, "labels": {"a": "b"},
+                     "tasks": [{"name": "t"}, {"name": "u", "extra": 1, "template": {"anything": 1}}]},
+            "status": {"whatever": 1}
+        });
+        let found = unknown_fields(&res, "v1alpha1", &job);
+        assert_eq!(
+            found,
+            [
+                "metadata.bogusMeta",
+                "bogus",
+                "spec.foo",
+                "spec.tasks[1].extra"
+            ]
+        );
+        let mut pruned = job.clone();
+        crd::prune(
+            &mut pruned,
+            res.crd.as_ref().unwrap().schema("v1alpha1").unwrap(),
+        );
+        assert!(pruned.get("bogus").is_none() && pruned["spec"].get("foo").is_none());
+        assert!(pruned["spec"]["tasks"][1].get("extra").is_none());
+        assert!(
+            unknown_fields(&res, "v1alpha1", &pruned)
+                .iter()
+                .all(|f| f.starts_with("metadata."))
+        );
+    }
+
+    #[test]
+    fn directives_refuse_warn_or_ignore() {
+        let reg = registry_with_vcjob();
+        let res = reg.lookup("batch.volcano.sh", "v1alpha1", "jobs").unwrap();
+        let job = json!({"metadata": {"name": "j"}, "spec": {"foo": 1, "bar": 2}});
+        let w = Warnings::default();
+        let err = enforce(FieldValidation::Strict, &res, "v1alpha1", &job, &w, true).unwrap_err();
+        assert_eq!(err.code(), 400);
+        assert_eq!(
+            err.to_string(),
+            "Job in version \"v1alpha1\" cannot be handled as a Job: strict decoding error: unknown field \"spec.bar\", unknown field \"spec.foo\""
+        );
+        let err = enforce(FieldValidation::Strict, &res, "v1alpha1", &job, &w, false).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("strict decoding error: unknown field")
+        );
+        enforce(FieldValidation::Warn, &res, "v1alpha1", &job, &w, true).unwrap();
+        enforce(FieldValidation::Warn, &res, "v1alpha1", &job, &w, true).unwrap();
+        assert_eq!(
+            w.take(),
+            ["unknown field \"spec.bar\"", "unknown field \"spec.foo\""]
+        );
+        enforce(FieldValidation::Ignore, &res, "v1alpha1", &job, &w, true).unwrap();
+        assert!(w.take().is_empty());
+        let clean = json!({"metadata": {"name": "j"}, "spec": {"queue": "q"}});
+        enforce(FieldValidation::Strict, &res, "v1alpha1", &clean, &w, true).unwrap();
+        let cm = reg.lookup("", "v1", "configmaps").unwrap();
+        let bad_meta = json!({"metadata": {"name": "c", "lables": {}}});
+        assert!(enforce(FieldValidation::Strict, &cm, "v1", &bad_meta, &w, true).is_err());
+    }
+
+    #[test]
+    fn query_values_and_headers_read_like_kube_apiserver() {
+        assert_eq!(
+            FieldValidation::from_query(None).unwrap(),
+            FieldValidation::Warn
+        );
+        assert_eq!(
+            FieldValidation::from_query(Some("Strict")).unwrap(),
+            FieldValidation::Strict
+        );
+        assert_eq!(
+            FieldValidation::from_query(Some("Ignore")).unwrap(),
+            FieldValidation::Ignore
+        );
+        assert_eq!(
+            FieldValidation::from_query(Some("strict"))
+                .unwrap_err()
+                .code(),
+            400
+        );
+        assert_eq!(
+            warning_header("unknown field \"spec.foo\""),
+            r#"299 - "unknown field \"spec.foo\"""#
+        );
+        assert!(accepts_json("application/json, */*"));
+        assert!(accepts_json(""));
+        assert!(accepts_json(
+            "application/com.github.proto-openapi.spec.v3@v1.0+protobuf, application/json;q=0.9"
+        ));
+        assert!(!accepts_json(
+            "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"
+        ));
+    }
+}
