@@ -304,12 +304,20 @@ fn flag(q: &HashMap<String, String>, k: &str) -> bool {
     q.get(k).is_some_and(|v| v == "true" || v == "1")
 }
 
-fn write_opts(q: &HashMap<String, String>, version: &str) -> WriteOptions {
-    WriteOptions {
+fn write_opts(
+    q: &HashMap<String, String>,
+    version: &str,
+    warnings: &openapi::Warnings,
+) -> Result<WriteOptions, ApiError> {
+    Ok(WriteOptions {
         dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
         field_manager: q.get("fieldManager").cloned(),
         version: version.to_string(),
-    }
+        field_validation: openapi::FieldValidation::from_query(
+            q.get("fieldValidation").map(String::as_str),
+        )?,
+        warnings: warnings.clone(),
+    })
 }
 
 fn render(t: &Target, s: &Stored) -> Bytes {
@@ -335,6 +343,7 @@ async fn handle(
         .unwrap_or("")
         .to_string();
     let ns = t.namespace.clone().unwrap_or_default();
+    let warnings = openapi::Warnings::default();
     let endpoint = match t.sub.as_deref() {
         None | Some("finalize") => Endpoint::Main,
         Some("status") if t.res.status_subresource => Endpoint::Status,
@@ -347,7 +356,7 @@ async fn handle(
             });
         }
     };
-    match (&method, t.name.clone(), t.sub.as_deref()) {
+    let mut resp = match (&method, t.name.clone(), t.sub.as_deref()) {
         (&Method::GET, Some(name), Some("scale")) => {
             let s = api.get_object(&t.res, &ns, &name)?;
             let paths = t
@@ -370,7 +379,7 @@ async fn handle(
                     &ns,
                     &name,
                     ScaleWrite::Replace(&obj),
-                    &write_opts(&q, version),
+                    &write_opts(&q, version, &warnings)?,
                 )
                 .await?;
             Ok(json_response(StatusCode::OK, &sc))
@@ -391,7 +400,7 @@ async fn handle(
                     &ns,
                     &name,
                     ScaleWrite::Patch(kind, &body),
-                    &write_opts(&q, version),
+                    &write_opts(&q, version, &warnings)?,
                 )
                 .await?;
             Ok(json_response(StatusCode::OK, &sc))
@@ -423,7 +432,13 @@ async fn handle(
             let (h, body) = read_body(req).await?;
             let obj = parse_object(&h, &body)?;
             let s = api
-                .create(Caller::Client, &t.res, &ns, obj, &write_opts(&q, version))
+                .create(
+                    Caller::Client,
+                    &t.res,
+                    &ns,
+                    obj,
+                    &write_opts(&q, version, &warnings)?,
+                )
                 .await?;
             Ok(bytes_response(StatusCode::CREATED, render(&t, &s)))
         }
@@ -450,7 +465,7 @@ async fn handle(
                     &name,
                     endpoint,
                     obj,
-                    &write_opts(&q, version),
+                    &write_opts(&q, version, &warnings)?,
                 )
                 .await?;
             Ok(bytes_response(StatusCode::OK, render(&t, &s)))
@@ -476,7 +491,7 @@ async fn handle(
                     endpoint,
                     kind,
                     &body,
-                    &write_opts(&q, version),
+                    &write_opts(&q, version, &warnings)?,
                 )
                 .await?;
             let code = if existed {
@@ -535,7 +550,13 @@ async fn handle(
             "the server does not allow this method on the requested resource ({method} {})",
             segs.join("/")
         ))),
+    }?;
+    for w in warnings.take() {
+        if let Ok(v) = header::HeaderValue::from_str(&openapi::warning_header(&w)) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
     }
+    Ok(resp)
 }
 
 fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
