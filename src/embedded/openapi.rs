@@ -16,10 +16,11 @@
 //! compute strategic merge patches from these schemas, which carry no merge keys; without it
 //! kubectl uses its compiled-in types, as before, and the server still accepts such patches.
 //!
-//! Field validation: unknown fields are what pruning drops for custom resources (the CRD's
-//! structural schema) and, for every kind, unknown keys of `metadata`. Built-in kinds' other
-//! fields are not checked (no schemas here). Duplicate JSON keys are not detected (the body
-//! is already decoded, last key wins).
+//! Field validation: unknown fields are, for custom resources, what pruning drops (the CRD's
+//! structural schema); for built-in kinds, what decoding into the Kubernetes type (k8s-openapi)
+//! drops, checked only when the client sent a directive (kubectl always does); for every kind,
+//! unknown keys of `metadata`. Duplicate JSON keys are not detected (the body is already
+//! decoded, last key wins), nor are wrong value types.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hasher;
@@ -42,13 +43,19 @@ pub enum FieldValidation {
     Warn,
     /// Refuse the write with 400 naming every unknown field.
     Strict,
+    /// No directive sent: `Warn`, except that built-in kinds' fields other than `metadata` are
+    /// not checked. That check is a typed decode and re-encode of the object; skipping it keeps
+    /// the writes of clients that never ask (kube-rs, tephra's controllers) as cheap as before.
+    Unset,
 }
 
 impl FieldValidation {
-    /// From the query parameter; absent or empty means `Warn`, as in kube-apiserver.
+    /// From the query parameter; absent or empty means [`FieldValidation::Unset`] (kube-apiserver:
+    /// `Warn`).
     pub fn from_query(v: Option<&str>) -> Result<Self, ApiError> {
         match v {
-            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            None | Some("") => Ok(FieldValidation::Unset),
+            Some("Warn") => Ok(FieldValidation::Warn),
             Some("Ignore") => Ok(FieldValidation::Ignore),
             Some("Strict") => Ok(FieldValidation::Strict),
             Some(other) => Err(ApiError::BadRequest(format!(
@@ -104,9 +111,16 @@ const OBJECT_META_FIELDS: &[&str] = &[
 ];
 
 /// The unknown fields of `obj` (as written to `version` of `res`), as kube-apiserver names
-/// them (`spec.tasks[0].foo`): unknown `metadata` keys, and for custom resources the fields the
-/// structural schema would prune. `null` values are ignored (a merge patch deletes with them).
-pub fn unknown_fields(res: &ResourceInfo, version: &str, obj: &Value) -> Vec<String> {
+/// them (`spec.tasks[0].foo`): unknown `metadata` keys; for custom resources the fields the
+/// structural schema would prune; for built-in kinds when `builtin` is set, the fields the
+/// Kubernetes type (k8s-openapi) does not have. `null` values are ignored (a merge patch
+/// deletes with them).
+pub fn unknown_fields(
+    res: &ResourceInfo,
+    version: &str,
+    obj: &Value,
+    builtin: bool,
+) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(meta) = obj.get("metadata").and_then(Value::as_object) {
         for (k, v) in meta {
@@ -117,8 +131,101 @@ pub fn unknown_fields(res: &ResourceInfo, version: &str, obj: &Value) -> Vec<Str
     }
     if let Some(schema) = res.crd.as_ref().and_then(|c| c.schema(version)) {
         walk_unknown(obj, schema, true, "", &mut out);
+    } else if builtin
+        && !res.is_custom()
+        && let Some(typed) = builtin_round_trip(res, obj)
+        && let (Some(sent), Some(kept)) = (obj.as_object(), typed.as_object())
+    {
+        for (k, v) in sent {
+            if k != "metadata" {
+                dropped(v, kept.get(k), k, &mut out);
+            }
+        }
     }
     out
+}
+
+/// The fields of `sent` that are missing from `kept` (its typed re-encoding).
+fn dropped(sent: &Value, kept: Option<&Value>, path: &str, out: &mut Vec<String>) {
+    if sent.is_null() {
+        return;
+    }
+    let Some(kept) = kept else {
+        out.push(path.to_string());
+        return;
+    };
+    match (sent, kept) {
+        (Value::Object(s), Value::Object(k)) => {
+            for (key, v) in s {
+                dropped(v, k.get(key), &join(path, key), out);
+            }
+        }
+        (Value::Array(s), Value::Array(k)) => {
+            for (i, v) in s.iter().enumerate() {
+                dropped(v, k.get(i), &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `obj` decoded as its Kubernetes type and encoded again: unknown fields are gone. `None`
+/// for kinds not listed and for objects that do not decode (wrong types are left to the rest
+/// of the write path, which has always accepted them).
+fn builtin_round_trip(res: &ResourceInfo, obj: &Value) -> Option<Value> {
+    use k8s_openapi::api::{
+        admissionregistration, apps, batch, coordination, core, events, networking, policy, rbac,
+        scheduling, storage,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
+    fn rt<T: serde::de::DeserializeOwned + serde::Serialize>(obj: &Value) -> Option<Value> {
+        let typed = T::deserialize(obj).ok()?;
+        serde_json::to_value(typed).ok()
+    }
+    match (res.group.as_str(), res.kind.as_str()) {
+        ("", "Namespace") => rt::<core::v1::Namespace>(obj),
+        ("", "Node") => rt::<core::v1::Node>(obj),
+        ("", "Pod") => rt::<core::v1::Pod>(obj),
+        ("", "Service") => rt::<core::v1::Service>(obj),
+        ("", "Endpoints") => rt::<core::v1::Endpoints>(obj),
+        ("", "ConfigMap") => rt::<core::v1::ConfigMap>(obj),
+        ("", "Secret") => rt::<core::v1::Secret>(obj),
+        ("", "ServiceAccount") => rt::<core::v1::ServiceAccount>(obj),
+        ("", "PersistentVolumeClaim") => rt::<core::v1::PersistentVolumeClaim>(obj),
+        ("", "PersistentVolume") => rt::<core::v1::PersistentVolume>(obj),
+        ("", "Event") => rt::<core::v1::Event>(obj),
+        ("", "LimitRange") => rt::<core::v1::LimitRange>(obj),
+        ("", "ResourceQuota") => rt::<core::v1::ResourceQuota>(obj),
+        ("events.k8s.io", "Event") => rt::<events::v1::Event>(obj),
+        ("coordination.k8s.io", "Lease") => rt::<coordination::v1::Lease>(obj),
+        ("apps", "ReplicaSet") => rt::<apps::v1::ReplicaSet>(obj),
+        ("apps", "StatefulSet") => rt::<apps::v1::StatefulSet>(obj),
+        ("apps", "Deployment") => rt::<apps::v1::Deployment>(obj),
+        ("apps", "DaemonSet") => rt::<apps::v1::DaemonSet>(obj),
+        ("apps", "ControllerRevision") => rt::<apps::v1::ControllerRevision>(obj),
+        ("batch", "Job") => rt::<batch::v1::Job>(obj),
+        ("batch", "CronJob") => rt::<batch::v1::CronJob>(obj),
+        ("policy", "PodDisruptionBudget") => rt::<policy::v1::PodDisruptionBudget>(obj),
+        ("networking.k8s.io", "NetworkPolicy") => rt::<networking::v1::NetworkPolicy>(obj),
+        ("scheduling.k8s.io", "PriorityClass") => rt::<scheduling::v1::PriorityClass>(obj),
+        ("storage.k8s.io", "StorageClass") => rt::<storage::v1::StorageClass>(obj),
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
+            rt::<admissionregistration::v1::MutatingWebhookConfiguration>(obj)
+        }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
+            rt::<admissionregistration::v1::ValidatingWebhookConfiguration>(obj)
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            rt::<apiextensions::v1::CustomResourceDefinition>(obj)
+        }
+        ("rbac.authorization.k8s.io", "Role") => rt::<rbac::v1::Role>(obj),
+        ("rbac.authorization.k8s.io", "RoleBinding") => rt::<rbac::v1::RoleBinding>(obj),
+        ("rbac.authorization.k8s.io", "ClusterRole") => rt::<rbac::v1::ClusterRole>(obj),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            rt::<rbac::v1::ClusterRoleBinding>(obj)
+        }
+        _ => None,
+    }
 }
 
 fn is_true(s: &Value, k: &str) -> bool {
@@ -183,7 +290,7 @@ pub fn enforce(
     if mode == FieldValidation::Ignore {
         return Ok(());
     }
-    let unknown = unknown_fields(res, version, obj);
+    let unknown = unknown_fields(res, version, obj, mode != FieldValidation::Unset);
     if unknown.is_empty() {
         return Ok(());
     }
@@ -791,7 +898,7 @@ mod tests {
                      "tasks": [{"name": "t"}, {"name": "u", "extra": 1, "template": {"anything": 1}}]},
             "status": {"whatever": 1}
         });
-        let found = unknown_fields(&res, "v1alpha1", &job);
+        let found = unknown_fields(&res, "v1alpha1", &job, true);
         assert_eq!(
             found,
             [
@@ -809,7 +916,7 @@ mod tests {
         assert!(pruned.get("bogus").is_none() && pruned["spec"].get("foo").is_none());
         assert!(pruned["spec"]["tasks"][1].get("extra").is_none());
         assert!(
-            unknown_fields(&res, "v1alpha1", &pruned)
+            unknown_fields(&res, "v1alpha1", &pruned, true)
                 .iter()
                 .all(|f| f.starts_with("metadata."))
         );
@@ -851,6 +958,10 @@ mod tests {
     fn query_values_and_headers_read_like_kube_apiserver() {
         assert_eq!(
             FieldValidation::from_query(None).unwrap(),
+            FieldValidation::Unset
+        );
+        assert_eq!(
+            FieldValidation::from_query(Some("Warn")).unwrap(),
             FieldValidation::Warn
         );
         assert_eq!(
@@ -879,5 +990,184 @@ mod tests {
         assert!(!accepts_json(
             "application/com.github.proto-openapi.spec.v3@v1.0+protobuf"
         ));
+    }
+
+    #[test]
+    fn builtin_kinds_report_fields_their_type_lacks_only_when_asked() {
+        let reg = Registry::new();
+        let deploy = reg.lookup("apps", "v1", "deployments").unwrap();
+        let d = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"replicas": 2, "replica": 3, "selector": {"matchLabels": {"a": "b"}},
+                     "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [
+                         {"name": "c", "image": "i", "imagePullPolicy": null,
+                          "resources": {"requests": {"cpu": "1"}}, "port": 80}]}}}
+        });
+        assert_eq!(
+            unknown_fields(&deploy, "v1", &d, true),
+            ["spec.replica", "spec.template.spec.containers[0].port"]
+        );
+        let w = Warnings::default();
+        assert!(enforce(FieldValidation::Strict, &deploy, "v1", &d, &w, true).is_err());
+        enforce(FieldValidation::Unset, &deploy, "v1", &d, &w, true).unwrap();
+        assert!(
+            w.take().is_empty(),
+            "no directive: built-in fields are not checked"
+        );
+        let not_decodable = json!({"kind": "Deployment", "spec": {"replicas": "two", "x": 1}});
+        assert!(unknown_fields(&deploy, "v1", &not_decodable, true).is_empty());
+    }
+
+    #[test]
+    fn the_projects_own_manifests_have_no_unknown_fields() {
+        let reg = Registry::new();
+        let files = [
+            include_str!("../../manifests/deployment.yaml"),
+            include_str!("../../manifests/namespace.yaml"),
+            include_str!("../../manifests/rbac.yaml"),
+            include_str!("../../manifests/webhooks.yaml"),
+            include_str!("../../manifests/crds/batch.volcano.sh_jobs.yaml"),
+            include_str!("../../manifests/crds/bus.volcano.sh_commands.yaml"),
+            include_str!("../../manifests/crds/scheduling.volcano.sh_podgroups.yaml"),
+            include_str!("../../manifests/crds/scheduling.volcano.sh_queues.yaml"),
+        ];
+        let mut checked = 0;
+        for text in files {
+            let docs: Vec<Value> = serde_saphyr::from_multiple(text).unwrap();
+            for doc in docs.iter().filter(|d| d.is_object()) {
+                let av = doc["apiVersion"].as_str().unwrap();
+                let res = reg.by_kind(av, doc["kind"].as_str().unwrap()).unwrap();
+                let version = crate::embedded::resources::split_api_version(av).1;
+                assert_eq!(
+                    unknown_fields(&res, version, doc, true),
+                    Vec::<String>::new(),
+                    "{}",
+                    doc["metadata"]["name"]
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 8, "{checked}");
+    }
+
+    #[tokio::test]
+    async fn over_http_documents_are_served_and_writes_honour_the_directive() {
+        use axum::body::Body;
+        use axum::http::{Request, StatusCode};
+        use tower::ServiceExt;
+        let api = crate::embedded::ApiServer::new(crate::embedded::EmbeddedOptions {
+            nodes: 0,
+            sim_kubelet: false,
+            ..Default::default()
+        });
+        let call = |method: &str, uri: &str, accept: &str, body: Option<Value>| {
+            let api = api.clone();
+            let req = Request::builder()
+                .method(method)
+                .uri(uri)
+                .header("accept", accept)
+                .header("content-type", "application/json")
+                .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+                .unwrap();
+            async move {
+                let resp = crate::embedded::router(api).oneshot(req).await.unwrap();
+                let status = resp.status();
+                let warnings: Vec<String> = resp
+                    .headers()
+                    .get_all("warning")
+                    .iter()
+                    .map(|v| v.to_str().unwrap().to_string())
+                    .collect();
+                let body = axum::body::to_bytes(resp.into_body(), 1 << 24)
+                    .await
+                    .unwrap();
+                (
+                    status,
+                    warnings,
+                    serde_json::from_slice::<Value>(&body).unwrap(),
+                )
+            }
+        };
+        let (st, _, root) = call("GET", "/openapi/v3", "application/json, */*", None).await;
+        assert_eq!(st, StatusCode::OK);
+        let url = root["paths"]["api/v1"]["serverRelativeURL"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (st, _, doc) = call("GET", &url, "application/json", None).await;
+        assert_eq!(st, StatusCode::OK);
+        assert!(
+            doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"].is_object()
+        );
+        let pb = "application/com.github.proto-openapi.spec.v3@v1.0+protobuf";
+        assert_eq!(
+            call("GET", &url, pb, None).await.0,
+            StatusCode::NOT_ACCEPTABLE
+        );
+        assert_eq!(
+            call("GET", "/openapi/v3/apis/nope/v1", "application/json", None)
+                .await
+                .0,
+            StatusCode::NOT_FOUND
+        );
+
+        api.seed(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            vcjob_crd(),
+        )
+        .unwrap();
+        let (_, _, root) = call("GET", "/openapi/v3", "application/json", None).await;
+        assert!(
+            root["paths"]["apis/batch.volcano.sh/v1alpha1"].is_object(),
+            "a new CRD is published"
+        );
+        let jobs = "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs";
+        let job = |name: &str| {
+            json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": name}, "spec": {"queue": "q", "foo": 1}})
+        };
+        let (st, _, status) = call(
+            "POST",
+            &format!("{jobs}?fieldValidation=Strict"),
+            "application/json",
+            Some(job("a")),
+        )
+        .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST);
+        assert_eq!(status["reason"], "BadRequest");
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("strict decoding error: unknown field \"spec.foo\"")
+        );
+        assert_eq!(api.count("batch.volcano.sh", "jobs"), 0);
+        let (st, warnings, created) = call(
+            "POST",
+            &format!("{jobs}?fieldValidation=Warn"),
+            "application/json",
+            Some(job("b")),
+        )
+        .await;
+        assert_eq!(st, StatusCode::CREATED);
+        assert_eq!(warnings, [r#"299 - "unknown field \"spec.foo\"""#]);
+        assert!(created["spec"].get("foo").is_none());
+        let (st, warnings, _) = call(
+            "POST",
+            &format!("{jobs}?fieldValidation=Ignore"),
+            "application/json",
+            Some(job("c")),
+        )
+        .await;
+        assert_eq!((st, warnings.len()), (StatusCode::CREATED, 0));
+        let (st, _, _) = call(
+            "POST",
+            &format!("{jobs}?fieldValidation=Loud"),
+            "application/json",
+            Some(job("d")),
+        )
+        .await;
+        assert_eq!(st, StatusCode::BAD_REQUEST);
     }
 }

@@ -84,7 +84,10 @@ sed 's/^  name: from-file/  name: other\n  lables: {a: b}/' "$WORK/cm.yaml" >"$W
 OUT="$("${K[@]}" apply -f "$WORK/bad-cm.yaml" 2>&1)" && fail "unknown metadata field accepted: $OUT"
 echo "$OUT" | grep -q 'unknown field "metadata.lables"' || fail "metadata strictness message: $OUT"
 "${K[@]}" delete cm from-file >/dev/null || fail "delete from-file"
-ok "create -f and apply -f with default validation; unknown metadata field refused"
+sed 's/^  a: b/  a: b\nimmutabel: true/' "$WORK/cm.yaml" >"$WORK/bad-cm2.yaml"
+OUT="$("${K[@]}" create -f "$WORK/bad-cm2.yaml" 2>&1)" && fail "unknown built-in field accepted: $OUT"
+echo "$OUT" | grep -q 'unknown field "immutabel"' || fail "built-in strictness message: $OUT"
+ok "create -f and apply -f with default validation; unknown metadata and built-in fields refused"
 
 "${K[@]}" apply -f "$FIXTURES/volcano-examples/deployment__deployment.yaml" >/dev/null || fail "apply deployment"
 DEPLOY="$("${K[@]}" get deploy -o jsonpath='{.items[0].metadata.name}')"
