@@ -276,21 +276,30 @@ fn walk_unknown(x: &Value, s: &Value, root: bool, path: &str, out: &mut Vec<Stri
 }
 
 /// Applies a directive to a write's object: `Strict` refuses unknown fields with 400
-/// (`strict decoding error: unknown field "spec.foo"`, prefixed as kube-apiserver does for
-/// a decoded body when `decoded` is set), `Warn` records one warning per field, `Ignore`
-/// does nothing (pruning later drops them either way).
+/// (`strict decoding error: unknown field "spec.foo"`, prefixed as kube-apiserver does for a
+/// decoded body), `Warn` records one warning per field, `Ignore` does nothing (pruning later
+/// drops custom resources' unknown fields either way). For a patch, `patched_from` is the
+/// stored object: only fields the patch brought in count (a built-in object stored by a client
+/// that sent no directive may hold unknown fields, and must stay patchable).
 pub fn enforce(
     mode: FieldValidation,
     res: &ResourceInfo,
     version: &str,
     obj: &Value,
     warnings: &Warnings,
-    decoded: bool,
+    patched_from: Option<&Value>,
 ) -> Result<(), ApiError> {
     if mode == FieldValidation::Ignore {
         return Ok(());
     }
-    let unknown = unknown_fields(res, version, obj, mode != FieldValidation::Unset);
+    let builtin = mode != FieldValidation::Unset;
+    let mut unknown = unknown_fields(res, version, obj, builtin);
+    if let Some(old) = patched_from
+        && !unknown.is_empty()
+    {
+        let before = unknown_fields(res, version, old, builtin);
+        unknown.retain(|f| !before.contains(f));
+    }
     if unknown.is_empty() {
         return Ok(());
     }
@@ -299,7 +308,7 @@ pub fn enforce(
         .map(|f| format!("unknown field \"{f}\""))
         .collect();
     if mode == FieldValidation::Strict {
-        let prefix = if decoded {
+        let prefix = if patched_from.is_none() {
             format!(
                 "{kind} in version \"{version}\" cannot be handled as a {kind}: ",
                 kind = res.kind
@@ -928,30 +937,38 @@ mod tests {
         let res = reg.lookup("batch.volcano.sh", "v1alpha1", "jobs").unwrap();
         let job = json!({"metadata": {"name": "j"}, "spec": {"foo": 1, "bar": 2}});
         let w = Warnings::default();
-        let err = enforce(FieldValidation::Strict, &res, "v1alpha1", &job, &w, true).unwrap_err();
+        let err = enforce(FieldValidation::Strict, &res, "v1alpha1", &job, &w, None).unwrap_err();
         assert_eq!(err.code(), 400);
         assert_eq!(
             err.to_string(),
             "Job in version \"v1alpha1\" cannot be handled as a Job: strict decoding error: unknown field \"spec.bar\", unknown field \"spec.foo\""
         );
-        let err = enforce(FieldValidation::Strict, &res, "v1alpha1", &job, &w, false).unwrap_err();
+        let err = enforce(
+            FieldValidation::Strict,
+            &res,
+            "v1alpha1",
+            &job,
+            &w,
+            Some(&json!({})),
+        )
+        .unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("strict decoding error: unknown field")
         );
-        enforce(FieldValidation::Warn, &res, "v1alpha1", &job, &w, true).unwrap();
-        enforce(FieldValidation::Warn, &res, "v1alpha1", &job, &w, true).unwrap();
+        enforce(FieldValidation::Warn, &res, "v1alpha1", &job, &w, None).unwrap();
+        enforce(FieldValidation::Warn, &res, "v1alpha1", &job, &w, None).unwrap();
         assert_eq!(
             w.take(),
             ["unknown field \"spec.bar\"", "unknown field \"spec.foo\""]
         );
-        enforce(FieldValidation::Ignore, &res, "v1alpha1", &job, &w, true).unwrap();
+        enforce(FieldValidation::Ignore, &res, "v1alpha1", &job, &w, None).unwrap();
         assert!(w.take().is_empty());
         let clean = json!({"metadata": {"name": "j"}, "spec": {"queue": "q"}});
-        enforce(FieldValidation::Strict, &res, "v1alpha1", &clean, &w, true).unwrap();
+        enforce(FieldValidation::Strict, &res, "v1alpha1", &clean, &w, None).unwrap();
         let cm = reg.lookup("", "v1", "configmaps").unwrap();
         let bad_meta = json!({"metadata": {"name": "c", "lables": {}}});
-        assert!(enforce(FieldValidation::Strict, &cm, "v1", &bad_meta, &w, true).is_err());
+        assert!(enforce(FieldValidation::Strict, &cm, "v1", &bad_meta, &w, None).is_err());
     }
 
     #[test]
@@ -1008,14 +1025,39 @@ mod tests {
             ["spec.replica", "spec.template.spec.containers[0].port"]
         );
         let w = Warnings::default();
-        assert!(enforce(FieldValidation::Strict, &deploy, "v1", &d, &w, true).is_err());
-        enforce(FieldValidation::Unset, &deploy, "v1", &d, &w, true).unwrap();
+        assert!(enforce(FieldValidation::Strict, &deploy, "v1", &d, &w, None).is_err());
+        enforce(FieldValidation::Unset, &deploy, "v1", &d, &w, None).unwrap();
         assert!(
             w.take().is_empty(),
             "no directive: built-in fields are not checked"
         );
         let not_decodable = json!({"kind": "Deployment", "spec": {"replicas": "two", "x": 1}});
         assert!(unknown_fields(&deploy, "v1", &not_decodable, true).is_empty());
+    }
+
+    #[test]
+    fn a_patch_is_refused_only_for_the_unknown_fields_it_brings() {
+        let reg = Registry::new();
+        let cm = reg.lookup("", "v1", "configmaps").unwrap();
+        let stored = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "junk": 1});
+        let w = Warnings::default();
+        let relabelled = json!({"kind": "ConfigMap", "metadata": {"name": "c", "labels": {"a": "b"}}, "junk": 1});
+        enforce(
+            FieldValidation::Strict,
+            &cm,
+            "v1",
+            &relabelled,
+            &w,
+            Some(&stored),
+        )
+        .unwrap();
+        let more = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "junk": 1, "dta": {}});
+        let err =
+            enforce(FieldValidation::Strict, &cm, "v1", &more, &w, Some(&stored)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "strict decoding error: unknown field \"dta\""
+        );
     }
 
     #[test]

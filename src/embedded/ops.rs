@@ -344,7 +344,7 @@ impl ApiServer {
             &version,
             &obj,
             &opts.warnings,
-            true,
+            None,
         )?;
         let obj = prepare::prepare_decode(res, &version, ns, obj)?;
         let pre_name = name_of(&obj).to_string();
@@ -416,7 +416,7 @@ impl ApiServer {
             },
             &body,
             &opts.warnings,
-            true,
+            None,
         )?;
         self.modify(caller, res, ns, name, endpoint, opts, |_old| {
             Ok(body.clone())
@@ -480,7 +480,7 @@ impl ApiServer {
                 version,
                 &target,
                 &opts.warnings,
-                false,
+                Some(old),
             )?;
             Ok(target)
         })
