@@ -343,10 +343,24 @@ fn served_group_versions(reg: &Registry) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-/// A short content hash for the `hash` query parameter (cache busting: a new CRD changes it).
-fn content_hash(doc: &Value) -> String {
+/// The resources served at a group-version.
+fn served_at(reg: &Registry, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
+    reg.all()
+        .into_iter()
+        .filter(|r| r.group == group && r.versions.iter().any(|v| v == version))
+        .collect()
+}
+
+/// The `hash` query parameter (cache busting: a new or changed CRD changes it). The document
+/// is a pure function of the resources served at its group-version (and of this build), so
+/// those are hashed instead of building every document for the root.
+fn fingerprint(version: &str, resources: &[Arc<ResourceInfo>]) -> String {
     let mut h = fnv::FnvHasher::default();
-    h.write(doc.to_string().as_bytes());
+    h.write(env!("CARGO_PKG_VERSION").as_bytes());
+    h.write(version.as_bytes());
+    for r in resources {
+        h.write(format!("{r:?}").as_bytes());
+    }
     format!("{:016X}", h.finish())
 }
 
@@ -355,12 +369,10 @@ pub fn root(reg: &Registry) -> Value {
     let mut paths = Map::new();
     for (g, v) in served_group_versions(reg) {
         let key = group_version_key(&g, &v);
-        let Some(doc) = group_version(reg, &key) else {
-            continue;
-        };
+        let hash = fingerprint(&v, &served_at(reg, &g, &v));
         paths.insert(
             key.clone(),
-            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", content_hash(&doc))}),
+            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash}")}),
         );
     }
     json!({ "paths": paths })
@@ -374,11 +386,7 @@ pub fn group_version(reg: &Registry, key: &str) -> Option<Value> {
         ["apis", g, v] => (g.to_string(), v.to_string()),
         _ => return None,
     };
-    let resources: Vec<Arc<ResourceInfo>> = reg
-        .all()
-        .into_iter()
-        .filter(|r| r.group == group && r.versions.contains(&version))
-        .collect();
+    let resources = served_at(reg, &group, &version);
     if resources.is_empty() {
         return None;
     }
@@ -811,6 +819,16 @@ mod tests {
         assert_eq!(
             before["paths"]["apis/apps/v1"], after["paths"]["apis/apps/v1"],
             "hash is stable"
+        );
+        let mut changed = vcjob_crd();
+        changed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+            ["minAvailable"] = json!({"type": "integer"});
+        reg.register(crd::resource_from_crd(&changed).unwrap());
+        let changed_root = root(&reg);
+        let key = "apis/batch.volcano.sh/v1alpha1";
+        assert_ne!(
+            after["paths"][key], changed_root["paths"][key],
+            "a changed schema changes the document URL"
         );
     }
 
