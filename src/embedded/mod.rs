@@ -10,6 +10,7 @@
 //!                                               ▼
 //!   rest.rs     axum: /api, /apis paths → verbs, subresources, Status errors
 //!   discovery.rs /api, /apis, /version, APIResourceLists
+//!   openapi.rs  pure: /openapi/v3 documents; fieldValidation (Strict, Warn, Ignore)
 //!   ops.rs      create / update / patch / delete semantics, faults, admission call
 //!     ├─ prepare.rs  pure: metadata, status split, generation, built-in defaults
 //!     ├─ patch.rs    pure: merge, JSON, strategic merge, apply
@@ -32,6 +33,7 @@ pub mod faults;
 pub mod gc;
 pub mod kubelet;
 pub mod nodes;
+pub mod openapi;
 pub mod ops;
 pub mod patch;
 pub mod prepare;

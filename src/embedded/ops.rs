@@ -14,7 +14,7 @@ use super::patch::{self, PatchKind};
 use super::prepare::{self, CreateContext, Endpoint};
 use super::resources::ResourceInfo;
 use super::store::{GroupResource, StoreError, Stored};
-use super::{ApiError, ApiServer, Caller, MAX_OBJECT_BYTES, crd, now_rfc3339, scale};
+use super::{ApiError, ApiServer, Caller, MAX_OBJECT_BYTES, crd, now_rfc3339, openapi, scale};
 
 /// How many times a write that lost a race is recomputed before giving up with 409.
 const MAX_RETRIES: usize = 16;
@@ -28,6 +28,10 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
     /// The URL's API version (objects are stored at the storage version).
     pub version: String,
+    /// `fieldValidation` (in-process callers: `Ignore`, pruning only).
+    pub field_validation: openapi::FieldValidation,
+    /// Where `Warn` puts its warnings (the REST layer turns them into `Warning` headers).
+    pub warnings: openapi::Warnings,
 }
 
 /// `propagationPolicy`.
@@ -334,6 +338,14 @@ impl ApiServer {
             opts.version.clone()
         };
         self.check_namespace(res, ns, name_of(&obj))?;
+        openapi::enforce(
+            opts.field_validation,
+            res,
+            &version,
+            &obj,
+            &opts.warnings,
+            None,
+        )?;
         let obj = prepare::prepare_decode(res, &version, ns, obj)?;
         let pre_name = name_of(&obj).to_string();
         let mut attrs = Attributes {
@@ -394,6 +406,18 @@ impl ApiServer {
             },
             &mut body,
         )?;
+        openapi::enforce(
+            opts.field_validation,
+            res,
+            if opts.version.is_empty() {
+                &res.versions[0]
+            } else {
+                &opts.version
+            },
+            &body,
+            &opts.warnings,
+            None,
+        )?;
         self.modify(caller, res, ns, name, endpoint, opts, |_old| {
             Ok(body.clone())
         })
@@ -445,6 +469,19 @@ impl ApiServer {
                 patch::PatchError::Apply(m) => ApiError::Invalid(m),
                 other => ApiError::BadRequest(other.to_string()),
             })?;
+            let version = if opts.version.is_empty() {
+                &res.versions[0]
+            } else {
+                &opts.version
+            };
+            openapi::enforce(
+                opts.field_validation,
+                res,
+                version,
+                &target,
+                &opts.warnings,
+                Some(old),
+            )?;
             Ok(target)
         })
         .await

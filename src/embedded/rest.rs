@@ -20,7 +20,7 @@ use super::resources::ResourceInfo;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::Stored;
 use super::watch::{self, WatchQuery};
-use super::{ApiError, ApiServer, Caller, MAX_REQUEST_BYTES, discovery};
+use super::{ApiError, ApiServer, Caller, MAX_REQUEST_BYTES, discovery, openapi};
 
 type Api = Arc<ApiServer>;
 
@@ -48,6 +48,8 @@ pub fn router(api: Api) -> Router {
             "/api/",
             get(|| async { json_response(StatusCode::OK, &discovery::core_versions()) }),
         )
+        .route("/openapi/v3", get(openapi_root))
+        .route("/openapi/v3/{*gv}", get(openapi_group_version))
         .route("/apis", get(apis_root))
         .route("/apis/", get(apis_root))
         .route("/api/{*rest}", axum::routing::any(core))
@@ -83,6 +85,39 @@ fn success(code: u16) -> Response {
 
 async fn apis_root(State(api): State<Api>) -> Response {
     json_response(StatusCode::OK, &discovery::group_list(&api.registry))
+}
+
+/// `/openapi/v3`: kubectl reads it (then a group-version document) to learn that writes take
+/// `fieldValidation`, instead of downloading OpenAPI v2 for client-side validation.
+async fn openapi_root(State(api): State<Api>, headers: HeaderMap) -> Response {
+    openapi_answer(&headers, || Some(openapi::root(&api.registry)), "")
+}
+
+async fn openapi_group_version(
+    State(api): State<Api>,
+    axum::extract::Path(gv): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    openapi_answer(&headers, || openapi::group_version(&api.registry, &gv), &gv)
+}
+
+fn openapi_answer(headers: &HeaderMap, doc: impl FnOnce() -> Option<Value>, gv: &str) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !openapi::accepts_json(accept) {
+        return error_response(&ApiError::NotAcceptable(format!(
+            "only application/json is served for OpenAPI v3 documents (Accept: {accept})"
+        )));
+    }
+    match doc() {
+        Some(d) => json_response(StatusCode::OK, &d),
+        None => error_response(&ApiError::NotFound {
+            resource: "openapi/v3".into(),
+            name: gv.to_string(),
+        }),
+    }
 }
 
 async fn core(State(api): State<Api>, req: Request) -> Response {
@@ -269,12 +304,20 @@ fn flag(q: &HashMap<String, String>, k: &str) -> bool {
     q.get(k).is_some_and(|v| v == "true" || v == "1")
 }
 
-fn write_opts(q: &HashMap<String, String>, version: &str) -> WriteOptions {
-    WriteOptions {
+fn write_opts(
+    q: &HashMap<String, String>,
+    version: &str,
+    warnings: &openapi::Warnings,
+) -> Result<WriteOptions, ApiError> {
+    Ok(WriteOptions {
         dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
         field_manager: q.get("fieldManager").cloned(),
         version: version.to_string(),
-    }
+        field_validation: openapi::FieldValidation::from_query(
+            q.get("fieldValidation").map(String::as_str),
+        )?,
+        warnings: warnings.clone(),
+    })
 }
 
 fn render(t: &Target, s: &Stored) -> Bytes {
@@ -300,6 +343,7 @@ async fn handle(
         .unwrap_or("")
         .to_string();
     let ns = t.namespace.clone().unwrap_or_default();
+    let warnings = openapi::Warnings::default();
     let endpoint = match t.sub.as_deref() {
         None | Some("finalize") => Endpoint::Main,
         Some("status") if t.res.status_subresource => Endpoint::Status,
@@ -312,7 +356,7 @@ async fn handle(
             });
         }
     };
-    match (&method, t.name.clone(), t.sub.as_deref()) {
+    let mut resp = match (&method, t.name.clone(), t.sub.as_deref()) {
         (&Method::GET, Some(name), Some("scale")) => {
             let s = api.get_object(&t.res, &ns, &name)?;
             let paths = t
@@ -335,7 +379,7 @@ async fn handle(
                     &ns,
                     &name,
                     ScaleWrite::Replace(&obj),
-                    &write_opts(&q, version),
+                    &write_opts(&q, version, &warnings)?,
                 )
                 .await?;
             Ok(json_response(StatusCode::OK, &sc))
@@ -356,7 +400,7 @@ async fn handle(
                     &ns,
                     &name,
                     ScaleWrite::Patch(kind, &body),
-                    &write_opts(&q, version),
+                    &write_opts(&q, version, &warnings)?,
                 )
                 .await?;
             Ok(json_response(StatusCode::OK, &sc))
@@ -388,7 +432,13 @@ async fn handle(
             let (h, body) = read_body(req).await?;
             let obj = parse_object(&h, &body)?;
             let s = api
-                .create(Caller::Client, &t.res, &ns, obj, &write_opts(&q, version))
+                .create(
+                    Caller::Client,
+                    &t.res,
+                    &ns,
+                    obj,
+                    &write_opts(&q, version, &warnings)?,
+                )
                 .await?;
             Ok(bytes_response(StatusCode::CREATED, render(&t, &s)))
         }
@@ -415,7 +465,7 @@ async fn handle(
                     &name,
                     endpoint,
                     obj,
-                    &write_opts(&q, version),
+                    &write_opts(&q, version, &warnings)?,
                 )
                 .await?;
             Ok(bytes_response(StatusCode::OK, render(&t, &s)))
@@ -441,7 +491,7 @@ async fn handle(
                     endpoint,
                     kind,
                     &body,
-                    &write_opts(&q, version),
+                    &write_opts(&q, version, &warnings)?,
                 )
                 .await?;
             let code = if existed {
@@ -500,7 +550,13 @@ async fn handle(
             "the server does not allow this method on the requested resource ({method} {})",
             segs.join("/")
         ))),
+    }?;
+    for w in warnings.take() {
+        if let Ok(v) = header::HeaderValue::from_str(&openapi::warning_header(&w)) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
     }
+    Ok(resp)
 }
 
 fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {

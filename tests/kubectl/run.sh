@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # kubectl as a real outside client of the embedded API.
 #
-# Starts the API on a free loopback port, then drives it with `kubectl --server`: apply the
-# Volcano CRDs and a vcJob, get it by short name as JSON (schema defaults applied), label it,
+# Starts the API on a free loopback port, then drives it with `kubectl --server` (default,
+# server-side field validation throughout): apply the Volcano CRDs and a vcJob (and see a
+# vcJob with an unknown field refused), get it by short name as JSON (schema defaults applied), label it,
 # patch it (merge and JSON), watch (`get -w` with a timeout), delete it with garbage collection
 # of a dependent, and check discovery and tables (`get nodes`, `api-resources`), imperative
 # creates (`create namespace/configmap/secret`) and namespace deletion.
@@ -13,8 +14,9 @@
 #   CRDS_DIR          CRD manifests (default: manifests/crds if present, else the Volcano fixtures)
 #   VCJOB             vcJob manifest (default: the fixtures' volcano-examples/job.yaml)
 #
-# kubectl's client-side validation needs the OpenAPI document, which the embedded API does not
-# serve: every apply uses --validate=false.
+# Every apply and create runs with kubectl's default validation (`--validate=strict`): kubectl
+# reads the API's OpenAPI v3 documents and leaves validation to the server
+# (`?fieldValidation=Strict`), which refuses unknown fields of custom resources.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -74,17 +76,45 @@ expect "secret data" "$("${K[@]}" get secret pw -n team -o jsonpath='{.data.pw}'
 "${K[@]}" get cm cfg -n team >/dev/null 2>&1 && fail "namespace content survived"
 ok "imperative create (protobuf bodies) and namespace deletion"
 
-"${K[@]}" apply --validate=false -f "$FIXTURES/volcano-examples/deployment__deployment.yaml" >/dev/null || fail "apply deployment"
+# `create -f` with default validation; a misspelt metadata field is refused for built-in kinds.
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-file\ndata:\n  a: b\n' >"$WORK/cm.yaml"
+"${K[@]}" create -f "$WORK/cm.yaml" >/dev/null || fail "create -f with default validation"
+expect "create -f" "$("${K[@]}" get cm from-file -o jsonpath='{.data.a}')" "b"
+sed 's/^  name: from-file/  name: other\n  lables: {a: b}/' "$WORK/cm.yaml" >"$WORK/bad-cm.yaml"
+OUT="$("${K[@]}" apply -f "$WORK/bad-cm.yaml" 2>&1)" && fail "unknown metadata field accepted: $OUT"
+echo "$OUT" | grep -q 'unknown field "metadata.lables"' || fail "metadata strictness message: $OUT"
+"${K[@]}" delete cm from-file >/dev/null || fail "delete from-file"
+sed 's/^  a: b/  a: b\nimmutabel: true/' "$WORK/cm.yaml" >"$WORK/bad-cm2.yaml"
+OUT="$("${K[@]}" create -f "$WORK/bad-cm2.yaml" 2>&1)" && fail "unknown built-in field accepted: $OUT"
+echo "$OUT" | grep -q 'unknown field "immutabel"' || fail "built-in strictness message: $OUT"
+ok "create -f and apply -f with default validation; unknown metadata and built-in fields refused"
+
+"${K[@]}" apply -f "$FIXTURES/volcano-examples/deployment__deployment.yaml" >/dev/null || fail "apply deployment"
 DEPLOY="$("${K[@]}" get deploy -o jsonpath='{.items[0].metadata.name}')"
 "${K[@]}" scale deploy "$DEPLOY" --replicas=3 >/dev/null || fail "scale"
 expect "scale subresource" "$("${K[@]}" get deploy "$DEPLOY" -o jsonpath='{.spec.replicas}')" "3"
 "${K[@]}" delete deploy "$DEPLOY" >/dev/null || fail "delete deployment"
 
-"${K[@]}" apply --validate=false -f "$CRDS_DIR" >/dev/null || fail "apply CRDs"
+"${K[@]}" apply -f "$CRDS_DIR" >/dev/null || fail "apply CRDs"
 "${K[@]}" wait --for condition=established --timeout=10s crd/jobs.batch.volcano.sh >/dev/null || fail "CRD established"
-ok "CRDs applied and established"
+ok "CRDs applied (default validation) and established"
 
-"${K[@]}" apply --validate=false -f "$VCJOB" >/dev/null || fail "apply vcJob"
+# An unknown field: refused under the default (strict) validation, with kube-apiserver's
+# message; a warning under --validate=warn. Nothing is created either way but the last.
+sed '0,/^spec:/s//spec:\n  notAField: 1/' "$VCJOB" >"$WORK/bad-job.yaml"
+grep -q notAField "$WORK/bad-job.yaml" || fail "could not make the bad vcJob"
+OUT="$("${K[@]}" apply -f "$WORK/bad-job.yaml" 2>&1)" && fail "strict validation accepted an unknown field: $OUT"
+echo "$OUT" | grep -q 'strict decoding error: unknown field "spec.notAField"' || fail "strict validation message: $OUT"
+OUT="$("${K[@]}" create -f "$WORK/bad-job.yaml" 2>&1)" && fail "create accepted an unknown field: $OUT"
+echo "$OUT" | grep -q 'unknown field "spec.notAField"' || fail "create -f message: $OUT"
+"${K[@]}" get vcjob -o name | grep -q . && fail "a refused vcJob was stored"
+OUT="$("${K[@]}" apply --validate=warn -f "$WORK/bad-job.yaml" 2>&1)" || fail "apply --validate=warn: $OUT"
+echo "$OUT" | grep -q 'Warning: unknown field "spec.notAField"' || fail "no warning for the unknown field: $OUT"
+"${K[@]}" get vcjob -o jsonpath='{.items[0].spec}' | grep -q notAField && fail "the unknown field was stored"
+"${K[@]}" delete -f "$WORK/bad-job.yaml" --wait=true --timeout=10s >/dev/null || fail "delete the warned vcJob"
+ok "unknown vcJob field: refused by apply -f and create -f, a warning under --validate=warn"
+
+"${K[@]}" apply -f "$VCJOB" >/dev/null || fail "apply vcJob"
 NAME="$("${K[@]}" get vcjob -o jsonpath='{.items[0].metadata.name}')"
 [ -n "$NAME" ] || fail "no vcjob listed"
 JSON="$("${K[@]}" get vj "$NAME" -o json)" || fail "get by short name"
@@ -107,7 +137,7 @@ ok "failing JSON patch refused"
 WATCH=$!
 sleep 1
 UID_="$("${K[@]}" get vcjob "$NAME" -o jsonpath='{.metadata.uid}')"
-cat <<EOF | "${K[@]}" apply --validate=false -f - >/dev/null || fail "create dependent"
+cat <<EOF | "${K[@]}" apply -f - >/dev/null || fail "create dependent"
 apiVersion: v1
 kind: ConfigMap
 metadata:
