@@ -32,6 +32,7 @@ pub mod discovery;
 pub mod faults;
 pub mod gc;
 pub mod kubelet;
+pub mod logs;
 pub mod nodes;
 pub mod openapi;
 pub mod ops;

@@ -347,7 +347,7 @@ async fn handle(
     let endpoint = match t.sub.as_deref() {
         None | Some("finalize") => Endpoint::Main,
         Some("status") if t.res.status_subresource => Endpoint::Status,
-        Some("binding" | "eviction") if t.res.pod_subresources => Endpoint::Main,
+        Some("binding" | "eviction" | "log") if t.res.pod_subresources => Endpoint::Main,
         Some("scale") if t.res.scale.is_some() => Endpoint::Main,
         Some(s) => {
             return Err(ApiError::NotFound {
@@ -441,6 +441,14 @@ async fn handle(
                 )
                 .await?;
             Ok(bytes_response(StatusCode::CREATED, render(&t, &s)))
+        }
+        (&Method::GET, Some(name), Some("log")) => {
+            let pod = api
+                .get_object(&t.res, &ns, &name)?
+                .value()
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            let text = super::logs::simulated_log(&pod, q.get("container").map(String::as_str))?;
+            Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response())
         }
         (&Method::POST, Some(name), Some("binding")) => {
             let (h, body) = read_body(req).await?;

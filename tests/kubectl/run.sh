@@ -168,5 +168,31 @@ ok "delete cascaded to the dependent"
 OUT="$("${K[@]}" get vcjob "$NAME" 2>&1 || true)"
 echo "$OUT" | grep -q NotFound || fail "missing object is not a NotFound Status: $OUT"
 ok "NotFound for a deleted object"
+# A pod the kubelet stand-in runs for 1 s and ends with exit code 3; `kubectl logs` shows the
+# simulated log (there is no container runtime).
+"${K[@]}" apply -f - >/dev/null <<EOF || fail "apply simulated pod"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: sim
+  namespace: default
+  annotations:
+    simulation.tephra.io/run-seconds: "1"
+    simulation.tephra.io/exit-code: "3"
+spec:
+  nodeName: node-1
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+EOF
+for _ in $(seq 1 50); do
+  [ "$("${K[@]}" get pod sim -o jsonpath='{.status.phase}')" = Failed ] && break
+  sleep 0.1
+done
+expect "simulated pod failed with its exit code" "$("${K[@]}" get pod sim -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')" "3"
+"${K[@]}" logs sim | grep -q "exit code 3" || fail "kubectl logs did not show the simulated exit"
+ok "kubectl logs shows the simulated container log"
+
 echo "all kubectl checks passed"
 echo "kubectl: $PASSED passed, 0 failed"
