@@ -25,7 +25,9 @@ use crate::api::Queue;
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
     /// The initial list did not complete in time (API down, RBAC missing).
-    #[error("watch caches not synced within {0:?} (is the API reachable and RBAC applied?)")]
+    #[error(
+        "watch caches not synced within {0:?} (is the API reachable, are the CRDs in manifests/crds installed and the RBAC in manifests/rbac.yaml applied?)"
+    )]
     SyncTimeout(Duration),
 }
 
