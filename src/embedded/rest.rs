@@ -27,27 +27,15 @@ type Api = Arc<ApiServer>;
 /// The router (see [`super::router`]).
 pub fn router(api: Api) -> Router {
     Router::new()
-        .route(
-            "/version",
-            get(|| async { json_response(StatusCode::OK, &discovery::version()) }),
-        )
         // kube-apiserver answers `/version/`, `/api/` and `/apis/` too, and the Python
         // client's `VersionApi`, `CoreApi` and `ApisApi` ask for exactly those paths.
-        .route(
-            "/version/",
-            get(|| async { json_response(StatusCode::OK, &discovery::version()) }),
-        )
+        .route("/version", get(version))
+        .route("/version/", get(version))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
-        .route(
-            "/api",
-            get(|| async { json_response(StatusCode::OK, &discovery::core_versions()) }),
-        )
-        .route(
-            "/api/",
-            get(|| async { json_response(StatusCode::OK, &discovery::core_versions()) }),
-        )
+        .route("/api", get(core_versions))
+        .route("/api/", get(core_versions))
         .route("/openapi/v3", get(openapi_root))
         .route("/openapi/v3/{*gv}", get(openapi_group_version))
         .route("/apis", get(apis_root))
@@ -81,6 +69,14 @@ fn success(code: u16) -> Response {
         StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
         &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}),
     )
+}
+
+async fn version() -> Response {
+    json_response(StatusCode::OK, &discovery::version())
+}
+
+async fn core_versions() -> Response {
+    json_response(StatusCode::OK, &discovery::core_versions())
 }
 
 async fn apis_root(State(api): State<Api>) -> Response {

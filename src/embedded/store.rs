@@ -416,7 +416,7 @@ impl Store {
     }
 
     /// Stores a new object. `value` gets its resourceVersion set here.
-    pub fn create(&self, gr: &GroupResource, mut value: Value) -> Result<Arc<Stored>, StoreError> {
+    pub fn create(&self, gr: &GroupResource, value: Value) -> Result<Arc<Stored>, StoreError> {
         let t = self.table(gr);
         let mut t = lock_write(&t);
         let ns = str_at(&value, &["metadata", "namespace"])
@@ -429,6 +429,20 @@ impl Store {
         if t.objects.contains_key(&key) {
             return Err(StoreError::AlreadyExists);
         }
+        self.write(&mut t, gr, key, value, None)
+    }
+
+    /// The common end of [`Store::create`] and [`Store::update`], under the table's write
+    /// lock: stamp a new resourceVersion, check the size, store, reindex, publish the event
+    /// (`Added` without `old`, `Modified` with it).
+    fn write(
+        &self,
+        t: &mut Table,
+        gr: &GroupResource,
+        key: (String, String),
+        mut value: Value,
+        old: Option<Arc<Stored>>,
+    ) -> Result<Arc<Stored>, StoreError> {
         // A version burned by a refused write leaves a gap; versions only need to increase.
         let rv = self.rv.fetch_add(1, Ordering::SeqCst) + 1;
         set_rv(&mut value, rv);
@@ -443,15 +457,20 @@ impl Store {
                 namespace: key.0,
                 name: key.1,
             },
-            None,
+            old.as_deref(),
             Some(&stored),
         );
+        let kind = if old.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
         self.publish(
-            &mut t,
+            t,
             Event {
-                kind: EventType::Added,
+                kind,
                 obj: stored.clone(),
-                prev: None,
+                prev: old,
             },
         );
         Ok(stored)
@@ -464,7 +483,7 @@ impl Store {
         ns: &str,
         name: &str,
         expected_rv: u64,
-        mut value: Value,
+        value: Value,
     ) -> Result<Arc<Stored>, StoreError> {
         let t = self.table(gr);
         let mut t = lock_write(&t);
@@ -473,31 +492,7 @@ impl Store {
         if old.rv != expected_rv {
             return Err(StoreError::Conflict);
         }
-        let rv = self.rv.fetch_add(1, Ordering::SeqCst) + 1;
-        set_rv(&mut value, rv);
-        let stored = Arc::new(Stored::from_value(&value, rv)?);
-        if stored.json.len() > super::MAX_OBJECT_BYTES {
-            return Err(StoreError::TooLarge(stored.json.len()));
-        }
-        t.objects.insert(key.clone(), stored.clone());
-        self.reindex(
-            &ObjectKey {
-                gr: gr.clone(),
-                namespace: key.0,
-                name: key.1,
-            },
-            Some(&old),
-            Some(&stored),
-        );
-        self.publish(
-            &mut t,
-            Event {
-                kind: EventType::Modified,
-                obj: stored.clone(),
-                prev: Some(old),
-            },
-        );
-        Ok(stored)
+        self.write(&mut t, gr, key, value, Some(old))
     }
 
     /// Removes an object (if `expected_rv` is given, only at that version). The returned object
