@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -19,7 +21,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::ClusterView;
-use crate::api::Queue;
+use crate::api::{Command, Job, PodGroup, Queue};
 
 /// Errors of the cache layer.
 #[derive(Debug, thiserror::Error)]
@@ -31,29 +33,95 @@ pub enum CacheError {
     SyncTimeout(Duration),
 }
 
-/// The read side of every shared cache.
-#[derive(Clone)]
-pub struct Caches {
-    queues: Store<DeserializeGuard<Queue>>,
-    namespaces: Store<Namespace>,
+/// A callback run for every watch event of one resource, on the reflector's task, right after
+/// the shared store has applied it. This is how an index of its own (the scheduler's snapshot,
+/// say) is kept current from the same single watch: it must be quick and must not block.
+pub type Subscriber<K> = Arc<dyn Fn(&watcher::Event<K>) + Send + Sync>;
+
+/// Every resource tephra watches, once per process. A macro keeps the reader struct, the
+/// writer struct, the subscriber lists and the start-up in step: adding a resource is one line.
+macro_rules! caches {
+    ($( $(#[$doc:meta])* $field:ident : $ty:ty => $api:ident ),* $(,)?) => {
+        /// The read side of every shared cache.
+        #[derive(Clone)]
+        pub struct Caches {
+            $( $(#[$doc])* $field: Store<$ty>, )*
+        }
+
+        impl std::fmt::Debug for Caches {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let mut d = f.debug_struct("Caches");
+                $( d.field(stringify!($field), &self.$field.state().len()); )*
+                d.finish()
+            }
+        }
+
+        /// The write side of [`Caches`]: the reflector writers and the event subscribers,
+        /// waiting for [`CacheFeeds::run`]. Split from the readers so the readers can be handed
+        /// out (to the admission router, the scheduler) before the API they watch is up, as in
+        /// embedded mode, where the CRDs are installed after the HTTPS listener is bound.
+        pub struct CacheFeeds {
+            $( $field: (reflector::store::Writer<$ty>, Vec<Subscriber<$ty>>), )*
+        }
+
+        impl CacheFeeds {
+            $(
+                #[doc = concat!("Calls `f` for every watch event of `", stringify!($field), "`.")]
+                pub fn $field(&mut self, f: Subscriber<$ty>) {
+                    self.$field.1.push(f);
+                }
+            )*
+
+            /// Starts every watch on `client`; they run until `shutdown` is cancelled.
+            pub fn run(self, client: &Client, shutdown: &CancellationToken) {
+                $(
+                    spawn_reflector(self.$field.0, self.$field.1, Api::$api(client.clone()), shutdown.clone());
+                )*
+            }
+        }
+
+        impl Caches {
+            /// Empty caches and the feeds that will fill them.
+            pub fn new() -> (Self, CacheFeeds) {
+                $( let $field = reflector::store(); )*
+                (
+                    Self { $( $field: $field.0, )* },
+                    CacheFeeds { $( $field: ($field.1, Vec::new()), )* },
+                )
+            }
+
+            /// Waits until every cache has its initial list, or `timeout`.
+            pub async fn wait_synced(&self, timeout: Duration) -> Result<(), CacheError> {
+                let all = async {
+                    // An error means the writer was dropped (shutdown): nothing left to wait for.
+                    $( let _ = self.$field.wait_until_ready().await; )*
+                };
+                tokio::time::timeout(timeout, all)
+                    .await
+                    .map_err(|_| CacheError::SyncTimeout(timeout))
+            }
+
+            $(
+                #[doc = concat!("The shared store of `", stringify!($field), "`.")]
+                pub fn $field(&self) -> &Store<$ty> {
+                    &self.$field
+                }
+            )*
+        }
+    };
 }
 
-impl std::fmt::Debug for Caches {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Caches")
-            .field("queues", &self.queues.state().len())
-            .field("namespaces", &self.namespaces.state().len())
-            .finish()
-    }
-}
-
-/// The write side of [`Caches`]: the reflector writers, waiting for [`CacheFeeds::run`]. Split
-/// from the readers so the readers can be handed out (to the admission router) before the API
-/// they watch is up, as in embedded mode, where the CRDs are installed after the HTTPS listener
-/// is bound.
-pub struct CacheFeeds {
-    queues: reflector::store::Writer<DeserializeGuard<Queue>>,
-    namespaces: reflector::store::Writer<Namespace>,
+caches! {
+    queues: DeserializeGuard<Queue> => all,
+    namespaces: Namespace => all,
+    pods: Pod => all,
+    nodes: Node => all,
+    podgroups: DeserializeGuard<PodGroup> => all,
+    priority_classes: PriorityClass => all,
+    replica_sets: ReplicaSet => all,
+    stateful_sets: StatefulSet => all,
+    jobs: DeserializeGuard<Job> => all,
+    commands: DeserializeGuard<Command> => all,
 }
 
 impl std::fmt::Debug for CacheFeeds {
@@ -62,10 +130,15 @@ impl std::fmt::Debug for CacheFeeds {
     }
 }
 
-/// Runs one reflector until `shutdown`, logging (not failing on) watch errors: the watcher's
-/// default backoff retries them, and the store keeps serving the last known state meanwhile.
-fn spawn_reflector<K>(writer: reflector::store::Writer<K>, api: Api<K>, shutdown: CancellationToken)
-where
+/// Runs one reflector until `shutdown`, feeding the store and then every subscriber, and
+/// logging (not failing on) watch errors: the watcher's default backoff retries them, and the
+/// store keeps serving the last known state meanwhile.
+fn spawn_reflector<K>(
+    writer: reflector::store::Writer<K>,
+    subscribers: Vec<Subscriber<K>>,
+    api: Api<K>,
+    shutdown: CancellationToken,
+) where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
@@ -73,15 +146,18 @@ where
     let stream = reflector::reflector(
         writer,
         watcher(api, watcher::Config::default()).default_backoff(),
-    )
-    .touched_objects();
+    );
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 next = stream.next() => match next {
-                    Some(Ok(_)) => {}
+                    Some(Ok(event)) => {
+                        for s in &subscribers {
+                            s(&event);
+                        }
+                    }
                     Some(Err(e)) => tracing::warn!(%kind, error = %e, "watch error; retrying"),
                     None => break,
                 },
@@ -90,45 +166,12 @@ where
     });
 }
 
-impl CacheFeeds {
-    /// Starts every watch on `client`; they run until `shutdown` is cancelled.
-    pub fn run(self, client: &Client, shutdown: &CancellationToken) {
-        spawn_reflector(self.queues, Api::all(client.clone()), shutdown.clone());
-        spawn_reflector(self.namespaces, Api::all(client.clone()), shutdown.clone());
-    }
-}
-
 impl Caches {
-    /// Empty caches and the feeds that will fill them.
-    pub fn new() -> (Self, CacheFeeds) {
-        let (queues, qw) = reflector::store();
-        let (namespaces, nw) = reflector::store();
-        (
-            Self { queues, namespaces },
-            CacheFeeds {
-                queues: qw,
-                namespaces: nw,
-            },
-        )
-    }
-
     /// [`Caches::new`] with the feeds started on `client` at once.
     pub fn start(client: &Client, shutdown: &CancellationToken) -> Self {
         let (caches, feeds) = Self::new();
         feeds.run(client, shutdown);
         caches
-    }
-
-    /// Waits until every cache has its initial list, or `timeout`.
-    pub async fn wait_synced(&self, timeout: Duration) -> Result<(), CacheError> {
-        let all = async {
-            // An error means the writer was dropped (shutdown): nothing left to wait for.
-            let _ = self.queues.wait_until_ready().await;
-            let _ = self.namespaces.wait_until_ready().await;
-        };
-        tokio::time::timeout(timeout, all)
-            .await
-            .map_err(|_| CacheError::SyncTimeout(timeout))
     }
 
     fn valid_queues(&self) -> impl Iterator<Item = Queue> + '_ {

@@ -1,0 +1,1 @@
+//! The actions a session runs, in configured order.

@@ -1,0 +1,830 @@
+//! The scheduler's own index of the cluster, fed by the shared watch caches' events (never by
+//! API calls) and kept incrementally: each pod's contribution to its node is added and removed
+//! as the pod changes, so taking a [`Snapshot`] costs a copy, not a recount of every pod.
+//!
+//! Placements this service has made but the API does not show yet (kube-scheduler is binding
+//! them) are *assumed*: they count against their node at once and are released when the pod is
+//! deleted, when it shows up bound, or when their time-to-live passes without a bind.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::core::DeserializeGuard;
+use kube::runtime::watcher;
+
+use super::model::{Constraints, JobId, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
+use super::resource::{Resource, pod_request};
+use crate::api::keys;
+use crate::api::scheduling::{PodGroupPhase, QueueState};
+use crate::api::{PodGroup, Queue};
+
+/// A copy of the index for one session.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Usable and unusable nodes (predicates decide).
+    pub nodes: Vec<NodeInfo>,
+    /// Jobs with a PodGroup whose queue exists.
+    pub jobs: Vec<JobInfo>,
+    /// Every task of those jobs, indexed by `JobInfo::tasks`.
+    pub tasks: Vec<TaskInfo>,
+    /// Every queue.
+    pub queues: Vec<QueueInfo>,
+    /// The PriorityClass marked `globalDefault`, its value.
+    pub default_priority: i32,
+}
+
+/// An assumed placement.
+#[derive(Clone, Debug)]
+struct Assumed {
+    node: String,
+    expires: Instant,
+}
+
+/// Per-pod bookkeeping: the task and what it added to a node.
+#[derive(Clone, Debug)]
+struct PodEntry {
+    task: TaskInfo,
+    /// Served by this service (its `schedulerName` is ours).
+    ours: bool,
+}
+
+/// What changed since the last session, so the runner can decide whether an on-demand session
+/// is worth running.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// A pending pod of ours appeared or changed.
+    pub pending_pod: bool,
+    /// A gang or queue appeared or changed.
+    pub gang: bool,
+    /// Capacity was freed or added (pod finished or deleted, node added or changed).
+    pub capacity: bool,
+}
+
+impl Changes {
+    /// Anything at all.
+    pub fn any(self) -> bool {
+        self.pending_pod || self.gang || self.capacity
+    }
+}
+
+/// The index. Not thread-safe by itself; the runner keeps it behind a mutex.
+#[derive(Debug)]
+pub struct ClusterIndex {
+    scheduler_names: Vec<String>,
+    nodes: HashMap<String, NodeInfo>,
+    pods: HashMap<String, PodEntry>,
+    podgroups: HashMap<JobId, Arc<PodGroup>>,
+    job_tasks: HashMap<JobId, BTreeSet<String>>,
+    queues: HashMap<String, Arc<Queue>>,
+    priority_classes: HashMap<String, (i32, bool)>,
+    assumed: HashMap<String, Assumed>,
+    changes: Changes,
+    relist_pods: Option<Vec<Pod>>,
+    relist_nodes: Option<Vec<Node>>,
+    relist_podgroups: Option<Vec<PodGroup>>,
+    relist_queues: Option<Vec<Queue>>,
+    relist_pcs: Option<Vec<PriorityClass>>,
+}
+
+fn secs(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> i64 {
+    t.map(|t| t.0.as_second()).unwrap_or(0)
+}
+
+fn truthy(v: Option<&String>) -> Option<bool> {
+    v.map(|s| s.eq_ignore_ascii_case("true"))
+}
+
+impl ClusterIndex {
+    /// An empty index for the given scheduler names.
+    pub fn new(scheduler_names: Vec<String>) -> Self {
+        Self {
+            scheduler_names,
+            nodes: HashMap::new(),
+            pods: HashMap::new(),
+            podgroups: HashMap::new(),
+            job_tasks: HashMap::new(),
+            queues: HashMap::new(),
+            priority_classes: HashMap::new(),
+            assumed: HashMap::new(),
+            changes: Changes::default(),
+            relist_pods: None,
+            relist_nodes: None,
+            relist_podgroups: None,
+            relist_queues: None,
+            relist_pcs: None,
+        }
+    }
+
+    /// What changed since the last call, and resets it.
+    pub fn take_changes(&mut self) -> Changes {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Number of pods known.
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Number of nodes known.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    // ----- nodes -----
+
+    /// A node was added or changed.
+    pub fn apply_node(&mut self, node: &Node) {
+        let Some(name) = node.metadata.name.clone() else {
+            return;
+        };
+        let status = node.status.as_ref();
+        let allocatable = status
+            .and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()))
+            .map(Resource::from_list)
+            .unwrap_or_default();
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .map(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            .unwrap_or(false);
+        let spec = node.spec.as_ref();
+        let labels = Arc::new(node.metadata.labels.clone().unwrap_or_default());
+        let taints = Arc::new(spec.and_then(|s| s.taints.clone()).unwrap_or_default());
+        let unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        let entry = self.nodes.entry(name.clone()).or_insert_with(|| NodeInfo {
+            name,
+            allocatable: Resource::zero(),
+            used: Resource::zero(),
+            releasing: Resource::zero(),
+            pipelined: Resource::zero(),
+            labels: Arc::default(),
+            taints: Arc::default(),
+            unschedulable: false,
+            ready: false,
+            task_count: 0,
+            used_ports: Vec::new(),
+        });
+        entry.allocatable = allocatable;
+        entry.labels = labels;
+        entry.taints = taints;
+        entry.unschedulable = unschedulable;
+        entry.ready = ready;
+        self.changes.capacity = true;
+    }
+
+    /// A node was deleted. Its pods stay known (they will be deleted or rebound).
+    pub fn delete_node(&mut self, node: &Node) {
+        if let Some(name) = node.metadata.name.as_deref() {
+            self.nodes.remove(name);
+        }
+    }
+
+    /// A relist replaced every node.
+    pub fn reset_nodes(&mut self, nodes: &[Node]) {
+        let keep: BTreeSet<&str> = nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        self.nodes.retain(|k, _| keep.contains(k.as_str()));
+        for n in nodes {
+            self.apply_node(n);
+        }
+        // Usage is recounted from the pods, in case the node was unknown when they came.
+        self.recount_usage();
+    }
+
+    fn recount_usage(&mut self) {
+        for n in self.nodes.values_mut() {
+            n.used = Resource::zero();
+            n.releasing = Resource::zero();
+            n.task_count = 0;
+            n.used_ports.clear();
+        }
+        let tasks: Vec<TaskInfo> = self.pods.values().map(|p| p.task.clone()).collect();
+        for t in &tasks {
+            self.contribute(t, true);
+        }
+    }
+
+    /// Adds (or with `add == false`, removes) a task's share of its node.
+    fn contribute(&mut self, t: &TaskInfo, add: bool) {
+        let Some(node) = t.node.as_deref() else {
+            return;
+        };
+        if !t.status.occupies_node() {
+            return;
+        }
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        if add {
+            n.used.add(&t.resreq);
+            if t.status == TaskStatus::Releasing {
+                n.releasing.add(&t.resreq);
+            }
+            n.task_count += 1;
+            n.used_ports
+                .extend(t.constraints.host_ports.iter().cloned());
+        } else {
+            n.used.sub(&t.resreq);
+            if t.status == TaskStatus::Releasing {
+                n.releasing.sub(&t.resreq);
+            }
+            n.task_count = n.task_count.saturating_sub(1);
+            for p in &t.constraints.host_ports {
+                if let Some(i) = n.used_ports.iter().position(|q| q == p) {
+                    n.used_ports.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    // ----- pods -----
+
+    fn task_of(&self, pod: &Pod) -> Option<(TaskInfo, bool)> {
+        let meta = &pod.metadata;
+        let uid = meta.uid.clone()?;
+        let namespace = meta.namespace.clone().unwrap_or_default();
+        let name = meta.name.clone().unwrap_or_default();
+        let annotations = meta.annotations.as_ref();
+        let labels = meta.labels.as_ref();
+        let spec = pod.spec.as_ref();
+        let scheduler = spec
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or("default-scheduler");
+        let ours = self.scheduler_names.iter().any(|n| n == scheduler);
+        let group = annotations
+            .and_then(|a| a.get(keys::KUBE_GROUP_NAME_ANNOTATION))
+            .filter(|g| !g.is_empty());
+        let job = match group {
+            Some(g) if ours => Some(format!("{namespace}/{g}")),
+            _ => None,
+        };
+        let role = annotations
+            .and_then(|a| a.get(keys::TASK_SPEC))
+            .or_else(|| labels.and_then(|l| l.get(keys::TASK_SPEC)))
+            .cloned()
+            .unwrap_or_default();
+        let priority = annotations
+            .and_then(|a| a.get(keys::TASK_PRIORITY))
+            .and_then(|p| p.parse().ok())
+            .or_else(|| spec.and_then(|s| s.priority))
+            .unwrap_or(1);
+        let preemptable = truthy(annotations.and_then(|a| a.get(keys::PREEMPTABLE)))
+            .or_else(|| truthy(labels.and_then(|l| l.get(keys::PREEMPTABLE))))
+            .unwrap_or(true);
+        let pc = spec.and_then(|s| s.priority_class_name.as_deref());
+        let critical = matches!(pc, Some("system-cluster-critical" | "system-node-critical"))
+            || namespace == "kube-system";
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("Pending");
+        let deleting = meta.deletion_timestamp.is_some();
+        let mut node = spec
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty());
+        let mut assumed = false;
+        let status = match phase {
+            "Running" if deleting => TaskStatus::Releasing,
+            "Running" => TaskStatus::Running,
+            "Pending" if deleting => TaskStatus::Releasing,
+            "Pending" if node.is_some() => TaskStatus::Bound,
+            "Pending" => match self.assumed.get(&uid) {
+                Some(a) => {
+                    node = Some(a.node.clone());
+                    assumed = true;
+                    TaskStatus::Binding
+                }
+                None => TaskStatus::Pending,
+            },
+            "Succeeded" => TaskStatus::Succeeded,
+            "Failed" => TaskStatus::Failed,
+            _ => TaskStatus::Unknown,
+        };
+        let constraints = spec.map(constraints_of).unwrap_or_default();
+        let task = TaskInfo {
+            uid,
+            namespace,
+            name,
+            job,
+            role,
+            priority,
+            resreq: pod_request(pod),
+            node,
+            status,
+            preemptable,
+            gated: spec
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .is_some_and(|g| !g.is_empty()),
+            critical,
+            created: secs(meta.creation_timestamp.as_ref()),
+            constraints: Arc::new(constraints),
+            assumed,
+        };
+        Some((task, ours))
+    }
+
+    /// A pod was added or changed.
+    pub fn apply_pod(&mut self, pod: &Pod) {
+        let Some((task, ours)) = self.task_of(pod) else {
+            return;
+        };
+        if task.node.is_some() && !task.assumed {
+            self.assumed.remove(&task.uid);
+        }
+        let old = self.pods.remove(&task.uid);
+        if let Some(old) = &old {
+            self.contribute(&old.task, false);
+            if old.task.job != task.job
+                && let Some(j) = &old.task.job
+                && let Some(set) = self.job_tasks.get_mut(j)
+            {
+                set.remove(&old.task.uid);
+            }
+            if old.task.status.occupies_node() && !task.status.occupies_node() {
+                self.changes.capacity = true;
+            }
+        }
+        if ours && task.status == TaskStatus::Pending {
+            let changed = old.as_ref().is_none_or(|o| o.task != task);
+            self.changes.pending_pod |= changed;
+        }
+        self.contribute(&task, true);
+        if let Some(j) = &task.job {
+            self.job_tasks
+                .entry(j.clone())
+                .or_default()
+                .insert(task.uid.clone());
+        }
+        self.pods.insert(task.uid.clone(), PodEntry { task, ours });
+    }
+
+    /// A pod was deleted.
+    pub fn delete_pod(&mut self, pod: &Pod) {
+        let Some(uid) = pod.metadata.uid.as_deref() else {
+            return;
+        };
+        self.assumed.remove(uid);
+        if let Some(old) = self.pods.remove(uid) {
+            self.contribute(&old.task, false);
+            if let Some(j) = &old.task.job
+                && let Some(set) = self.job_tasks.get_mut(j)
+            {
+                set.remove(uid);
+            }
+            self.changes.capacity = true;
+        }
+    }
+
+    /// A relist replaced every pod.
+    pub fn reset_pods(&mut self, pods: &[Pod]) {
+        self.pods.clear();
+        self.job_tasks.clear();
+        for n in self.nodes.values_mut() {
+            n.used = Resource::zero();
+            n.releasing = Resource::zero();
+            n.task_count = 0;
+            n.used_ports.clear();
+        }
+        let live: BTreeSet<&str> = pods
+            .iter()
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
+        self.assumed.retain(|k, _| live.contains(k.as_str()));
+        for p in pods {
+            self.apply_pod(p);
+        }
+        self.changes.capacity = true;
+    }
+
+    // ----- assumed placements -----
+
+    /// Counts `uid` against `node` until it shows up bound, is deleted, or `ttl` passes.
+    /// Returns `false` when the pod is unknown or already placed.
+    pub fn assume(&mut self, uid: &str, node: &str, ttl: Duration, now: Instant) -> bool {
+        let Some(entry) = self.pods.get(uid) else {
+            return false;
+        };
+        if entry.task.node.is_some() && !entry.task.assumed {
+            return false;
+        }
+        let mut task = entry.task.clone();
+        self.contribute(&task, false);
+        self.assumed.insert(
+            uid.to_string(),
+            Assumed {
+                node: node.to_string(),
+                expires: now + ttl,
+            },
+        );
+        task.node = Some(node.to_string());
+        task.status = TaskStatus::Binding;
+        task.assumed = true;
+        self.contribute(&task, true);
+        if let Some(e) = self.pods.get_mut(uid) {
+            e.task = task;
+        }
+        true
+    }
+
+    /// Drops an assumed placement (a bind failed or was given up); the pod is Pending again.
+    pub fn forget(&mut self, uid: &str) -> bool {
+        if self.assumed.remove(uid).is_none() {
+            return false;
+        }
+        if let Some(e) = self.pods.get(uid).cloned()
+            && e.task.assumed
+        {
+            self.contribute(&e.task, false);
+            let mut task = e.task;
+            task.node = None;
+            task.status = TaskStatus::Pending;
+            task.assumed = false;
+            self.pods
+                .insert(uid.to_string(), PodEntry { task, ours: e.ours });
+            self.changes.capacity = true;
+        }
+        true
+    }
+
+    /// Releases every assumed placement whose time has passed; returns how many.
+    pub fn expire_assumed(&mut self, now: Instant) -> usize {
+        let expired: Vec<String> = self
+            .assumed
+            .iter()
+            .filter(|(_, a)| a.expires <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for uid in &expired {
+            self.forget(uid);
+        }
+        expired.len()
+    }
+
+    /// The node a pod is assumed on, if any.
+    pub fn assumed_node(&self, uid: &str) -> Option<&str> {
+        self.assumed.get(uid).map(|a| a.node.as_str())
+    }
+
+    /// The task of a pod, by uid.
+    pub fn task(&self, uid: &str) -> Option<&TaskInfo> {
+        self.pods.get(uid).map(|e| &e.task)
+    }
+
+    /// The PodGroup of a job, if known.
+    pub fn podgroup(&self, job: &str) -> Option<&Arc<PodGroup>> {
+        self.podgroups.get(job)
+    }
+
+    /// A node, by name.
+    pub fn node(&self, name: &str) -> Option<&NodeInfo> {
+        self.nodes.get(name)
+    }
+
+    /// The tasks of a job.
+    pub fn job_tasks(&self, job: &str) -> impl Iterator<Item = &TaskInfo> {
+        self.job_tasks
+            .get(job)
+            .into_iter()
+            .flatten()
+            .filter_map(|uid| self.pods.get(uid).map(|e| &e.task))
+    }
+
+    // ----- podgroups, queues, priority classes -----
+
+    /// A PodGroup was added or changed.
+    pub fn apply_podgroup(&mut self, pg: &PodGroup) {
+        let ns = pg.metadata.namespace.clone().unwrap_or_default();
+        let Some(name) = pg.metadata.name.clone() else {
+            return;
+        };
+        let id = format!("{ns}/{name}");
+        let changed = self.podgroups.get(&id).is_none_or(|old| {
+            old.spec != pg.spec || old.metadata.annotations != pg.metadata.annotations
+        });
+        self.changes.gang |= changed;
+        self.podgroups.insert(id, Arc::new(pg.clone()));
+    }
+
+    /// A PodGroup was deleted.
+    pub fn delete_podgroup(&mut self, pg: &PodGroup) {
+        let ns = pg.metadata.namespace.as_deref().unwrap_or_default();
+        if let Some(name) = pg.metadata.name.as_deref() {
+            self.podgroups.remove(&format!("{ns}/{name}"));
+            self.changes.capacity = true;
+        }
+    }
+
+    /// A relist replaced every PodGroup.
+    pub fn reset_podgroups(&mut self, pgs: &[PodGroup]) {
+        self.podgroups.clear();
+        for pg in pgs {
+            self.apply_podgroup(pg);
+        }
+    }
+
+    /// A Queue was added or changed.
+    pub fn apply_queue(&mut self, q: &Queue) {
+        if let Some(name) = q.metadata.name.clone() {
+            self.changes.gang = true;
+            self.queues.insert(name, Arc::new(q.clone()));
+        }
+    }
+
+    /// A Queue was deleted.
+    pub fn delete_queue(&mut self, q: &Queue) {
+        if let Some(name) = q.metadata.name.as_deref() {
+            self.queues.remove(name);
+        }
+    }
+
+    /// A relist replaced every Queue.
+    pub fn reset_queues(&mut self, qs: &[Queue]) {
+        self.queues.clear();
+        for q in qs {
+            self.apply_queue(q);
+        }
+    }
+
+    /// A PriorityClass was added or changed.
+    pub fn apply_priority_class(&mut self, pc: &PriorityClass) {
+        if let Some(name) = pc.metadata.name.clone() {
+            self.priority_classes.insert(
+                name,
+                (pc.value.unwrap_or(0), pc.global_default.unwrap_or(false)),
+            );
+        }
+    }
+
+    /// A PriorityClass was deleted.
+    pub fn delete_priority_class(&mut self, pc: &PriorityClass) {
+        if let Some(name) = pc.metadata.name.as_deref() {
+            self.priority_classes.remove(name);
+        }
+    }
+
+    /// A relist replaced every PriorityClass.
+    pub fn reset_priority_classes(&mut self, pcs: &[PriorityClass]) {
+        self.priority_classes.clear();
+        for pc in pcs {
+            self.apply_priority_class(pc);
+        }
+    }
+
+    // ----- watch events -----
+
+    /// Feeds one pod watch event.
+    pub fn on_pod_event(&mut self, ev: &watcher::Event<Pod>) {
+        match ev {
+            watcher::Event::Apply(p) => self.apply_pod(p),
+            watcher::Event::Delete(p) => self.delete_pod(p),
+            watcher::Event::Init => self.relist_pods = Some(Vec::new()),
+            watcher::Event::InitApply(p) => {
+                self.relist_pods.get_or_insert_default().push(p.clone())
+            }
+            watcher::Event::InitDone => {
+                let all = self.relist_pods.take().unwrap_or_default();
+                self.reset_pods(&all);
+            }
+        }
+    }
+
+    /// Feeds one node watch event.
+    pub fn on_node_event(&mut self, ev: &watcher::Event<Node>) {
+        match ev {
+            watcher::Event::Apply(n) => self.apply_node(n),
+            watcher::Event::Delete(n) => self.delete_node(n),
+            watcher::Event::Init => self.relist_nodes = Some(Vec::new()),
+            watcher::Event::InitApply(n) => {
+                self.relist_nodes.get_or_insert_default().push(n.clone())
+            }
+            watcher::Event::InitDone => {
+                let all = self.relist_nodes.take().unwrap_or_default();
+                self.reset_nodes(&all);
+            }
+        }
+    }
+
+    /// Feeds one PodGroup watch event (malformed objects are skipped).
+    pub fn on_podgroup_event(&mut self, ev: &watcher::Event<DeserializeGuard<PodGroup>>) {
+        match ev {
+            watcher::Event::Apply(DeserializeGuard(Ok(pg))) => self.apply_podgroup(pg),
+            watcher::Event::Delete(DeserializeGuard(Ok(pg))) => self.delete_podgroup(pg),
+            watcher::Event::Init => self.relist_podgroups = Some(Vec::new()),
+            watcher::Event::InitApply(DeserializeGuard(Ok(pg))) => self
+                .relist_podgroups
+                .get_or_insert_default()
+                .push(pg.clone()),
+            watcher::Event::InitDone => {
+                let all = self.relist_podgroups.take().unwrap_or_default();
+                self.reset_podgroups(&all);
+            }
+            _ => {}
+        }
+    }
+
+    /// Feeds one Queue watch event (malformed objects are skipped).
+    pub fn on_queue_event(&mut self, ev: &watcher::Event<DeserializeGuard<Queue>>) {
+        match ev {
+            watcher::Event::Apply(DeserializeGuard(Ok(q))) => self.apply_queue(q),
+            watcher::Event::Delete(DeserializeGuard(Ok(q))) => self.delete_queue(q),
+            watcher::Event::Init => self.relist_queues = Some(Vec::new()),
+            watcher::Event::InitApply(DeserializeGuard(Ok(q))) => {
+                self.relist_queues.get_or_insert_default().push(q.clone())
+            }
+            watcher::Event::InitDone => {
+                let all = self.relist_queues.take().unwrap_or_default();
+                self.reset_queues(&all);
+            }
+            _ => {}
+        }
+    }
+
+    /// Feeds one PriorityClass watch event.
+    pub fn on_priority_class_event(&mut self, ev: &watcher::Event<PriorityClass>) {
+        match ev {
+            watcher::Event::Apply(p) => self.apply_priority_class(p),
+            watcher::Event::Delete(p) => self.delete_priority_class(p),
+            watcher::Event::Init => self.relist_pcs = Some(Vec::new()),
+            watcher::Event::InitApply(p) => self.relist_pcs.get_or_insert_default().push(p.clone()),
+            watcher::Event::InitDone => {
+                let all = self.relist_pcs.take().unwrap_or_default();
+                self.reset_priority_classes(&all);
+            }
+        }
+    }
+
+    // ----- snapshot -----
+
+    fn queue_info(q: &Queue) -> QueueInfo {
+        let name = q.metadata.name.clone().unwrap_or_default();
+        let spec = &q.spec;
+        let nonzero = |r: Resource| if r.is_empty() { None } else { Some(r) };
+        QueueInfo {
+            parent: spec
+                .parent
+                .clone()
+                .filter(|p| !p.is_empty())
+                .or_else(|| (name != keys::ROOT_QUEUE).then(|| keys::ROOT_QUEUE.to_string())),
+            weight: spec.weight.filter(|w| *w > 0).unwrap_or(1),
+            priority: spec.priority.unwrap_or(0),
+            capability: spec
+                .capability
+                .as_ref()
+                .map(Resource::from_list)
+                .and_then(nonzero),
+            guarantee: spec
+                .guarantee
+                .as_ref()
+                .and_then(|g| g.resource.as_ref())
+                .map(Resource::from_list)
+                .and_then(nonzero),
+            deserved: spec
+                .deserved
+                .as_ref()
+                .map(Resource::from_list)
+                .and_then(nonzero),
+            state: q
+                .status
+                .as_ref()
+                .and_then(|s| s.state.clone())
+                .unwrap_or(QueueState::Open),
+            reclaimable: spec.reclaimable.unwrap_or(true),
+            created: secs(q.metadata.creation_timestamp.as_ref()),
+            status_allocated: q
+                .status
+                .as_ref()
+                .and_then(|s| s.allocated.as_ref())
+                .map(Resource::from_list),
+            name,
+        }
+    }
+
+    /// Copies what a session needs.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut nodes: Vec<NodeInfo> = self.nodes.values().cloned().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut queues: Vec<QueueInfo> =
+            self.queues.values().map(|q| Self::queue_info(q)).collect();
+        queues.sort_by(|a, b| a.name.cmp(&b.name));
+        let default_priority = self
+            .priority_classes
+            .values()
+            .find(|(_, global)| *global)
+            .map(|(v, _)| *v)
+            .unwrap_or(0);
+        let mut ids: Vec<&JobId> = self.podgroups.keys().collect();
+        ids.sort();
+        let mut jobs = Vec::with_capacity(ids.len());
+        let mut tasks = Vec::new();
+        for id in ids {
+            let pg = &self.podgroups[id];
+            let spec = &pg.spec;
+            let queue = spec
+                .queue
+                .clone()
+                .filter(|q| !q.is_empty())
+                .unwrap_or_else(|| keys::DEFAULT_QUEUE.to_string());
+            if !self.queues.contains_key(&queue) {
+                continue;
+            }
+            let priority = spec
+                .priority_class_name
+                .as_deref()
+                .and_then(|n| self.priority_classes.get(n))
+                .map(|(v, _)| *v)
+                .unwrap_or(default_priority);
+            let mut job_task_idx = Vec::new();
+            if let Some(uids) = self.job_tasks.get(id) {
+                for uid in uids {
+                    if let Some(e) = self.pods.get(uid) {
+                        job_task_idx.push(tasks.len());
+                        tasks.push(e.task.clone());
+                    }
+                }
+            }
+            let annotations = pg.metadata.annotations.as_ref();
+            let labels = pg.metadata.labels.as_ref();
+            jobs.push(JobInfo {
+                id: id.clone(),
+                namespace: pg.metadata.namespace.clone().unwrap_or_default(),
+                name: pg.metadata.name.clone().unwrap_or_default(),
+                uid: pg.metadata.uid.clone().unwrap_or_default(),
+                queue,
+                min_available: spec.min_member.unwrap_or(0).max(0),
+                task_min_available: spec.min_task_member.clone().unwrap_or_default(),
+                priority,
+                min_resources: spec.min_resources.as_ref().map(Resource::from_list),
+                phase: pg
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase.clone())
+                    .unwrap_or(PodGroupPhase::Pending),
+                created: secs(pg.metadata.creation_timestamp.as_ref()),
+                preemptable: truthy(annotations.and_then(|a| a.get(keys::PREEMPTABLE)))
+                    .or_else(|| truthy(labels.and_then(|l| l.get(keys::PREEMPTABLE))))
+                    .unwrap_or(false),
+                podgroup: pg.clone(),
+                tasks: job_task_idx,
+            });
+        }
+        Snapshot {
+            nodes,
+            jobs,
+            tasks,
+            queues,
+            default_priority,
+        }
+    }
+}
+
+fn constraints_of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Constraints {
+    let node_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref());
+    let required_terms = node_affinity
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.clone())
+        .unwrap_or_default();
+    let preferred_terms = node_affinity
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|ps| {
+            ps.iter()
+                .map(|p| (p.weight, p.preference.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let host_ports = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let port = p.host_port.filter(|h| *h > 0)?;
+            Some((
+                p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                p.host_ip.clone().unwrap_or_else(|| "0.0.0.0".into()),
+                port,
+            ))
+        })
+        .collect();
+    Constraints {
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        required_terms,
+        preferred_terms,
+        tolerations: spec.tolerations.clone().unwrap_or_default(),
+        host_ports,
+        node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
+    }
+}
