@@ -4,6 +4,7 @@
 pub mod bootstrap;
 pub mod caches;
 pub mod config;
+pub mod events;
 pub mod webhooks;
 
 pub use bootstrap::{BootstrapError, ensure_default_queues};
