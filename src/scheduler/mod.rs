@@ -22,10 +22,15 @@ pub mod config;
 pub mod framework;
 pub mod index;
 pub mod model;
+pub mod outcome;
 
 pub mod plugins;
 pub mod resource;
 pub mod session;
+pub mod testing;
+#[cfg(test)]
+mod tests;
 
 pub use config::{ConfigError, SchedulerConf};
 pub use index::{ClusterIndex, Snapshot};
+pub use outcome::{Outcome, Plan, run_session};

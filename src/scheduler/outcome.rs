@@ -1,1 +1,447 @@
+//! What a session decides, as plain data for the writers and the extender: the plan (pod →
+//! node, and each gang's verdict), PodGroup and Queue status changes (only those that really
+//! change), Events and evictions.
 
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::actions;
+use super::config::SchedulerConf;
+use super::index::Snapshot;
+use super::model::{JobId, TaskStatus};
+use super::resource::{PODS, Resource};
+use super::session::{QueueReport, Session, State};
+use crate::api::ResourceList;
+use crate::api::scheduling::{
+    PodGroupCondition, PodGroupConditionType, PodGroupPhase, PodGroupStatus,
+};
+
+/// Where one pod goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Node name.
+    pub node: String,
+    /// The gang.
+    pub job: JobId,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+}
+
+/// A gang's verdict in this session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// `minMember` tasks are placed or running.
+    Ready,
+    /// Not admitted or cannot fit whole; the condition message (`N/M tasks in gang
+    /// unschedulable: ...`).
+    Waiting(String),
+}
+
+/// The plan the extender answers from.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Session id.
+    pub session_id: String,
+    /// Pod uid → placement, for every task placed this session.
+    pub placements: HashMap<String, Placement>,
+    /// Gang → verdict.
+    pub gangs: HashMap<JobId, Verdict>,
+    /// `minMember` of each gang.
+    pub min_member: HashMap<JobId, i32>,
+}
+
+/// A PodGroup whose status changed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodGroupUpdate {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The whole new status.
+    pub status: PodGroupStatus,
+}
+
+/// A Queue whose `status.allocated` changed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueUpdate {
+    /// Queue name.
+    pub name: String,
+    /// The new `status.allocated`.
+    pub allocated: ResourceList,
+}
+
+/// An Event to record on a PodGroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GangEvent {
+    /// PodGroup namespace.
+    pub namespace: String,
+    /// PodGroup name.
+    pub name: String,
+    /// PodGroup uid.
+    pub uid: String,
+    /// `Normal` or `Warning`.
+    pub type_: &'static str,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+/// A pod to evict (preempt, reclaim).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Uid.
+    pub uid: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Figures for the metrics.
+#[derive(Clone, Debug, Default)]
+pub struct SessionFigures {
+    /// Milliseconds per action.
+    pub action_ms: Vec<(String, f64)>,
+    /// Queue figures by queue name.
+    pub queues: BTreeMap<String, QueueReport>,
+    /// Unschedulable task count per job (jobs not ready).
+    pub unschedulable_tasks: BTreeMap<JobId, u32>,
+    /// Gangs by phase after the session.
+    pub phases: BTreeMap<String, u32>,
+    /// Jobs seen.
+    pub jobs: usize,
+    /// Nodes seen.
+    pub nodes: usize,
+}
+
+/// Everything a session decided.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// The plan.
+    pub plan: Plan,
+    /// PodGroups whose status changes.
+    pub podgroups: Vec<PodGroupUpdate>,
+    /// Queues whose allocation changes.
+    pub queues: Vec<QueueUpdate>,
+    /// Events.
+    pub events: Vec<GangEvent>,
+    /// Evictions.
+    pub evictions: Vec<Eviction>,
+    /// Figures.
+    pub figures: SessionFigures,
+}
+
+/// Runs a whole session: open, every configured action in order, close. `now` stamps
+/// condition transition times; `id` is the session's transition id.
+pub fn run_session(snapshot: Snapshot, conf: &SchedulerConf, id: &str, now: Time) -> Outcome {
+    let mut ssn = Session::open(snapshot, conf, id.to_string());
+    let mut action_ms = Vec::new();
+    for action in conf.action_names() {
+        let start = Instant::now();
+        actions::run(&mut ssn, &action);
+        action_ms.push((action, start.elapsed().as_secs_f64() * 1000.0));
+    }
+    ssn.plugins.close(&mut ssn.state);
+    let mut out = close(&ssn.state, now);
+    out.figures.action_ms = action_ms;
+    out
+}
+
+/// Volcano's `getPodGroupPhase`.
+fn phase_of(st: &State, j: usize, unschedulable: bool) -> PodGroupPhase {
+    let job = &st.jobs[j];
+    let tasks = || job.tasks.iter().map(|&t| &st.tasks[t]);
+    if unschedulable && tasks().any(|t| t.status == TaskStatus::Running) {
+        return PodGroupPhase::Unknown;
+    }
+    let mut scheduled = tasks().filter(|t| t.status.is_scheduled()).count();
+    let completed = tasks().filter(|t| t.status.is_completed()).count();
+    scheduled += tasks()
+        .filter(|t| t.status == TaskStatus::Releasing && t.node.is_some() && !t.assumed)
+        .count();
+    if scheduled as i64 >= job.min_available as i64 && (scheduled > 0 || job.min_available > 0) {
+        if scheduled == completed {
+            return PodGroupPhase::Completed;
+        }
+        return PodGroupPhase::Running;
+    }
+    if job.phase != PodGroupPhase::Inqueue {
+        return PodGroupPhase::Pending;
+    }
+    PodGroupPhase::Inqueue
+}
+
+/// Compares statuses the way Volcano's job updater does: condition times and transition ids do
+/// not count as a change.
+fn same_status(a: &PodGroupStatus, b: &PodGroupStatus) -> bool {
+    let strip = |s: &PodGroupStatus| {
+        let mut s = s.clone();
+        for c in s.conditions.iter_mut().flatten() {
+            c.last_transition_time = None;
+            c.transition_id = None;
+        }
+        s.running = s.running.filter(|v| *v != 0);
+        s.failed = s.failed.filter(|v| *v != 0);
+        s.succeeded = s.succeeded.filter(|v| *v != 0);
+        s
+    };
+    strip(a) == strip(b)
+}
+
+/// A resource vector as a resource list with plain quantities (`cpu` in millicores).
+pub fn to_list(r: &Resource) -> ResourceList {
+    let mut m = ResourceList::new();
+    if r.milli_cpu > 0.0 {
+        m.insert(
+            "cpu".into(),
+            Quantity(format!("{}m", r.milli_cpu.round() as i64)),
+        );
+    }
+    if r.memory > 0.0 {
+        m.insert(
+            "memory".into(),
+            Quantity(format!("{}", r.memory.round() as i64)),
+        );
+    }
+    for (k, v) in &r.scalars {
+        if *v <= 0.0 {
+            continue;
+        }
+        let q = if (v / 1000.0).fract() == 0.0 {
+            format!("{}", (v / 1000.0) as i64)
+        } else {
+            format!("{}m", v.round() as i64)
+        };
+        m.insert(k.clone(), Quantity(q));
+    }
+    m
+}
+
+fn close(st: &State, now: Time) -> Outcome {
+    let mut out = Outcome::default();
+    out.plan.session_id = st.id.clone();
+    for (t, node) in &st.placements {
+        let task = &st.tasks[*t];
+        let job = &st.jobs[st.task_job[*t]];
+        out.plan.placements.insert(
+            task.uid.clone(),
+            Placement {
+                node: node.clone(),
+                job: job.id.clone(),
+                namespace: task.namespace.clone(),
+                name: task.name.clone(),
+            },
+        );
+    }
+    for (t, reason) in &st.evictions {
+        let task = &st.tasks[*t];
+        out.evictions.push(Eviction {
+            namespace: task.namespace.clone(),
+            name: task.name.clone(),
+            uid: task.uid.clone(),
+            reason: reason.clone(),
+        });
+    }
+    for ev in &st.events {
+        let job = &st.jobs[ev.job];
+        out.events.push(GangEvent {
+            namespace: job.namespace.clone(),
+            name: job.name.clone(),
+            uid: job.uid.clone(),
+            type_: ev.type_,
+            reason: ev.reason.clone(),
+            message: ev.message.clone(),
+        });
+    }
+    for (j, job) in st.jobs.iter().enumerate() {
+        let js = &st.job_state[j];
+        out.plan
+            .min_member
+            .insert(job.id.clone(), job.min_available);
+        let old = job.podgroup.status.clone().unwrap_or_default();
+        let mut status = old.clone();
+        let mut unschedulable = false;
+        if let Some((type_, reason, message)) = &js.condition {
+            unschedulable = type_ == "Unschedulable";
+            let cond = PodGroupCondition {
+                type_: Some(PodGroupConditionType::from(type_.as_str())),
+                status: Some("True".into()),
+                transition_id: Some(st.id.clone()),
+                last_transition_time: Some(now.clone()),
+                reason: Some(reason.clone()),
+                message: Some(message.clone()),
+            };
+            let conditions = status.conditions.get_or_insert_with(Vec::new);
+            match conditions
+                .iter_mut()
+                .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some(type_.as_str()))
+            {
+                Some(c) => {
+                    // Keep the transition time when nothing but the session changed.
+                    let same = c.status == cond.status
+                        && c.reason == cond.reason
+                        && c.message == cond.message;
+                    let keep_time = c.last_transition_time.clone();
+                    *c = cond;
+                    if same && keep_time.is_some() {
+                        c.last_transition_time = keep_time;
+                    }
+                }
+                None => conditions.push(cond),
+            }
+        }
+        let ready = st.is_ready(j);
+        let verdict = if ready && !job.tasks.is_empty() {
+            Verdict::Ready
+        } else {
+            let message = js
+                .condition
+                .as_ref()
+                .filter(|(t, _, _)| t == "Unschedulable")
+                .map(|(_, _, m)| m.clone())
+                .unwrap_or_else(|| {
+                    format!(
+                        "{}/{} tasks in gang unschedulable: {}",
+                        job.min_available.max(0),
+                        job.tasks.len(),
+                        st.fit_error(j)
+                    )
+                });
+            Verdict::Waiting(message)
+        };
+        if let Verdict::Waiting(_) = &verdict {
+            let pending = job
+                .tasks
+                .iter()
+                .filter(|&&t| st.tasks[t].status == TaskStatus::Pending)
+                .count() as u32;
+            out.figures
+                .unschedulable_tasks
+                .insert(job.id.clone(), pending);
+        }
+        let phase = phase_of(st, j, unschedulable);
+        let count = |s: TaskStatus| {
+            job.tasks
+                .iter()
+                .filter(|&&t| st.tasks[t].status == s)
+                .count() as i32
+        };
+        status.phase = Some(phase.clone());
+        status.running = Some(count(TaskStatus::Running));
+        status.failed = Some(count(TaskStatus::Failed));
+        status.succeeded = Some(count(TaskStatus::Succeeded));
+        *out.figures
+            .phases
+            .entry(phase.as_str().to_string())
+            .or_default() += 1;
+        let changed = !same_status(&old, &status);
+        if changed {
+            out.podgroups.push(PodGroupUpdate {
+                namespace: job.namespace.clone(),
+                name: job.name.clone(),
+                status,
+            });
+        }
+        match (&verdict, &phase) {
+            (
+                Verdict::Waiting(message),
+                PodGroupPhase::Pending | PodGroupPhase::Inqueue | PodGroupPhase::Unknown,
+            ) if !job.tasks.is_empty() || js.job_fit_error.is_some() => {
+                let pending = job
+                    .tasks
+                    .iter()
+                    .filter(|&&t| st.tasks[t].status == TaskStatus::Pending)
+                    .count();
+                let message = match message.split_once(" tasks in gang unschedulable: ") {
+                    Some((_, why)) => format!(
+                        "{pending}/{} tasks in gang unschedulable: {why}",
+                        job.tasks.len()
+                    ),
+                    None => message.clone(),
+                };
+                out.events.push(GangEvent {
+                    namespace: job.namespace.clone(),
+                    name: job.name.clone(),
+                    uid: job.uid.clone(),
+                    type_: "Warning",
+                    reason: "Unschedulable".into(),
+                    message,
+                });
+            }
+            (Verdict::Ready, _) if changed => out.events.push(GangEvent {
+                namespace: job.namespace.clone(),
+                name: job.name.clone(),
+                uid: job.uid.clone(),
+                type_: "Normal",
+                reason: "Scheduled".into(),
+                message: "pod group is ready".into(),
+            }),
+            _ => {}
+        }
+        out.plan.gangs.insert(job.id.clone(), verdict);
+    }
+    // Queue allocation: tasks that hold or are about to hold their node.
+    let mut allocated: Vec<Resource> = vec![Resource::zero(); st.queues.len()];
+    for (j, job) in st.jobs.iter().enumerate() {
+        let q = st.job_queue[j];
+        if q == usize::MAX {
+            continue;
+        }
+        for &t in &job.tasks {
+            let task = &st.tasks[t];
+            if matches!(
+                task.status,
+                TaskStatus::Binding | TaskStatus::Bound | TaskStatus::Running
+            ) {
+                let mut r = task.resreq.clone();
+                r.scalars.remove(PODS);
+                allocated[q].add(&r);
+            }
+        }
+    }
+    // Children's allocation counts in their parents up to `root`.
+    let mut total_alloc = allocated.clone();
+    for (q, a) in allocated.iter().enumerate() {
+        let mut parent = st.queues[q].parent.clone();
+        let mut hops = 0;
+        while let Some(p) = parent {
+            hops += 1;
+            let Some(&pi) = st.queue_index.get(&p) else {
+                break;
+            };
+            if pi == q || hops > st.queues.len() {
+                break;
+            }
+            total_alloc[pi].add(a);
+            parent = st.queues[pi].parent.clone();
+        }
+    }
+    for (q, queue) in st.queues.iter().enumerate() {
+        let new = to_list(&total_alloc[q]);
+        let old = queue
+            .status_allocated
+            .as_ref()
+            .map(to_list)
+            .unwrap_or_default();
+        if new != old {
+            out.queues.push(QueueUpdate {
+                name: queue.name.clone(),
+                allocated: new,
+            });
+        }
+        if let Some(r) = st.queue_report.get(&q) {
+            out.figures.queues.insert(queue.name.clone(), r.clone());
+        }
+    }
+    out.figures.jobs = st.jobs.len();
+    out.figures.nodes = st.nodes.len();
+    out
+}

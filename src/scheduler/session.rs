@@ -135,6 +135,29 @@ pub struct State {
     pub evictions: Vec<(usize, String)>,
     /// `enqueue` is among the configured actions.
     pub has_enqueue: bool,
+    /// Queue figures the proportion plugin reports at close, by queue index.
+    pub queue_report: HashMap<usize, QueueReport>,
+}
+
+/// A queue's figures at session close (for status and metrics).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueReport {
+    /// Deserved share.
+    pub deserved: Resource,
+    /// Allocated.
+    pub allocated: Resource,
+    /// Allocated plus pending.
+    pub request: Resource,
+    /// Reserved for admitted gangs.
+    pub inqueue: Resource,
+    /// Capability (the cluster total when unset).
+    pub capability: Resource,
+    /// Real capability.
+    pub real_capability: Resource,
+    /// Dominant share of deserved.
+    pub share: f64,
+    /// At or over its deserved share.
+    pub overused: bool,
 }
 
 impl State {
@@ -193,6 +216,7 @@ impl State {
             placements: Vec::new(),
             evictions: Vec::new(),
             has_enqueue: conf.has_action("enqueue"),
+            queue_report: HashMap::new(),
         }
     }
 

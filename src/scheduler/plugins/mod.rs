@@ -3,9 +3,29 @@
 use super::config::PluginOption;
 use super::framework::Plugin;
 
+pub mod binpack;
+pub mod conformance;
+pub mod drf;
+pub mod gang;
+pub mod nodeorder;
+pub mod overcommit;
+pub mod predicates;
+pub mod priority;
+pub mod proportion;
+
 /// Builds the named plugin with its arguments; `None` for a name this build does not know
 /// (the configuration check refuses those before a session starts).
 pub fn build(option: &PluginOption) -> Option<Box<dyn Plugin>> {
-    let _ = option;
-    None
+    Some(match option.name.as_str() {
+        "priority" => Box::new(priority::Priority),
+        "gang" => Box::new(gang::Gang),
+        "conformance" => Box::new(conformance::Conformance),
+        "overcommit" => Box::new(overcommit::Overcommit::new(option)),
+        "drf" => Box::new(drf::Drf::default()),
+        "proportion" => Box::new(proportion::Proportion::default()),
+        "predicates" => Box::new(predicates::Predicates),
+        "nodeorder" => Box::new(nodeorder::NodeOrder::new(option)),
+        "binpack" => Box::new(binpack::Binpack::new(option)),
+        _ => return None,
+    })
 }

@@ -1,0 +1,248 @@
+//! `allocate`: queue by queue (fairest first), job by job, task by task, every pending task of
+//! an admitted gang gets a node: predicates, then nodes with idle room, then nodes with room
+//! once releasing pods are gone (pipelined), the best-scored first. A job's placements are
+//! committed only when the gang is ready; a gang that is only pipelined keeps its promise for
+//! the rest of the session; anything else is undone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::api::scheduling::PodGroupPhase;
+use crate::scheduler::framework::Unfit;
+use crate::scheduler::model::TaskStatus;
+use crate::scheduler::session::{FitErrors, Session, Statement};
+
+use super::pop_best;
+
+/// How many feasible nodes to look for among `n` (Volcano's adaptive bound; all up to 100).
+pub fn nodes_to_find(n: usize) -> usize {
+    if n <= 100 {
+        return n;
+    }
+    let percent = (50 - (n as i64) / 125).max(5) as usize;
+    (n * percent / 100).max(100).min(n)
+}
+
+/// What became of one job's turn.
+#[derive(Debug)]
+pub enum Turn {
+    /// The gang is ready: commit.
+    Ready(Statement),
+    /// Promised but not ready: keep the promise for this session.
+    Pipelined,
+    /// Nothing usable: undone.
+    Discarded,
+}
+
+/// Runs the action.
+pub fn run(ssn: &mut Session) {
+    let mut by_queue: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut worksheets: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for j in 0..ssn.state.jobs.len() {
+        if ssn.state.jobs[j].is_pending() {
+            if ssn.state.has_enqueue {
+                continue;
+            }
+            ssn.state.jobs[j].phase = PodGroupPhase::Inqueue;
+        }
+        if let Err(e) = ssn.plugins.job_valid(&ssn.state, j) {
+            ssn.state.job_state[j].job_fit_error = Some(e.message);
+            continue;
+        }
+        let q = ssn.state.job_queue[j];
+        if q == usize::MAX {
+            continue;
+        }
+        let mut tasks: Vec<usize> = ssn.state.jobs[j]
+            .tasks
+            .iter()
+            .copied()
+            .filter(|&t| {
+                let task = &ssn.state.tasks[t];
+                task.status == TaskStatus::Pending && !task.gated && !task.best_effort()
+            })
+            .collect();
+        if tasks.is_empty() {
+            continue;
+        }
+        tasks.sort_by(|a, b| ssn.plugins.task_order(&ssn.state, *a, *b));
+        // Popped from the end: reverse so the first in order comes first.
+        tasks.reverse();
+        worksheets.insert(j, tasks);
+        by_queue.entry(q).or_default().push(j);
+    }
+    let mut queues: Vec<usize> = by_queue.keys().copied().collect();
+    let mut cursor = 0usize;
+    // Every pass either drops a queue, drops a job or places at least one task: bounded.
+    while let Some(q) = pop_best(&mut queues, |a, b| {
+        ssn.plugins.queue_order(&ssn.state, a, b)
+    }) {
+        if ssn.plugins.overused(&ssn.state, q) {
+            continue;
+        }
+        let Some(jobs) = by_queue.get_mut(&q) else {
+            continue;
+        };
+        let Some(j) = pop_best(jobs, |a, b| ssn.plugins.job_order(&ssn.state, a, b)) else {
+            continue;
+        };
+        let mut tasks = worksheets.remove(&j).unwrap_or_default();
+        let turn = allocate_job(ssn, j, &mut tasks, &mut cursor);
+        if let Turn::Ready(stmt) = turn {
+            ssn.commit(stmt);
+            if !tasks.is_empty() {
+                worksheets.insert(j, tasks);
+                if let Some(jobs) = by_queue.get_mut(&q) {
+                    jobs.push(j);
+                }
+            }
+        }
+        if !by_queue.get(&q).is_none_or(Vec::is_empty) {
+            queues.push(q);
+        }
+    }
+}
+
+/// Volcano's `NeedContinueAllocating`: after a task found no node, is it still worth trying
+/// the job's other tasks?
+fn need_continue(ssn: &Session, j: usize, failed_roles: &BTreeSet<String>) -> bool {
+    let st = &ssn.state;
+    let job = &st.jobs[j];
+    if job.min_available as usize == job.tasks.len() {
+        return false;
+    }
+    let role_sum: i64 = job.task_min_available.values().map(|v| *v as i64).sum();
+    if (job.min_available as i64) < role_sum {
+        let pending_ok = job
+            .tasks
+            .iter()
+            .filter(|&&t| {
+                st.tasks[t].status == TaskStatus::Pending
+                    && !failed_roles.contains(&st.tasks[t].role)
+            })
+            .count() as i64;
+        return st.ready_task_num(j) as i64 + pending_ok >= job.min_available as i64;
+    }
+    failed_roles.iter().all(|role| {
+        let min = job.task_min_available.get(role).copied().unwrap_or(0);
+        let allocated = job
+            .tasks
+            .iter()
+            .filter(|&&t| st.tasks[t].role == *role && st.tasks[t].status.is_allocated())
+            .count() as i32;
+        min <= 0 || allocated >= min
+    })
+}
+
+/// One job's turn: places tasks from `tasks` (popped from the end) until the gang is ready or
+/// they run out.
+pub fn allocate_job(
+    ssn: &mut Session,
+    j: usize,
+    tasks: &mut Vec<usize>,
+    cursor: &mut usize,
+) -> Turn {
+    let mut stmt = Statement::default();
+    let q = ssn.state.job_queue[j];
+    let n_nodes = ssn.state.nodes.len();
+    let want = nodes_to_find(n_nodes);
+    let mut failed_roles: BTreeSet<String> = BTreeSet::new();
+    while let Some(t) = tasks.pop() {
+        if !ssn.plugins.allocatable(&ssn.state, q, t) {
+            // Volcano skips such a task without a word; the user is told which queue is full.
+            let name = ssn.state.tasks[t].name.clone();
+            let queue = ssn.state.queues[q].name.clone();
+            ssn.state.job_state[j].fit_errors.insert(
+                t,
+                FitErrors {
+                    err: Some(format!(
+                        "queue {queue} has no room for task {name} within its deserved share"
+                    )),
+                    ..FitErrors::default()
+                },
+            );
+            continue;
+        }
+        let role = ssn.state.tasks[t].role.clone();
+        if failed_roles.contains(&role) {
+            let name = ssn.state.tasks[t].name.clone();
+            ssn.state.job_state[j].fit_errors.insert(
+                t,
+                FitErrors {
+                    err: Some(format!(
+                        "Task {name} with role spec {role} has already predicated failed, skip"
+                    )),
+                    ..FitErrors::default()
+                },
+            );
+            continue;
+        }
+        // Feasible nodes, searched from where the last search stopped.
+        let mut feasible: Vec<usize> = Vec::new();
+        let mut errors = FitErrors::default();
+        let mut checked = 0;
+        while checked < n_nodes && feasible.len() < want {
+            let n = (*cursor + checked) % n_nodes;
+            checked += 1;
+            match ssn.predicate(t, n) {
+                Ok(()) => feasible.push(n),
+                Err(Unfit { reason, .. }) => errors.add(&ssn.state.nodes[n].name, &reason),
+            }
+        }
+        if n_nodes > 0 {
+            *cursor = (*cursor + checked) % n_nodes;
+        }
+        if feasible.is_empty() {
+            ssn.state.job_state[j].fit_errors.insert(t, errors);
+            failed_roles.insert(role);
+            if need_continue(ssn, j, &failed_roles) {
+                continue;
+            }
+            break;
+        }
+        let idle: Vec<usize> = feasible
+            .iter()
+            .copied()
+            .filter(|&n| ssn.state.fits_idle(t, n))
+            .collect();
+        let (gradient, on_idle) = if idle.is_empty() {
+            (feasible, false)
+        } else {
+            (idle, true)
+        };
+        let best = best_node(ssn, t, &gradient);
+        if on_idle {
+            ssn.allocate(&mut stmt, t, best);
+        } else {
+            ssn.pipeline(&mut stmt, t, best);
+        }
+        if ssn.plugins.job_ready(&ssn.state, j) {
+            break;
+        }
+    }
+    if ssn.plugins.job_ready(&ssn.state, j) {
+        return Turn::Ready(stmt);
+    }
+    if !stmt.ops.is_empty() && ssn.plugins.job_pipelined(&ssn.state, j) {
+        return Turn::Pipelined;
+    }
+    ssn.discard(stmt);
+    Turn::Discarded
+}
+
+/// The highest-scored node; ties go to the first in `nodes` (so the same snapshot always
+/// gives the same plan, where Volcano breaks ties at random).
+pub fn best_node(ssn: &Session, t: usize, nodes: &[usize]) -> usize {
+    if nodes.len() == 1 {
+        return nodes[0];
+    }
+    let mut best = nodes[0];
+    let mut best_score = f64::NEG_INFINITY;
+    for &n in nodes {
+        let s = ssn.plugins.node_score(&ssn.state, t, n);
+        if s > best_score {
+            best = n;
+            best_score = s;
+        }
+    }
+    best
+}

@@ -1,0 +1,96 @@
+//! `overcommit`: a gang is admitted (Pending → Inqueue) only while the gangs already admitted
+//! and this one fit in the cluster's capacity times `overcommit-factor` (default 1.2).
+
+use crate::scheduler::config::PluginOption;
+use crate::scheduler::framework::Plugin;
+use crate::scheduler::model::TaskStatus;
+use crate::scheduler::resource::Resource;
+use crate::scheduler::session::{SessionEvent, State};
+
+/// The plugin.
+#[derive(Debug)]
+pub struct Overcommit {
+    factor: f64,
+    idle: Resource,
+    inqueue: Resource,
+}
+
+impl Overcommit {
+    /// Reads `overcommit-factor` (values below 1 mean the default 1.2).
+    pub fn new(option: &PluginOption) -> Self {
+        let f = option.float_arg("overcommit-factor", 1.2);
+        Self {
+            factor: if f < 1.0 { 1.2 } else { f },
+            idle: Resource::zero(),
+            inqueue: Resource::zero(),
+        }
+    }
+}
+
+impl Plugin for Overcommit {
+    fn name(&self) -> &'static str {
+        "overcommit"
+    }
+
+    fn open(&mut self, st: &State) {
+        let mut used = Resource::zero();
+        for n in st.nodes.iter().filter(|n| n.ready && !n.unschedulable) {
+            used.add(&n.used);
+        }
+        self.idle = st.total.scaled(self.factor).minus(&used);
+        self.inqueue = Resource::zero();
+        for (j, job) in st.jobs.iter().enumerate() {
+            let Some(min) = &job.min_resources else {
+                continue;
+            };
+            match job.phase {
+                crate::api::scheduling::PodGroupPhase::Inqueue => {
+                    // Gated pods do not hold anything yet.
+                    let mut m = min.clone();
+                    for &t in &job.tasks {
+                        if st.tasks[t].gated && st.tasks[t].status == TaskStatus::Pending {
+                            m.sub(&st.tasks[t].resreq);
+                        }
+                    }
+                    self.inqueue.add(&m);
+                }
+                crate::api::scheduling::PodGroupPhase::Running
+                    if st.ready_task_num(j) as i64 >= job.min_available as i64 =>
+                {
+                    self.inqueue.add(&min.minus(&st.job_state[j].allocated));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn job_enqueueable(&mut self, st: &mut State, j: usize) -> i8 {
+        let Some(min) = st.jobs[j].min_resources.clone() else {
+            return 1;
+        };
+        if self.inqueue.plus(&min).less_equal_in(&self.idle, &min) {
+            return 1;
+        }
+        st.events.push(SessionEvent {
+            job: j,
+            type_: "Normal",
+            reason: "Unschedulable".into(),
+            message: format!(
+                "resource in cluster is overused: the gang needs {min}, the cluster has {} left to admit gangs (overcommit factor {})",
+                self.idle.minus(&self.inqueue),
+                self.factor
+            ),
+        });
+        st.job_state[j].job_fit_error = Some(format!(
+            "resource in cluster is overused: needs {min}, {} left",
+            self.idle.minus(&self.inqueue)
+        ));
+        -1
+    }
+
+    fn job_enqueued(&mut self, st: &State, j: usize) {
+        if let Some(min) = &st.jobs[j].min_resources {
+            self.inqueue.add(min);
+        }
+    }
+}

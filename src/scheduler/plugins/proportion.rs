@@ -1,0 +1,347 @@
+//! `proportion`: queues share the cluster by weight. Each queue's *deserved* share is
+//! water-filled from the cluster total by weight, capped by its capability and its request and
+//! raised to its guarantee; a queue at its deserved share takes nothing more this session, a
+//! gang is admitted only within its queue's real capability, and reclaim takes back only what a
+//! queue holds beyond its deserved share.
+
+use std::cmp::Ordering;
+
+use crate::api::scheduling::PodGroupPhase;
+use crate::scheduler::framework::Plugin;
+use crate::scheduler::model::TaskStatus;
+use crate::scheduler::resource::Resource;
+use crate::scheduler::session::{QueueReport, SessionEvent, State};
+
+/// Per-queue bookkeeping.
+#[derive(Clone, Debug, Default)]
+pub struct QueueAttr {
+    /// Water-filled share.
+    pub deserved: Resource,
+    /// Held by allocated-status tasks.
+    pub allocated: Resource,
+    /// Allocated plus pending.
+    pub request: Resource,
+    /// Reserved for admitted gangs.
+    pub inqueue: Resource,
+    /// Held beyond the gangs' minimum.
+    pub elastic: Resource,
+    /// `min(capability, total − others' guarantees)`.
+    pub real_capability: Resource,
+    /// Capability (the total when unset).
+    pub capability: Resource,
+    /// Guarantee.
+    pub guarantee: Resource,
+    /// Dominant share of deserved.
+    pub share: f64,
+}
+
+/// The plugin.
+#[derive(Debug, Default)]
+pub struct Proportion {
+    attrs: Vec<QueueAttr>,
+}
+
+/// Water-fills `total` among queues by `weight`, each capped by real capability and request
+/// and raised to its guarantee. Pure, and the heart of queue fairness.
+pub fn water_fill(total: &Resource, attrs: &mut [QueueAttr], weights: &[i32]) {
+    let mut remaining = total.clone();
+    let mut met = vec![false; attrs.len()];
+    for a in attrs.iter_mut() {
+        a.deserved = Resource::zero();
+    }
+    // Each round either meets a queue or stops; bounded by the queue count plus one.
+    for _ in 0..=attrs.len() {
+        let total_weight: i64 = attrs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !met[*i])
+            .map(|(i, _)| weights[i].max(1) as i64)
+            .sum();
+        if total_weight == 0 {
+            break;
+        }
+        let old_remaining = remaining.clone();
+        let mut increased = Resource::zero();
+        let mut decreased = Resource::zero();
+        for (i, a) in attrs.iter_mut().enumerate() {
+            if met[i] {
+                continue;
+            }
+            let old = a.deserved.clone();
+            a.deserved
+                .add(&remaining.scaled(weights[i].max(1) as f64 / total_weight as f64));
+            a.deserved = a.deserved.min_with(&a.real_capability);
+            a.deserved = a.deserved.min_with(&a.request);
+            a.deserved = a.deserved.max_with(&a.guarantee);
+            if a.request.less_equal(&a.deserved) || a.deserved == old {
+                met[i] = true;
+            }
+            increased.add(&a.deserved.minus(&old));
+            decreased.add(&old.minus(&a.deserved));
+        }
+        remaining.sub(&increased);
+        remaining.add(&decreased);
+        if remaining.is_empty() || remaining == old_remaining {
+            break;
+        }
+    }
+}
+
+impl Proportion {
+    fn update_share(&mut self, q: usize) {
+        let a = &mut self.attrs[q];
+        a.share = a.allocated.share_of(&a.deserved);
+    }
+}
+
+impl Plugin for Proportion {
+    fn name(&self) -> &'static str {
+        "proportion"
+    }
+
+    fn open(&mut self, st: &State) {
+        let total = &st.total;
+        let guarantees: Resource = st
+            .queues
+            .iter()
+            .filter_map(|q| q.guarantee.clone())
+            .fold(Resource::zero(), |acc, g| acc.plus(&g));
+        self.attrs = st
+            .queues
+            .iter()
+            .map(|q| {
+                let guarantee = q.guarantee.clone().unwrap_or_default();
+                // A capability without cpu or memory leaves that dimension unlimited.
+                let mut capability = total.clone();
+                if let Some(c) = &q.capability {
+                    if c.milli_cpu > 0.0 {
+                        capability.milli_cpu = c.milli_cpu;
+                    }
+                    if c.memory > 0.0 {
+                        capability.memory = c.memory;
+                    }
+                    for (k, v) in &c.scalars {
+                        capability.scalars.insert(k.clone(), *v);
+                    }
+                }
+                let mut real = total.minus(&guarantees);
+                real.add(&guarantee);
+                QueueAttr {
+                    real_capability: real.min_with(&capability),
+                    capability,
+                    guarantee,
+                    ..QueueAttr::default()
+                }
+            })
+            .collect();
+        for (j, job) in st.jobs.iter().enumerate() {
+            let q = st.job_queue[j];
+            if q >= self.attrs.len() {
+                continue;
+            }
+            let a = &mut self.attrs[q];
+            for &t in &job.tasks {
+                let task = &st.tasks[t];
+                if task.status.is_allocated() {
+                    a.allocated.add(&task.resreq);
+                    a.request.add(&task.resreq);
+                } else if task.status == TaskStatus::Pending && !task.gated {
+                    a.request.add(&task.resreq);
+                }
+            }
+            let job_alloc = &st.job_state[j].allocated;
+            if let Some(min) = &job.min_resources {
+                if job.phase == PodGroupPhase::Inqueue {
+                    a.inqueue.add(min);
+                }
+                if job.phase == PodGroupPhase::Running
+                    && st.ready_task_num(j) as i64 >= job.min_available as i64
+                {
+                    a.inqueue.add(&min.minus(job_alloc));
+                }
+                a.elastic.add(&job_alloc.minus(min));
+            }
+        }
+        let weights: Vec<i32> = st.queues.iter().map(|q| q.weight).collect();
+        water_fill(total, &mut self.attrs, &weights);
+        for q in 0..self.attrs.len() {
+            self.update_share(q);
+        }
+    }
+
+    fn queue_order(&self, st: &State, a: usize, b: usize) -> Option<Ordering> {
+        let by_priority = st.queues[b].priority.cmp(&st.queues[a].priority);
+        if by_priority != Ordering::Equal {
+            return Some(by_priority);
+        }
+        self.attrs[a].share.partial_cmp(&self.attrs[b].share)
+    }
+
+    fn overused(&self, _: &State, q: usize) -> Option<bool> {
+        let a = self.attrs.get(q)?;
+        Some(a.deserved.less_equal(&a.allocated))
+    }
+
+    fn allocatable(&self, st: &State, q: usize, t: usize) -> Option<bool> {
+        if !st.queues[q].is_open() {
+            return Some(false);
+        }
+        let a = self.attrs.get(q)?;
+        let req = &st.tasks[t].resreq;
+        Some(a.allocated.plus(req).less_equal_in(&a.deserved, req))
+    }
+
+    fn job_enqueueable(&mut self, st: &mut State, j: usize) -> i8 {
+        let q = st.job_queue[j];
+        let Some(a) = self.attrs.get(q) else {
+            return 0;
+        };
+        if !st.queues[q].is_open() {
+            st.job_state[j].job_fit_error =
+                Some(format!("queue {} is not open", st.queues[q].name));
+            return -1;
+        }
+        let Some(min) = st.jobs[j].min_resources.clone() else {
+            return 1;
+        };
+        let mut want = min.plus(&a.allocated);
+        want.add(&a.inqueue);
+        want.sub(&a.elastic);
+        if want.less_equal_in(&a.real_capability, &min) {
+            return 1;
+        }
+        let missing = want.minus(&a.real_capability);
+        let name = st.queues[q].name.clone();
+        let message = format!(
+            "queue resource quota insufficient: queue {name} can hold {} and holds or has promised {}, so the gang's {min} is short by {missing}",
+            a.real_capability,
+            a.allocated.plus(&a.inqueue).minus(&a.elastic),
+        );
+        st.job_state[j].job_fit_error = Some(message.clone());
+        st.events.push(SessionEvent {
+            job: j,
+            type_: "Normal",
+            reason: "Unschedulable".into(),
+            message,
+        });
+        -1
+    }
+
+    fn job_enqueued(&mut self, st: &State, j: usize) {
+        let q = st.job_queue[j];
+        if let (Some(a), Some(min)) = (self.attrs.get_mut(q), &st.jobs[j].min_resources) {
+            a.inqueue.add(min);
+        }
+    }
+
+    fn on_allocate(&mut self, st: &State, t: usize) {
+        let q = st.job_queue[st.task_job[t]];
+        if let Some(a) = self.attrs.get_mut(q) {
+            a.allocated.add(&st.tasks[t].resreq);
+            self.update_share(q);
+        }
+    }
+
+    fn on_deallocate(&mut self, st: &State, t: usize) {
+        let q = st.job_queue[st.task_job[t]];
+        if let Some(a) = self.attrs.get_mut(q) {
+            a.allocated.sub(&st.tasks[t].resreq);
+            self.update_share(q);
+        }
+    }
+
+    fn reclaimable(&self, st: &State, _: usize, victims: &[usize]) -> Option<Vec<usize>> {
+        let mut allocated: Vec<Resource> = self.attrs.iter().map(|a| a.allocated.clone()).collect();
+        let mut out = Vec::new();
+        for &v in victims {
+            let q = st.job_queue[st.task_job[v]];
+            let Some(a) = self.attrs.get(q) else {
+                continue;
+            };
+            if !st.queues[q].reclaimable {
+                continue;
+            }
+            if !allocated[q].less_equal(&a.deserved) {
+                allocated[q].sub(&st.tasks[v].resreq);
+                out.push(v);
+            }
+        }
+        Some(out)
+    }
+
+    fn preemptive(&self, st: &State, q: usize, t: usize) -> Option<bool> {
+        let a = self.attrs.get(q)?;
+        let req = &st.tasks[t].resreq;
+        Some(a.allocated.plus(req).less_equal_in(&a.deserved, req))
+    }
+
+    fn close(&mut self, st: &mut State) {
+        for (q, a) in self.attrs.iter().enumerate() {
+            st.queue_report.insert(
+                q,
+                QueueReport {
+                    deserved: a.deserved.clone(),
+                    allocated: a.allocated.clone(),
+                    request: a.request.clone(),
+                    inqueue: a.inqueue.clone(),
+                    capability: a.capability.clone(),
+                    real_capability: a.real_capability.clone(),
+                    share: a.share,
+                    overused: a.deserved.less_equal(&a.allocated),
+                },
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(request: Resource) -> QueueAttr {
+        QueueAttr {
+            request,
+            real_capability: Resource::new(1e12, 1e18),
+            ..QueueAttr::default()
+        }
+    }
+
+    #[test]
+    fn weights_split_what_is_asked_for() {
+        let total = Resource::new(8000.0, 0.0);
+        let mut attrs = vec![
+            attr(Resource::new(8000.0, 0.0)),
+            attr(Resource::new(8000.0, 0.0)),
+        ];
+        water_fill(&total, &mut attrs, &[1, 3]);
+        assert!((attrs[0].deserved.milli_cpu - 2000.0).abs() < 1.0);
+        assert!((attrs[1].deserved.milli_cpu - 6000.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_small_request_frees_the_rest_for_others() {
+        let total = Resource::new(8000.0, 0.0);
+        let mut attrs = vec![
+            attr(Resource::new(1000.0, 0.0)),
+            attr(Resource::new(8000.0, 0.0)),
+        ];
+        water_fill(&total, &mut attrs, &[1, 1]);
+        assert!((attrs[0].deserved.milli_cpu - 1000.0).abs() < 1.0);
+        assert!((attrs[1].deserved.milli_cpu - 7000.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn capability_caps_and_guarantee_raises() {
+        let total = Resource::new(8000.0, 0.0);
+        let mut a = attr(Resource::new(8000.0, 0.0));
+        a.real_capability = Resource::new(3000.0, 0.0);
+        let mut b = attr(Resource::new(500.0, 0.0));
+        b.guarantee = Resource::new(2000.0, 0.0);
+        let mut attrs = vec![a, b, attr(Resource::new(8000.0, 0.0))];
+        water_fill(&total, &mut attrs, &[1, 1, 1]);
+        assert!(attrs[0].deserved.milli_cpu <= 3000.0 + 0.1);
+        assert!(attrs[1].deserved.milli_cpu >= 2000.0 - 0.1);
+        let sum: f64 = attrs.iter().map(|a| a.deserved.milli_cpu).sum();
+        assert!(sum <= 8000.0 + 1.0, "{sum}");
+    }
+}

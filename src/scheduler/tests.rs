@@ -1,0 +1,371 @@
+//! Session tests against small hand-built clusters.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::config::{SchedulerConf, parse};
+use super::outcome::{Outcome, Verdict, run_session};
+use super::testing::{World, placed_by_gang};
+use crate::api::scheduling::PodGroupPhase;
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+fn session(w: &World) -> Outcome {
+    run_session(w.index.snapshot(), &SchedulerConf::builtin(), "s1", now())
+}
+
+fn session_with(w: &World, conf: &str) -> Outcome {
+    let conf = parse(conf, "test").unwrap();
+    run_session(w.index.snapshot(), &conf, "s1", now())
+}
+
+fn phase_of(out: &Outcome, name: &str) -> Option<PodGroupPhase> {
+    out.podgroups
+        .iter()
+        .find(|u| u.name == name)
+        .and_then(|u| u.status.phase.clone())
+}
+
+#[test]
+fn a_gang_that_fits_is_admitted_and_placed_whole() {
+    let w = World::default()
+        .nodes(2, 4, 16)
+        .gang("ns", "a", "default", 4, 4, 1000, 1024, "Pending");
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/a"), Some(&4));
+    assert_eq!(out.plan.gangs["ns/a"], Verdict::Ready);
+    // Placed but not bound yet: Inqueue until kube-scheduler binds them.
+    assert_eq!(phase_of(&out, "a"), Some(PodGroupPhase::Inqueue));
+    let cond = out.podgroups[0].status.conditions.as_ref().unwrap();
+    assert_eq!(cond[0].type_.as_ref().unwrap().as_str(), "Scheduled");
+}
+
+#[test]
+fn two_gangs_that_cannot_both_fit_one_goes_whole_the_other_waits_whole() {
+    // 2 nodes × 4 cpu = 8 cpu; each gang needs 6 cpu.
+    let w = World::default()
+        .nodes(2, 4, 16)
+        .gang("ns", "a", "default", 3, 3, 2000, 1024, "Inqueue")
+        .gang("ns", "b", "default", 3, 3, 2000, 1024, "Inqueue");
+    let out = session(&w);
+    let placed = placed_by_gang(&out.plan);
+    assert_eq!(placed.len(), 1, "{placed:?}");
+    assert_eq!(placed.values().next(), Some(&3));
+    let waiting: Vec<&String> = out
+        .plan
+        .gangs
+        .iter()
+        .filter(|(_, v)| matches!(v, Verdict::Waiting(_)))
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(waiting.len(), 1);
+    let Verdict::Waiting(msg) = &out.plan.gangs[waiting[0]] else {
+        unreachable!()
+    };
+    // Volcano's count: one task found a node before the gang was undone.
+    assert!(
+        msg.starts_with(
+            "2/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable"
+        ),
+        "{msg}"
+    );
+    assert!(msg.contains("queue default has no room"), "{msg}");
+}
+
+#[test]
+fn enqueue_refuses_a_gang_larger_than_the_cluster_with_a_reason() {
+    let w = World::default()
+        .nodes(1, 4, 16)
+        .gang("ns", "big", "default", 8, 8, 1000, 1024, "Pending");
+    let out = session(&w);
+    assert!(out.plan.placements.is_empty());
+    assert_eq!(phase_of(&out, "big"), Some(PodGroupPhase::Pending));
+    let ev = out
+        .events
+        .iter()
+        .find(|e| e.reason == "Unschedulable" && e.type_ == "Normal")
+        .expect("an enqueue event");
+    assert!(
+        ev.message.contains("resource in cluster is overused"),
+        "{}",
+        ev.message
+    );
+    assert!(ev.message.contains("cpu 8000m"), "{}", ev.message);
+}
+
+#[test]
+fn a_pending_gang_without_enqueue_is_allocated_directly() {
+    let w = World::default()
+        .nodes(1, 4, 16)
+        .gang("ns", "a", "default", 2, 2, 1000, 1024, "Pending");
+    let out = session_with(
+        &w,
+        "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n",
+    );
+    assert_eq!(placed_by_gang(&out.plan).get("ns/a"), Some(&2));
+}
+
+#[test]
+fn members_beyond_min_member_are_placed_when_room_allows() {
+    let w = World::default()
+        .nodes(1, 4, 16)
+        .gang("ns", "elastic", "default", 6, 2, 1000, 1024, "Inqueue");
+    let out = session(&w);
+    // 4 cpu: 4 of the 6 fit; the gang (min 2) is ready.
+    assert_eq!(placed_by_gang(&out.plan).get("ns/elastic"), Some(&4));
+    assert_eq!(out.plan.gangs["ns/elastic"], Verdict::Ready);
+}
+
+#[test]
+fn running_gangs_keep_their_nodes() {
+    let w = World::default()
+        .nodes(2, 4, 16)
+        .running_gang("ns", "r", "default", 2, 4000, 1024, 2)
+        .gang("ns", "a", "default", 1, 1, 1000, 1024, "Inqueue");
+    let out = session(&w);
+    assert!(out.plan.placements.is_empty());
+    assert_eq!(phase_of(&out, "r"), Some(PodGroupPhase::Running));
+}
+
+#[test]
+fn queues_weighted_one_to_three_share_a_full_cluster_about_one_to_three() {
+    // 8 nodes × 4 cpu = 32 cpu; each queue asks for far more than it can get.
+    let mut w = World::default()
+        .nodes(8, 4, 64)
+        .queue("q1", 1)
+        .queue("q3", 3);
+    for i in 0..20 {
+        w = w
+            .gang("ns", &format!("a{i:02}"), "q1", 2, 2, 1000, 512, "Inqueue")
+            .gang("ns", &format!("b{i:02}"), "q3", 2, 2, 1000, 512, "Inqueue");
+    }
+    let out = session(&w);
+    let mut per_queue = (0usize, 0usize);
+    for p in out.plan.placements.values() {
+        if p.job.starts_with("ns/a") {
+            per_queue.0 += 1;
+        } else {
+            per_queue.1 += 1;
+        }
+    }
+    assert_eq!(per_queue.0 + per_queue.1, 32, "{per_queue:?}");
+    assert_eq!(per_queue, (8, 24));
+}
+
+#[test]
+fn predicates_keep_pods_off_tainted_cordoned_and_not_ready_nodes() {
+    use super::testing::node;
+    let mut w = World::default();
+    let mut tainted = node("tainted", 8, 32, 110);
+    tainted.spec.get_or_insert_default().taints = Some(vec![k8s_openapi::api::core::v1::Taint {
+        key: "gpu".into(),
+        value: Some("true".into()),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    }]);
+    let mut cordoned = node("cordoned", 8, 32, 110);
+    cordoned.spec.get_or_insert_default().unschedulable = Some(true);
+    let mut not_ready = node("not-ready", 8, 32, 110);
+    not_ready
+        .status
+        .as_mut()
+        .unwrap()
+        .conditions
+        .as_mut()
+        .unwrap()[0]
+        .status = "False".into();
+    for n in [&tainted, &cordoned, &not_ready] {
+        w.index.apply_node(n);
+    }
+    w = w.gang("ns", "a", "default", 1, 1, 1000, 1024, "Inqueue");
+    let out = session(&w);
+    assert!(out.plan.placements.is_empty());
+    let Verdict::Waiting(msg) = &out.plan.gangs["ns/a"] else {
+        panic!("placed")
+    };
+    assert!(msg.contains("0/3 nodes are unavailable"), "{msg}");
+    assert!(
+        msg.contains("1 node(s) had untolerated taint {gpu: true}"),
+        "{msg}"
+    );
+    assert!(msg.contains("1 node(s) were unschedulable"), "{msg}");
+    assert!(msg.contains("1 node(s) were not ready"), "{msg}");
+    w.index.apply_node(&node("good", 8, 32, 110));
+    let out = session(&w);
+    assert_eq!(out.plan.placements.values().next().unwrap().node, "good");
+}
+
+#[test]
+fn the_same_snapshot_gives_the_same_plan() {
+    let mut w = World::default().nodes(10, 4, 16).queue("q", 2);
+    for i in 0..15 {
+        w = w.gang(
+            "ns",
+            &format!("g{i}"),
+            if i % 2 == 0 { "q" } else { "default" },
+            3,
+            3,
+            1500,
+            700,
+            "Inqueue",
+        );
+    }
+    let a = session(&w);
+    let b = session(&w);
+    assert_eq!(a.plan.placements, b.plan.placements);
+    assert!(!a.plan.placements.is_empty());
+}
+
+#[test]
+fn status_is_written_only_when_it_changes() {
+    let mut w = World::default().nodes(1, 4, 16);
+    w.index.apply_podgroup(&super::testing::with_phase(
+        super::testing::podgroup("ns", "done", "default", 1, None),
+        "Running",
+    ));
+    let mut p = super::testing::running(
+        super::testing::pod("ns", "done-task-0", "done", 100, 10),
+        "node-0",
+    );
+    w.index.apply_pod(&p);
+    let out = session(&w);
+    let update = out
+        .podgroups
+        .iter()
+        .find(|u| u.name == "done")
+        .expect("counts written once");
+    assert_eq!(update.status.running, Some(1));
+    // Feed the written status back: the next session has nothing to write.
+    let mut pg = (*w.index.podgroup("ns/done").unwrap().as_ref()).clone();
+    pg.status = Some(update.status.clone());
+    w.index.apply_podgroup(&pg);
+    let out = session(&w);
+    assert!(
+        out.podgroups.iter().all(|u| u.name != "done"),
+        "{:?}",
+        out.podgroups
+    );
+    // The pod finishes: Completed.
+    p.status.as_mut().unwrap().phase = Some("Succeeded".into());
+    w.index.apply_pod(&p);
+    let out = session(&w);
+    assert_eq!(phase_of(&out, "done"), Some(PodGroupPhase::Completed));
+}
+
+#[test]
+fn queue_allocation_is_reported_when_it_changes() {
+    let w = World::default()
+        .nodes(1, 4, 16)
+        .running_gang("ns", "r", "default", 2, 1000, 1024, 1);
+    let out = session(&w);
+    let q = out
+        .queues
+        .iter()
+        .find(|q| q.name == "default")
+        .expect("default queue");
+    assert_eq!(q.allocated["cpu"].0, "2000m");
+    let root = out
+        .queues
+        .iter()
+        .find(|q| q.name == "root")
+        .expect("root sums its children");
+    assert_eq!(root.allocated["cpu"].0, "2000m");
+}
+
+#[test]
+fn assumed_placements_count_against_their_node_until_they_expire() {
+    use std::time::{Duration, Instant};
+    let mut w = World::default()
+        .nodes(1, 4, 16)
+        .gang("ns", "a", "default", 1, 1, 3000, 1024, "Inqueue")
+        .gang("ns", "b", "default", 1, 1, 3000, 1024, "Inqueue");
+    let t0 = Instant::now();
+    assert!(
+        w.index
+            .assume("uid-ns-a-task-0", "node-0", Duration::from_secs(30), t0)
+    );
+    let out = session(&w);
+    assert!(
+        out.plan.placements.is_empty(),
+        "b must not get a's capacity"
+    );
+    assert_eq!(w.index.expire_assumed(t0 + Duration::from_secs(31)), 1);
+    let out = session(&w);
+    assert_eq!(out.plan.placements.len(), 1);
+}
+
+#[test]
+fn preempt_evicts_lower_priority_pods_only_whole_or_above_min_member() {
+    let conf = r#"
+actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: predicates
+  - name: nodeorder
+"#;
+    let mut w = World::default()
+        .nodes(1, 4, 16)
+        .running_gang("ns", "low", "default", 4, 1000, 512, 1);
+    let mut pg = super::testing::with_phase(
+        super::testing::podgroup("ns", "high", "default", 2, None),
+        "Inqueue",
+    );
+    pg.spec.priority_class_name = Some("high".into());
+    w.index.apply_podgroup(&pg);
+    w.index.apply_priority_class(
+        &serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "high"}, "value": 1000
+        }))
+        .unwrap(),
+    );
+    for i in 0..2 {
+        w.index.apply_pod(&super::testing::pod(
+            "ns",
+            &format!("high-task-{i}"),
+            "high",
+            1000,
+            512,
+        ));
+    }
+    let out = session_with(&w, conf);
+    // The low gang (min 4 of 4) cannot lose a pod and stay a gang: nothing is evicted.
+    assert!(out.evictions.is_empty(), "{:?}", out.evictions);
+    // A gang with slack (min 2 of 4) may lose 2.
+    let mut pg = (*w.index.podgroup("ns/low").unwrap().as_ref()).clone();
+    pg.spec.min_member = Some(2);
+    w.index.apply_podgroup(&pg);
+    let out = session_with(&w, conf);
+    assert_eq!(out.evictions.len(), 2, "{:?}", out.evictions);
+}
+
+#[test]
+fn role_minimums_gate_readiness() {
+    let mut w = World::default().nodes(1, 4, 16);
+    let mut pg = super::testing::with_phase(
+        super::testing::podgroup("ns", "mw", "default", 2, None),
+        "Inqueue",
+    );
+    pg.spec.min_task_member = Some([("master".to_string(), 1), ("worker".to_string(), 1)].into());
+    w.index.apply_podgroup(&pg);
+    // Only workers exist: the gang is not valid.
+    for i in 0..2 {
+        let mut p = super::testing::pod("ns", &format!("mw-worker-{i}"), "mw", 500, 100);
+        p.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert("volcano.sh/task-spec".into(), "worker".into());
+        w.index.apply_pod(&p);
+    }
+    let out = session(&w);
+    assert!(out.plan.placements.is_empty());
+    let Verdict::Waiting(msg) = &out.plan.gangs["ns/mw"] else {
+        panic!()
+    };
+    assert!(msg.contains("Not enough valid pods of each task"), "{msg}");
+}
