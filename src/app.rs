@@ -16,6 +16,7 @@ use crate::cluster::webhooks::WebhookError;
 use crate::cluster::{self, BootstrapError, CacheFeeds, Caches, ClusterError};
 use crate::embedded::{self, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
 use crate::metrics::{Metrics, MetricsError};
+use crate::scheduler::{Scheduler, SchedulerOptions};
 use crate::server::{self, ServerConfig, ServerError, ServerState, TlsSource};
 
 /// Everything that can stop a subcommand, one variant per subsystem.
@@ -69,6 +70,9 @@ pub enum AppError {
     /// Starting embedded mode failed.
     #[error("embedded mode: {0}")]
     Embedded(String),
+    /// `--config` is missing or invalid.
+    #[error(transparent)]
+    SchedulerConfig(#[from] crate::scheduler::ConfigError),
 }
 
 /// Installs the global `tracing` subscriber: `--log` (or `RUST_LOG`, default `info`) as the
@@ -189,6 +193,11 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     if args.faults.is_some() && !args.embedded {
         return Err(AppError::Flags("--faults only applies with --embedded"));
     }
+    // Files named by flags are checked before anything starts.
+    let scheduler_conf = match &args.config {
+        Some(path) => crate::scheduler::config::load(path)?,
+        None => crate::scheduler::SchedulerConf::builtin(),
+    };
     let metrics = Metrics::new()?;
     let shutdown = CancellationToken::new();
     server::cancel_on_signals(shutdown.clone());
@@ -224,7 +233,18 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     };
 
     // On a cluster the watches start now; in embedded mode once the CRDs are installed.
-    let (caches, feeds) = Caches::new();
+    let (caches, mut feeds) = Caches::new();
+    let scheduler = Scheduler::new(
+        SchedulerOptions {
+            scheduler_names: args.scheduler_names.clone(),
+            period: args.schedule_period,
+            config_path: args.config.clone(),
+            ..SchedulerOptions::default()
+        },
+        scheduler_conf,
+        metrics.registry(),
+    )?;
+    scheduler.subscribe(&mut feeds);
     let mut feeds = Some(feeds);
     if !args.embedded
         && let Some(f) = feeds.take()
@@ -258,8 +278,12 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         .await?;
     }
     cluster::ensure_default_queues(&client).await?;
+    // The scheduling session runs from the shared caches; its status writer uses the client.
+    let session = scheduler.clone().spawn(client.clone(), shutdown.clone());
 
     running.await.map_err(|e| AppError::Task(e.to_string()))??;
+    shutdown.cancel();
+    let _ = session.await;
     tracing::info!("drained, exiting");
     Ok(())
 }

@@ -101,9 +101,16 @@ pub struct ServeArgs {
     )]
     pub scheduler_names: Vec<String>,
 
-    /// Scheduler session configuration (actions, tiers) as YAML.
+    /// Scheduler session configuration in Volcano's scheduler-conf YAML (actions, tiers,
+    /// plugin arguments); Volcano's built-in default without it. Checked at start (a missing or
+    /// bad file refuses to start) and reloaded when it changes (a bad new file keeps the old).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// How often the scheduling session runs (Go duration: `500ms`, `1s`, `2m`); sessions also
+    /// run on demand when pods, gangs or capacity change.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub schedule_period: std::time::Duration,
 
     /// Embedded mode: start with N Ready nodes, each 8 cpu, 32Gi memory, 110 pods.
     #[arg(long, value_name = "N", default_value_t = 3)]
@@ -232,4 +239,15 @@ mod tests {
         let cli = Cli::try_parse_from(["tephra", "crds", "--log-format", "json"]).unwrap();
         assert_eq!(cli.log_format, LogFormat::Json);
     }
+}
+
+/// A Go-style duration flag (`500ms`, `1s`, `1m30s`), at least 10 ms.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::api::Duration(s.to_string())
+        .to_std()
+        .map_err(|e| e.to_string())?;
+    if d < std::time::Duration::from_millis(10) {
+        return Err(format!("{s} is too short (at least 10ms)"));
+    }
+    Ok(d)
 }

@@ -123,6 +123,24 @@ impl ClusterIndex {
         std::mem::take(&mut self.changes)
     }
 
+    /// What changed since the last [`Self::take_changes`], without resetting it.
+    pub fn peek_changes(&self) -> Changes {
+        self.changes
+    }
+
+    /// `true` when an assumed placement has passed its time.
+    pub fn has_expired_assumed(&self, now: Instant) -> bool {
+        self.assumed.values().any(|a| a.expires <= now)
+    }
+
+    /// A queue's `status.allocated` as last seen.
+    pub fn queue_allocated(&self, name: &str) -> Option<crate::api::ResourceList> {
+        self.queues
+            .get(name)
+            .and_then(|q| q.status.as_ref())
+            .and_then(|s| s.allocated.clone())
+    }
+
     /// Number of pods known.
     pub fn pod_count(&self) -> usize {
         self.pods.len()

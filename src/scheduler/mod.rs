@@ -21,11 +21,13 @@ pub mod actions;
 pub mod config;
 pub mod framework;
 pub mod index;
+pub mod metrics;
 pub mod model;
 pub mod outcome;
 
 pub mod plugins;
 pub mod resource;
+pub mod runner;
 pub mod session;
 pub mod testing;
 #[cfg(test)]
@@ -34,3 +36,4 @@ mod tests;
 pub use config::{ConfigError, SchedulerConf};
 pub use index::{ClusterIndex, Snapshot};
 pub use outcome::{Outcome, Plan, run_session};
+pub use runner::{Scheduler, SchedulerOptions};

@@ -1,0 +1,246 @@
+//! The scheduler's series: Volcano's names and labels where Volcano has them (so its dashboards
+//! work), plus gang series of tephra's own.
+
+use prometheus::{
+    Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    Opts, Registry, exponential_buckets,
+};
+
+use super::outcome::SessionFigures;
+use super::resource::Resource;
+
+/// Every scheduler series.
+#[derive(Clone, Debug)]
+pub struct SchedulerMetrics {
+    /// `volcano_e2e_scheduling_latency_milliseconds`: a whole session.
+    pub e2e_latency: Histogram,
+    /// `volcano_action_scheduling_latency_milliseconds{action}`.
+    pub action_latency: HistogramVec,
+    /// `volcano_schedule_attempts_total{result}`: sessions by whether they placed anything
+    /// (`scheduled`), found gangs that cannot fit (`unschedulable`), or failed (`error`).
+    pub attempts: IntCounterVec,
+    /// `volcano_unschedule_task_count{job_id}`.
+    pub unschedule_task_count: GaugeVec,
+    /// `volcano_unschedule_job_count`.
+    pub unschedule_job_count: IntGauge,
+    /// `volcano_queue_allocated_milli_cpu{queue_name}` and friends.
+    pub queue_cpu: GaugeVec,
+    /// `volcano_queue_*_memory_bytes{queue_name}` (one vec per figure via the `figure` label
+    /// would break Volcano's names, so each figure has its own).
+    pub queue_memory: GaugeVec,
+    /// `volcano_queue_share{queue_name}`.
+    pub queue_share: GaugeVec,
+    /// `volcano_queue_overused{queue_name}`.
+    pub queue_overused: GaugeVec,
+    /// `volcano_queue_deserved_milli_cpu{queue_name}`.
+    pub queue_deserved_cpu: GaugeVec,
+    /// `volcano_queue_deserved_memory_bytes{queue_name}`.
+    pub queue_deserved_memory: GaugeVec,
+    /// `tephra_gangs{phase}`: PodGroups by phase after the last session.
+    pub gangs: GaugeVec,
+    /// `tephra_gang_wait_seconds`: from PodGroup creation to its gang being placed whole.
+    pub gang_wait: Histogram,
+    /// `tephra_placements_expired_total`: assumed placements released because kube-scheduler
+    /// never bound the pod.
+    pub placements_expired: IntCounter,
+    /// `tephra_scheduler_sessions_total{trigger}` (`period`, `demand`).
+    pub sessions: IntCounterVec,
+    /// `tephra_scheduler_status_writes_total{kind,result}`.
+    pub status_writes: IntCounterVec,
+    /// `tephra_scheduler_config_reloads_total{result}`.
+    pub config_reloads: IntCounterVec,
+    /// `tephra_scheduler_last_session_timestamp_seconds`.
+    pub last_session: Gauge,
+}
+
+impl SchedulerMetrics {
+    /// Creates the series and registers them.
+    pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let ms = |name: &str, help: &str, start: f64, factor: f64, count: usize| {
+            Histogram::with_opts(
+                HistogramOpts::new(name, help).buckets(exponential_buckets(start, factor, count)?),
+            )
+        };
+        let m = Self {
+            e2e_latency: ms(
+                "volcano_e2e_scheduling_latency_milliseconds",
+                "E2e scheduling latency in milliseconds (scheduling algorithm + binding)",
+                1.0,
+                1.53,
+                20,
+            )?,
+            action_latency: HistogramVec::new(
+                HistogramOpts::new(
+                    "volcano_action_scheduling_latency_milliseconds",
+                    "Action scheduling latency in milliseconds",
+                )
+                .buckets(exponential_buckets(1.0, 1.49, 20)?),
+                &["action"],
+            )?,
+            attempts: IntCounterVec::new(
+                Opts::new(
+                    "volcano_schedule_attempts_total",
+                    "Number of attempts to schedule pods, by the result.",
+                ),
+                &["result"],
+            )?,
+            unschedule_task_count: GaugeVec::new(
+                Opts::new(
+                    "volcano_unschedule_task_count",
+                    "Number of tasks could not be scheduled",
+                ),
+                &["job_id"],
+            )?,
+            unschedule_job_count: IntGauge::new(
+                "volcano_unschedule_job_count",
+                "Number of jobs could not be scheduled",
+            )?,
+            queue_cpu: GaugeVec::new(
+                Opts::new(
+                    "volcano_queue_allocated_milli_cpu",
+                    "Allocated CPU count for one queue",
+                ),
+                &["queue_name"],
+            )?,
+            queue_memory: GaugeVec::new(
+                Opts::new(
+                    "volcano_queue_allocated_memory_bytes",
+                    "Allocated memory for one queue",
+                ),
+                &["queue_name"],
+            )?,
+            queue_share: GaugeVec::new(
+                Opts::new("volcano_queue_share", "Share for one queue"),
+                &["queue_name"],
+            )?,
+            queue_overused: GaugeVec::new(
+                Opts::new("volcano_queue_overused", "If one queue is overused"),
+                &["queue_name"],
+            )?,
+            queue_deserved_cpu: GaugeVec::new(
+                Opts::new(
+                    "volcano_queue_deserved_milli_cpu",
+                    "Deserved CPU count for one queue",
+                ),
+                &["queue_name"],
+            )?,
+            queue_deserved_memory: GaugeVec::new(
+                Opts::new(
+                    "volcano_queue_deserved_memory_bytes",
+                    "Deserved memory for one queue",
+                ),
+                &["queue_name"],
+            )?,
+            gangs: GaugeVec::new(
+                Opts::new("tephra_gangs", "PodGroups by phase after the last session."),
+                &["phase"],
+            )?,
+            gang_wait: Histogram::with_opts(
+                HistogramOpts::new(
+                    "tephra_gang_wait_seconds",
+                    "Time from PodGroup creation until its gang was placed whole.",
+                )
+                .buckets(exponential_buckets(0.1, 2.0, 16)?),
+            )?,
+            placements_expired: IntCounter::new(
+                "tephra_placements_expired_total",
+                "Assumed placements released because the pod was never bound.",
+            )?,
+            sessions: IntCounterVec::new(
+                Opts::new(
+                    "tephra_scheduler_sessions_total",
+                    "Scheduling sessions run, by what started them.",
+                ),
+                &["trigger"],
+            )?,
+            status_writes: IntCounterVec::new(
+                Opts::new(
+                    "tephra_scheduler_status_writes_total",
+                    "PodGroup and Queue status writes and Events, by kind and result.",
+                ),
+                &["kind", "result"],
+            )?,
+            config_reloads: IntCounterVec::new(
+                Opts::new(
+                    "tephra_scheduler_config_reloads_total",
+                    "Scheduler configuration reloads after the file changed, by result.",
+                ),
+                &["result"],
+            )?,
+            last_session: Gauge::new(
+                "tephra_scheduler_last_session_timestamp_seconds",
+                "When the last scheduling session finished (Unix time).",
+            )?,
+        };
+        registry.register(Box::new(m.e2e_latency.clone()))?;
+        registry.register(Box::new(m.action_latency.clone()))?;
+        registry.register(Box::new(m.attempts.clone()))?;
+        registry.register(Box::new(m.unschedule_task_count.clone()))?;
+        registry.register(Box::new(m.unschedule_job_count.clone()))?;
+        registry.register(Box::new(m.queue_cpu.clone()))?;
+        registry.register(Box::new(m.queue_memory.clone()))?;
+        registry.register(Box::new(m.queue_share.clone()))?;
+        registry.register(Box::new(m.queue_overused.clone()))?;
+        registry.register(Box::new(m.queue_deserved_cpu.clone()))?;
+        registry.register(Box::new(m.queue_deserved_memory.clone()))?;
+        registry.register(Box::new(m.gangs.clone()))?;
+        registry.register(Box::new(m.gang_wait.clone()))?;
+        registry.register(Box::new(m.placements_expired.clone()))?;
+        registry.register(Box::new(m.sessions.clone()))?;
+        registry.register(Box::new(m.status_writes.clone()))?;
+        registry.register(Box::new(m.config_reloads.clone()))?;
+        registry.register(Box::new(m.last_session.clone()))?;
+        for r in ["scheduled", "unschedulable", "error"] {
+            m.attempts.with_label_values(&[r]);
+        }
+        Ok(m)
+    }
+
+    /// Records one session's figures.
+    pub fn observe(&self, total_ms: f64, f: &SessionFigures, placed: usize) {
+        self.e2e_latency.observe(total_ms);
+        for (action, ms) in &f.action_ms {
+            self.action_latency
+                .with_label_values(&[action])
+                .observe(*ms);
+        }
+        let result = if placed > 0 {
+            "scheduled"
+        } else if f.unschedulable_tasks.is_empty() {
+            "none"
+        } else {
+            "unschedulable"
+        };
+        if result != "none" {
+            self.attempts.with_label_values(&[result]).inc();
+        }
+        self.unschedule_task_count.reset();
+        for (job, n) in &f.unschedulable_tasks {
+            self.unschedule_task_count
+                .with_label_values(&[job])
+                .set(*n as f64);
+        }
+        self.unschedule_job_count
+            .set(f.unschedulable_tasks.len() as i64);
+        for (q, r) in &f.queues {
+            let cpu_mem = |g: &GaugeVec, g2: &GaugeVec, r: &Resource| {
+                g.with_label_values(&[q]).set(r.milli_cpu);
+                g2.with_label_values(&[q]).set(r.memory);
+            };
+            cpu_mem(&self.queue_cpu, &self.queue_memory, &r.allocated);
+            cpu_mem(
+                &self.queue_deserved_cpu,
+                &self.queue_deserved_memory,
+                &r.deserved,
+            );
+            self.queue_share.with_label_values(&[q]).set(r.share);
+            self.queue_overused
+                .with_label_values(&[q])
+                .set(if r.overused { 1.0 } else { 0.0 });
+        }
+        self.gangs.reset();
+        for (phase, n) in &f.phases {
+            self.gangs.with_label_values(&[phase]).set(*n as f64);
+        }
+    }
+}

@@ -1,0 +1,498 @@
+//! The scheduler as a background task: keeps the [`ClusterIndex`] current from the shared
+//! watch caches' events, runs a session every `--schedule-period` and on demand (a new pending
+//! pod, a new gang, freed capacity — debounced so a burst of events costs one session),
+//! publishes the plan for the extender, and applies the outcome at the edge: one patch per
+//! PodGroup or Queue whose status changed, Events only when their message changes.
+//!
+//! A periodic tick with nothing changed since the last session is skipped: a session is a pure
+//! function of the snapshot, so it would decide the same again.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{EvictParams, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::config::{self, SchedulerConf};
+use super::index::ClusterIndex;
+use super::metrics::SchedulerMetrics;
+use super::outcome::{Outcome, Plan, Verdict, run_session};
+use crate::api::{PodGroup, Queue};
+use crate::cluster::CacheFeeds;
+use crate::cluster::events::{EventRecorder, EventType, object_ref};
+
+/// How long a placement made by a session counts against its node without kube-scheduler
+/// binding the pod. Longer than kube-scheduler's largest retry backoff (10 s) plus its
+/// extender timeouts, so a slow bind is not raced by a re-plan.
+pub const DEFAULT_ASSUME_TTL: Duration = Duration::from_secs(30);
+
+/// How long to wait after the first on-demand trigger so a burst of events costs one session.
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(20);
+
+/// At most this many status writes in flight at once.
+const WRITE_CONCURRENCY: usize = 16;
+
+/// Settings of the runner.
+#[derive(Clone, Debug)]
+pub struct SchedulerOptions {
+    /// Scheduler names whose pods are scheduled.
+    pub scheduler_names: Vec<String>,
+    /// `--schedule-period`.
+    pub period: Duration,
+    /// `--config`, reloaded when it changes.
+    pub config_path: Option<PathBuf>,
+    /// Time-to-live of assumed placements.
+    pub assume_ttl: Duration,
+    /// Debounce of on-demand sessions.
+    pub debounce: Duration,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        Self {
+            scheduler_names: vec![crate::api::keys::DEFAULT_SCHEDULER_NAME.into()],
+            period: Duration::from_secs(1),
+            config_path: None,
+            assume_ttl: DEFAULT_ASSUME_TTL,
+            debounce: DEFAULT_DEBOUNCE,
+        }
+    }
+}
+
+/// What the file watcher last saw of `--config`.
+#[derive(Debug, Default)]
+struct ConfigFile {
+    modified: Option<SystemTime>,
+    len: u64,
+}
+
+struct Inner {
+    options: SchedulerOptions,
+    index: Mutex<ClusterIndex>,
+    plan: RwLock<Arc<Plan>>,
+    sessions: watch::Sender<u64>,
+    trigger: Notify,
+    conf: RwLock<Arc<SchedulerConf>>,
+    config_file: Mutex<ConfigFile>,
+    metrics: SchedulerMetrics,
+    ready_gangs: Mutex<HashSet<String>>,
+    last_events: Mutex<HashMap<(String, String), String>>,
+    retry: std::sync::atomic::AtomicBool,
+}
+
+/// A handle on the scheduler; cheap to clone.
+#[derive(Clone)]
+pub struct Scheduler {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; keep serving it.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Scheduler {
+    /// A scheduler with `conf` (already checked) and its series in `registry`.
+    pub fn new(
+        options: SchedulerOptions,
+        conf: SchedulerConf,
+        registry: &prometheus::Registry,
+    ) -> Result<Self, prometheus::Error> {
+        let metrics = SchedulerMetrics::new(registry)?;
+        let mut file = ConfigFile::default();
+        if let Some(p) = &options.config_path
+            && let Ok(m) = std::fs::metadata(p)
+        {
+            file.modified = m.modified().ok();
+            file.len = m.len();
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                index: Mutex::new(ClusterIndex::new(options.scheduler_names.clone())),
+                options,
+                plan: RwLock::new(Arc::new(Plan::default())),
+                sessions: watch::Sender::new(0),
+                trigger: Notify::new(),
+                conf: RwLock::new(Arc::new(conf)),
+                config_file: Mutex::new(file),
+                metrics,
+                ready_gangs: Mutex::new(HashSet::new()),
+                last_events: Mutex::new(HashMap::new()),
+                retry: std::sync::atomic::AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Feeds the index from the shared caches' watch events and asks for a session when
+    /// something worth scheduling for changed.
+    pub fn subscribe(&self, feeds: &mut CacheFeeds) {
+        macro_rules! feed {
+            ($method:ident, $handler:ident) => {{
+                let inner = self.inner.clone();
+                feeds.$method(Arc::new(move |ev| {
+                    let wake = {
+                        let mut idx = lock(&inner.index);
+                        idx.$handler(ev);
+                        idx.peek_changes().any()
+                    };
+                    if wake {
+                        inner.trigger.notify_one();
+                    }
+                }));
+            }};
+        }
+        feed!(pods, on_pod_event);
+        feed!(nodes, on_node_event);
+        feed!(podgroups, on_podgroup_event);
+        feed!(queues, on_queue_event);
+        feed!(priority_classes, on_priority_class_event);
+    }
+
+    /// The latest plan.
+    pub fn plan(&self) -> Arc<Plan> {
+        self.inner
+            .plan
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Number of sessions run so far.
+    pub fn session_count(&self) -> u64 {
+        *self.inner.sessions.borrow()
+    }
+
+    /// Asks for a session soon.
+    pub fn request(&self) {
+        self.inner.trigger.notify_one();
+    }
+
+    /// Waits until a session after `after` has finished, at most `timeout`; `false` on timeout.
+    pub async fn wait_session_after(&self, after: u64, timeout: Duration) -> bool {
+        let mut rx = self.inner.sessions.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|n| *n > after))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// The index, locked. Keep the guard short: watch events wait for it.
+    pub fn index(&self) -> MutexGuard<'_, ClusterIndex> {
+        lock(&self.inner.index)
+    }
+
+    /// The series.
+    pub fn metrics(&self) -> &SchedulerMetrics {
+        &self.inner.metrics
+    }
+
+    /// The configuration in force.
+    pub fn conf(&self) -> Arc<SchedulerConf> {
+        self.inner
+            .conf
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Re-reads `--config` when its file changed; a bad new file keeps the old configuration.
+    pub fn reload_config_if_changed(&self) {
+        let Some(path) = &self.inner.options.config_path else {
+            return;
+        };
+        let Ok(meta) = std::fs::metadata(path) else {
+            return;
+        };
+        {
+            let mut seen = lock(&self.inner.config_file);
+            let modified = meta.modified().ok();
+            if seen.modified == modified && seen.len == meta.len() {
+                return;
+            }
+            seen.modified = modified;
+            seen.len = meta.len();
+        }
+        match config::load(path) {
+            Ok(conf) => {
+                tracing::info!(file = %path.display(), actions = %conf.actions, "scheduler configuration reloaded");
+                *self.inner.conf.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(conf);
+                self.inner
+                    .metrics
+                    .config_reloads
+                    .with_label_values(&["ok"])
+                    .inc();
+                self.request();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "scheduler configuration not reloaded; the previous one stays in force");
+                self.inner
+                    .metrics
+                    .config_reloads
+                    .with_label_values(&["error"])
+                    .inc();
+            }
+        }
+    }
+
+    /// One session, decided and published (plan, assumed placements, metrics), without writing
+    /// to the API. Returns what was decided.
+    pub fn run_once(&self, trigger: &str) -> Outcome {
+        let start = Instant::now();
+        let now = Instant::now();
+        let snapshot = {
+            let mut idx = self.index();
+            let expired = idx.expire_assumed(now);
+            self.inner.metrics.placements_expired.inc_by(expired as u64);
+            idx.take_changes();
+            idx.snapshot()
+        };
+        let conf = self.conf();
+        let id = format!("{:x}", rand_id());
+        let outcome = run_session(
+            snapshot,
+            &conf,
+            &id,
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ),
+        );
+        {
+            let mut idx = self.index();
+            for (uid, p) in &outcome.plan.placements {
+                idx.assume(uid, &p.node, self.inner.options.assume_ttl, now);
+            }
+            // Capacity and pods the plan now holds are accounted; do not wake for them.
+            idx.take_changes();
+            let mut ready = lock(&self.inner.ready_gangs);
+            let now_s = k8s_openapi::jiff::Timestamp::now().as_second();
+            for (job, v) in &outcome.plan.gangs {
+                if *v == Verdict::Ready
+                    && ready.insert(job.clone())
+                    && let Some(pg) = idx.podgroup(job)
+                    && let Some(t) = pg.metadata.creation_timestamp.as_ref()
+                {
+                    self.inner
+                        .metrics
+                        .gang_wait
+                        .observe((now_s - t.0.as_second()).max(0) as f64);
+                }
+            }
+            ready.retain(|j| outcome.plan.gangs.contains_key(j));
+        }
+        *self.inner.plan.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(outcome.plan.clone());
+        let ms = start.elapsed().as_secs_f64() * 1000.0;
+        self.inner
+            .metrics
+            .observe(ms, &outcome.figures, outcome.plan.placements.len());
+        self.inner
+            .metrics
+            .sessions
+            .with_label_values(&[trigger])
+            .inc();
+        self.inner.metrics.last_session.set(
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
+        );
+        self.inner.sessions.send_modify(|n| *n += 1);
+        tracing::debug!(
+            session = %id,
+            ms = format!("{ms:.1}"),
+            placed = outcome.plan.placements.len(),
+            podgroups = outcome.podgroups.len(),
+            "session"
+        );
+        outcome
+    }
+
+    /// Applies an outcome's writes: PodGroup status (the object itself: Volcano's PodGroup
+    /// has no status subresource), Queue `status.allocated`, Events, evictions.
+    pub async fn write(&self, client: &Client, recorder: &EventRecorder, outcome: &Outcome) {
+        let m = &self.inner.metrics;
+        let mut failed = false;
+        let pg_writes: Vec<_> = outcome
+            .podgroups
+            .iter()
+            .map(|u| {
+                let api: Api<PodGroup> = Api::namespaced(client.clone(), &u.namespace);
+                let patch = json!({ "status": u.status });
+                let name = u.name.clone();
+                let key = format!("{}/{}", u.namespace, u.name);
+                async move {
+                    let r = api
+                        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await;
+                    (key, r.map(|_| ()))
+                }
+            })
+            .collect();
+        let results: Vec<_> = futures::stream::iter(pg_writes)
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for (name, r) in results {
+            match r {
+                Ok(()) => m.status_writes.with_label_values(&["podgroup", "ok"]).inc(),
+                // A PodGroup deleted meanwhile needs no status.
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    failed = true;
+                    m.status_writes
+                        .with_label_values(&["podgroup", "error"])
+                        .inc();
+                    tracing::warn!(podgroup = %name, error = %e, "writing PodGroup status failed; retrying next session");
+                }
+            }
+        }
+        for u in &outcome.queues {
+            let api: Api<Queue> = Api::all(client.clone());
+            // Resources that went to zero are removed explicitly (a merge patch keeps keys it
+            // does not mention).
+            let mut allocated = serde_json::Map::new();
+            let old = self.index().queue_allocated(&u.name).unwrap_or_default();
+            for k in old.keys() {
+                allocated.insert(k.clone(), serde_json::Value::Null);
+            }
+            for (k, v) in &u.allocated {
+                allocated.insert(k.clone(), json!(v.0));
+            }
+            let patch = json!({ "status": { "allocated": allocated } });
+            match api
+                .patch_status(&u.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => m.status_writes.with_label_values(&["queue", "ok"]).inc(),
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    failed = true;
+                    m.status_writes.with_label_values(&["queue", "error"]).inc();
+                    tracing::warn!(queue = %u.name, error = %e, "writing Queue status failed; retrying next session");
+                }
+            }
+        }
+        for ev in &outcome.events {
+            let key = (format!("{}/{}", ev.namespace, ev.name), ev.reason.clone());
+            {
+                let mut last = lock(&self.inner.last_events);
+                if last.get(&key) == Some(&ev.message) {
+                    continue;
+                }
+                last.insert(key.clone(), ev.message.clone());
+            }
+            let obj = object_ref(
+                "scheduling.volcano.sh/v1beta1",
+                "PodGroup",
+                Some(&ev.namespace),
+                &ev.name,
+                Some(&ev.uid),
+            );
+            let t = if ev.type_ == "Warning" {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            match recorder.record(&obj, t, &ev.reason, &ev.message).await {
+                Ok(()) => m.status_writes.with_label_values(&["event", "ok"]).inc(),
+                Err(e) => {
+                    m.status_writes.with_label_values(&["event", "error"]).inc();
+                    tracing::debug!(podgroup = %key.0, error = %e, "recording an Event failed");
+                }
+            }
+        }
+        {
+            // Forget events of gangs that are gone, so the map does not grow for ever.
+            let plan = self.plan();
+            lock(&self.inner.last_events).retain(|(job, _), _| plan.gangs.contains_key(job));
+        }
+        for e in &outcome.evictions {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &e.namespace);
+            match api.evict(&e.name, &EvictParams::default()).await {
+                Ok(_) => {
+                    tracing::info!(pod = %format!("{}/{}", e.namespace, e.name), reason = %e.reason, "evicted")
+                }
+                Err(err) => {
+                    tracing::warn!(pod = %format!("{}/{}", e.namespace, e.name), error = %err, "eviction failed")
+                }
+            }
+        }
+        self.inner
+            .retry
+            .store(failed, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Runs sessions until `shutdown`: every period when something changed, and on demand.
+    pub fn spawn(self, client: Client, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let recorder = EventRecorder::new(client.clone(), "tephra-scheduler");
+        tokio::spawn(async move {
+            let period = self.inner.options.period.max(Duration::from_millis(10));
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                let trigger = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    _ = tick.tick() => "period",
+                    () = self.inner.trigger.notified() => {
+                        tokio::time::sleep(self.inner.options.debounce).await;
+                        "demand"
+                    }
+                };
+                self.reload_config_if_changed();
+                if trigger == "period" && !self.worth_a_session() {
+                    continue;
+                }
+                let me = self.clone();
+                let outcome = match tokio::task::spawn_blocking(move || me.run_once(trigger)).await
+                {
+                    Ok(o) => o,
+                    Err(e) => {
+                        tracing::error!(error = %e, "scheduling session failed");
+                        self.inner
+                            .metrics
+                            .attempts
+                            .with_label_values(&["error"])
+                            .inc();
+                        continue;
+                    }
+                };
+                self.write(&client, &recorder, &outcome).await;
+            }
+        })
+    }
+
+    fn worth_a_session(&self) -> bool {
+        if self.inner.retry.load(std::sync::atomic::Ordering::Relaxed) {
+            return true;
+        }
+        let idx = self.index();
+        idx.peek_changes().any() || idx.has_expired_assumed(Instant::now())
+    }
+}
+
+/// A session id: unique enough to tell sessions apart in conditions.
+fn rand_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}

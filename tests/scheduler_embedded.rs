@@ -1,0 +1,333 @@
+//! The scheduling session against the embedded API, through the same kube client code used for
+//! a real cluster. The test plays kube-scheduler: it binds each pod to the node the session
+//! placed it on (what the extender will answer), and the kubelet stand-in runs the pods.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use tephra::api::{PodGroup, Queue};
+use tephra::cluster::Caches;
+use tephra::embedded::{self, ApiServer, EmbeddedOptions};
+use tephra::scheduler::{Scheduler, SchedulerConf, SchedulerOptions, config};
+use tokio_util::sync::CancellationToken;
+
+struct Cluster {
+    _api: Arc<ApiServer>,
+    client: Client,
+    scheduler: Scheduler,
+    shutdown: CancellationToken,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn start(nodes: usize, conf: SchedulerConf) -> Cluster {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shutdown = CancellationToken::new();
+    let api = ApiServer::start(
+        EmbeddedOptions {
+            nodes,
+            ..Default::default()
+        },
+        shutdown.clone(),
+    );
+    let client = Client::new(embedded::router(api.clone()), "default");
+    tephra::cluster::bootstrap::install_crds(&client)
+        .await
+        .unwrap();
+    tephra::cluster::ensure_default_queues(&client)
+        .await
+        .unwrap();
+    let (caches, mut feeds) = Caches::new();
+    let scheduler = Scheduler::new(
+        SchedulerOptions {
+            period: Duration::from_millis(100),
+            ..SchedulerOptions::default()
+        },
+        conf,
+        &prometheus::Registry::new(),
+    )
+    .unwrap();
+    scheduler.subscribe(&mut feeds);
+    feeds.run(&client, &shutdown);
+    caches.wait_synced(Duration::from_secs(10)).await.unwrap();
+    scheduler.clone().spawn(client.clone(), shutdown.clone());
+    Cluster {
+        _api: api,
+        client,
+        scheduler,
+        shutdown,
+    }
+}
+
+async fn queue(c: &Client, name: &str, weight: i32) {
+    let q: Queue = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name}, "spec": {"weight": weight}
+    }))
+    .unwrap();
+    Api::<Queue>::all(c.clone())
+        .create(&PostParams::default(), &q)
+        .await
+        .unwrap();
+}
+
+/// A PodGroup of `size` pods, each `cpu` cores, all needed; the pods run for `run_seconds`.
+async fn gang(c: &Client, name: &str, queue: &str, size: usize, cpu: u32, run_seconds: u32) {
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": size, "queue": queue,
+                 "minResources": {"cpu": (cpu as usize * size).to_string()}}
+    }))
+    .unwrap();
+    Api::<PodGroup>::namespaced(c.clone(), "default")
+        .create(&PostParams::default(), &pg)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for i in 0..size {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("{name}-{i}"), "labels": {"gang": name},
+                "annotations": {
+                    "scheduling.k8s.io/group-name": name,
+                    "simulation.tephra.io/run-seconds": run_seconds.to_string()
+                }},
+            "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": cpu.to_string()}}}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+}
+
+/// Plays kube-scheduler once: binds every pending pod the session placed. Returns how many.
+async fn bind_planned(cl: &Cluster) -> usize {
+    let pods: Api<Pod> = Api::namespaced(cl.client.clone(), "default");
+    let list = pods.list(&ListParams::default()).await.unwrap();
+    let mut bound = 0;
+    for p in list.items {
+        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+            continue;
+        }
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let node = cl.scheduler.index().assumed_node(&uid).map(str::to_string);
+        let Some(node) = node else { continue };
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let binding = json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}
+        });
+        let r: Result<serde_json::Value, _> = pods
+            .create_subresource("binding", &name, &PostParams::default(), &binding)
+            .await;
+        if r.is_ok() {
+            bound += 1;
+        }
+    }
+    bound
+}
+
+/// Pods per gang label: (placed on a node, finished).
+async fn by_gang(c: &Client) -> BTreeMap<String, (usize, usize)> {
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let mut m: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for p in pods.list(&ListParams::default()).await.unwrap().items {
+        let gang = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("gang"))
+            .cloned()
+            .unwrap_or_default();
+        let e = m.entry(gang).or_default();
+        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+            e.0 += 1;
+        }
+        let phase = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default();
+        if phase == "Succeeded" || phase == "Failed" {
+            e.1 += 1;
+        }
+    }
+    m
+}
+
+async fn pg_phase(c: &Client, name: &str) -> String {
+    Api::<PodGroup>::namespaced(c.clone(), "default")
+        .get(name)
+        .await
+        .ok()
+        .and_then(|pg| pg.status)
+        .and_then(|s| s.phase)
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gangs_that_cannot_both_fit_run_one_after_the_other_each_whole() {
+    // 3 nodes × 8 cpu = 24 cpu; each gang needs 4 × 4 = 16 cpu.
+    let cl = start(3, SchedulerConf::builtin()).await;
+    gang(&cl.client, "first", "default", 4, 4, 2).await;
+    gang(&cl.client, "second", "default", 4, 4, 2).await;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut order: Vec<String> = Vec::new();
+    let mut pending_seen = false;
+    while Instant::now() < deadline {
+        bind_planned(&cl).await;
+        let state = by_gang(&cl.client).await;
+        for (g, (placed, done)) in &state {
+            // Never a partial gang on the nodes.
+            assert!(
+                *placed == 0 || *placed == 4,
+                "gang {g} partly placed: {state:?}"
+            );
+            if *placed == 4 && !order.contains(g) {
+                order.push(g.clone());
+            }
+            if *placed == 0 && order.len() == 1 && *done == 0 {
+                // The other gang waits whole, and says why.
+                if pg_phase(&cl.client, g).await == "Pending" {
+                    pending_seen = true;
+                }
+            }
+        }
+        if state.values().all(|(_, done)| *done == 4) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(order.len(), 2, "both gangs ran: {order:?}");
+    assert!(
+        pending_seen,
+        "the second gang was seen Pending while the first ran"
+    );
+    let state = by_gang(&cl.client).await;
+    assert!(state.values().all(|(_, done)| *done == 4), "{state:?}");
+    // The first gang's PodGroup ends Completed, as Volcano's scheduler writes it.
+    let first = &order[0];
+    let mut phase = String::new();
+    for _ in 0..50 {
+        phase = pg_phase(&cl.client, first).await;
+        if phase == "Completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(phase, "Completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_too_big_waits_with_a_reason_in_its_condition_and_events() {
+    let cl = start(1, SchedulerConf::builtin()).await;
+    gang(&cl.client, "huge", "default", 4, 4, 1).await;
+    let pgs: Api<PodGroup> = Api::namespaced(cl.client.clone(), "default");
+    let mut message = String::new();
+    for _ in 0..100 {
+        let pg = pgs.get("huge").await.unwrap();
+        if let Some(c) = pg
+            .status
+            .and_then(|s| s.conditions)
+            .and_then(|c| c.into_iter().next())
+        {
+            message = c.message.unwrap_or_default();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Not admitted: 16 cpu on an 8-cpu cluster (overcommit 1.2 → 9.6).
+    assert!(
+        message.contains("4/4 tasks in gang unschedulable"),
+        "{message}"
+    );
+    assert!(
+        message.contains("resource in cluster is overused"),
+        "{message}"
+    );
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(cl.client.clone(), "default");
+    let mut reasons = Vec::new();
+    for _ in 0..50 {
+        reasons = events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some("huge"))
+            .filter_map(|e| e.message)
+            .collect::<Vec<_>>();
+        if !reasons.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        reasons.iter().any(|m| m.contains("cpu 16000m")),
+        "an Event says how much the gang needs: {reasons:?}"
+    );
+    // Sessions keep running, but the same reason is not recorded again and again.
+    let n = reasons.len();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let again = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some("huge"))
+        .count();
+    assert_eq!(again, n, "no repeated Events");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queues_weighted_one_to_three_share_a_full_cluster_one_to_three() {
+    // Without overcommit, every gang is admitted and proportion alone divides the cluster.
+    let conf = config::parse(
+        "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n",
+        "test",
+    )
+    .unwrap();
+    let cl = start(3, conf).await;
+    queue(&cl.client, "q1", 1).await;
+    queue(&cl.client, "q3", 3).await;
+    for i in 0..12 {
+        gang(&cl.client, &format!("a{i:02}"), "q1", 2, 1, 60).await;
+        gang(&cl.client, &format!("b{i:02}"), "q3", 2, 1, 60).await;
+    }
+    let mut last = (0, 0);
+    for _ in 0..100 {
+        bind_planned(&cl).await;
+        let state = by_gang(&cl.client).await;
+        let a: usize = state
+            .iter()
+            .filter(|(g, _)| g.starts_with('a'))
+            .map(|(_, v)| v.0)
+            .sum();
+        let b: usize = state
+            .iter()
+            .filter(|(g, _)| g.starts_with('b'))
+            .map(|(_, v)| v.0)
+            .sum();
+        last = (a, b);
+        if a + b == 24 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // 24 cpu: 6 for weight 1, 18 for weight 3.
+    assert_eq!(last, (6, 18));
+}
