@@ -165,6 +165,17 @@ pub struct CertsArgs {
     pub out: PathBuf,
 }
 
+/// A Go-style duration flag (`500ms`, `1s`, `1m30s`), at least 10 ms.
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::api::Duration(s.to_string())
+        .to_std()
+        .map_err(|e| e.to_string())?;
+    if d < std::time::Duration::from_millis(10) {
+        return Err(format!("{s} is too short (at least 10ms)"));
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,15 +250,4 @@ mod tests {
         let cli = Cli::try_parse_from(["tephra", "crds", "--log-format", "json"]).unwrap();
         assert_eq!(cli.log_format, LogFormat::Json);
     }
-}
-
-/// A Go-style duration flag (`500ms`, `1s`, `1m30s`), at least 10 ms.
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d = crate::api::Duration(s.to_string())
-        .to_std()
-        .map_err(|e| e.to_string())?;
-    if d < std::time::Duration::from_millis(10) {
-        return Err(format!("{s} is too short (at least 10ms)"));
-    }
-    Ok(d)
 }
