@@ -84,8 +84,8 @@ pub struct ClusterIndex {
     changes: Changes,
     relist_pods: Option<Vec<Pod>>,
     relist_nodes: Option<Vec<Node>>,
-    relist_podgroups: Option<Vec<PodGroup>>,
-    relist_queues: Option<Vec<Queue>>,
+    relist_podgroups: Option<Vec<DeserializeGuard<PodGroup>>>,
+    relist_queues: Option<Vec<DeserializeGuard<Queue>>>,
     relist_pcs: Option<Vec<PriorityClass>>,
 }
 
@@ -597,82 +597,51 @@ impl ClusterIndex {
 
     /// Feeds one pod watch event.
     pub fn on_pod_event(&mut self, ev: &watcher::Event<Pod>) {
-        match ev {
-            watcher::Event::Apply(p) => self.apply_pod(p),
-            watcher::Event::Delete(p) => self.delete_pod(p),
-            watcher::Event::Init => self.relist_pods = Some(Vec::new()),
-            watcher::Event::InitApply(p) => {
-                self.relist_pods.get_or_insert_default().push(p.clone())
-            }
-            watcher::Event::InitDone => {
-                let all = self.relist_pods.take().unwrap_or_default();
-                self.reset_pods(&all);
-            }
+        match relist_step(ev, &mut self.relist_pods) {
+            Step::Apply(p) => self.apply_pod(p),
+            Step::Delete(p) => self.delete_pod(p),
+            Step::Reset(all) => self.reset_pods(&all),
+            Step::Wait => {}
         }
     }
 
     /// Feeds one node watch event.
     pub fn on_node_event(&mut self, ev: &watcher::Event<Node>) {
-        match ev {
-            watcher::Event::Apply(n) => self.apply_node(n),
-            watcher::Event::Delete(n) => self.delete_node(n),
-            watcher::Event::Init => self.relist_nodes = Some(Vec::new()),
-            watcher::Event::InitApply(n) => {
-                self.relist_nodes.get_or_insert_default().push(n.clone())
-            }
-            watcher::Event::InitDone => {
-                let all = self.relist_nodes.take().unwrap_or_default();
-                self.reset_nodes(&all);
-            }
+        match relist_step(ev, &mut self.relist_nodes) {
+            Step::Apply(n) => self.apply_node(n),
+            Step::Delete(n) => self.delete_node(n),
+            Step::Reset(all) => self.reset_nodes(&all),
+            Step::Wait => {}
         }
     }
 
     /// Feeds one PodGroup watch event (malformed objects are skipped).
     pub fn on_podgroup_event(&mut self, ev: &watcher::Event<DeserializeGuard<PodGroup>>) {
-        match ev {
-            watcher::Event::Apply(DeserializeGuard(Ok(pg))) => self.apply_podgroup(pg),
-            watcher::Event::Delete(DeserializeGuard(Ok(pg))) => self.delete_podgroup(pg),
-            watcher::Event::Init => self.relist_podgroups = Some(Vec::new()),
-            watcher::Event::InitApply(DeserializeGuard(Ok(pg))) => self
-                .relist_podgroups
-                .get_or_insert_default()
-                .push(pg.clone()),
-            watcher::Event::InitDone => {
-                let all = self.relist_podgroups.take().unwrap_or_default();
-                self.reset_podgroups(&all);
-            }
+        match relist_step(ev, &mut self.relist_podgroups) {
+            Step::Apply(DeserializeGuard(Ok(pg))) => self.apply_podgroup(pg),
+            Step::Delete(DeserializeGuard(Ok(pg))) => self.delete_podgroup(pg),
+            Step::Reset(all) => self.reset_podgroups(&valid(all)),
             _ => {}
         }
     }
 
     /// Feeds one Queue watch event (malformed objects are skipped).
     pub fn on_queue_event(&mut self, ev: &watcher::Event<DeserializeGuard<Queue>>) {
-        match ev {
-            watcher::Event::Apply(DeserializeGuard(Ok(q))) => self.apply_queue(q),
-            watcher::Event::Delete(DeserializeGuard(Ok(q))) => self.delete_queue(q),
-            watcher::Event::Init => self.relist_queues = Some(Vec::new()),
-            watcher::Event::InitApply(DeserializeGuard(Ok(q))) => {
-                self.relist_queues.get_or_insert_default().push(q.clone())
-            }
-            watcher::Event::InitDone => {
-                let all = self.relist_queues.take().unwrap_or_default();
-                self.reset_queues(&all);
-            }
+        match relist_step(ev, &mut self.relist_queues) {
+            Step::Apply(DeserializeGuard(Ok(q))) => self.apply_queue(q),
+            Step::Delete(DeserializeGuard(Ok(q))) => self.delete_queue(q),
+            Step::Reset(all) => self.reset_queues(&valid(all)),
             _ => {}
         }
     }
 
     /// Feeds one PriorityClass watch event.
     pub fn on_priority_class_event(&mut self, ev: &watcher::Event<PriorityClass>) {
-        match ev {
-            watcher::Event::Apply(p) => self.apply_priority_class(p),
-            watcher::Event::Delete(p) => self.delete_priority_class(p),
-            watcher::Event::Init => self.relist_pcs = Some(Vec::new()),
-            watcher::Event::InitApply(p) => self.relist_pcs.get_or_insert_default().push(p.clone()),
-            watcher::Event::InitDone => {
-                let all = self.relist_pcs.take().unwrap_or_default();
-                self.reset_priority_classes(&all);
-            }
+        match relist_step(ev, &mut self.relist_pcs) {
+            Step::Apply(p) => self.apply_priority_class(p),
+            Step::Delete(p) => self.delete_priority_class(p),
+            Step::Reset(all) => self.reset_priority_classes(&all),
+            Step::Wait => {}
         }
     }
 
@@ -845,4 +814,36 @@ fn constraints_of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Constraints {
         host_ports,
         node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
     }
+}
+
+/// What one watch event means for an index that replaces its contents on a relist.
+enum Step<'a, K> {
+    Apply(&'a K),
+    Delete(&'a K),
+    /// A relist finished: these are all the objects.
+    Reset(Vec<K>),
+    /// A relist is under way: wait for its end.
+    Wait,
+}
+
+/// Buffers a relist (`Init` … `InitDone`) so the index is replaced at once, not emptied first.
+fn relist_step<'a, K: Clone>(ev: &'a watcher::Event<K>, buf: &mut Option<Vec<K>>) -> Step<'a, K> {
+    match ev {
+        watcher::Event::Apply(k) => Step::Apply(k),
+        watcher::Event::Delete(k) => Step::Delete(k),
+        watcher::Event::Init => {
+            *buf = Some(Vec::new());
+            Step::Wait
+        }
+        watcher::Event::InitApply(k) => {
+            buf.get_or_insert_default().push(k.clone());
+            Step::Wait
+        }
+        watcher::Event::InitDone => Step::Reset(buf.take().unwrap_or_default()),
+    }
+}
+
+/// The objects of a relist that decoded.
+fn valid<K>(all: Vec<DeserializeGuard<K>>) -> Vec<K> {
+    all.into_iter().filter_map(|g| g.0.ok()).collect()
 }

@@ -232,14 +232,66 @@ pub fn share(used: f64, total: f64) -> f64 {
     }
 }
 
+impl Resource {
+    /// The same vector restricted to the dimensions `req` asks for (non-zero in `req`), for
+    /// messages that should speak only of what a gang needs.
+    pub fn only_dims_of(&self, req: &Resource) -> Resource {
+        let mut r = Resource::zero();
+        if req.milli_cpu > 0.0 {
+            r.milli_cpu = self.milli_cpu;
+        }
+        if req.memory > 0.0 {
+            r.memory = self.memory;
+        }
+        for (k, v) in &req.scalars {
+            if *v > 0.0 && k != PODS {
+                r.scalars.insert(k.clone(), self.get(k));
+            }
+        }
+        r
+    }
+}
+
+/// Reads like `kubectl describe`: `cpu 16, memory 32Gi, nvidia.com/gpu 2`; zero dimensions
+/// (other than cpu) and the `pods` slot are left out.
 impl fmt::Display for Resource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cpu {:.0}m, memory {:.0}", self.milli_cpu, self.memory)?;
+        let cpu = if self.milli_cpu % 1000.0 == 0.0 {
+            format!("{}", self.milli_cpu / 1000.0)
+        } else {
+            format!("{:.0}m", self.milli_cpu)
+        };
+        write!(f, "cpu {cpu}")?;
+        if self.memory >= EPSILON {
+            write!(f, ", memory {}", human_bytes(self.memory))?;
+        }
         for (k, v) in &self.scalars {
-            write!(f, ", {k} {}", v / 1000.0)?;
+            if k != PODS && *v >= EPSILON {
+                write!(f, ", {k} {}", v / 1000.0)?;
+            }
         }
         Ok(())
     }
+}
+
+fn human_bytes(b: f64) -> String {
+    const UNITS: [(&str, f64); 4] = [
+        ("Ti", 1024.0 * 1024.0 * 1024.0 * 1024.0),
+        ("Gi", 1024.0 * 1024.0 * 1024.0),
+        ("Mi", 1024.0 * 1024.0),
+        ("Ki", 1024.0),
+    ];
+    for (unit, size) in UNITS {
+        if b >= size {
+            let v = b / size;
+            return if v.fract() == 0.0 {
+                format!("{v}{unit}")
+            } else {
+                format!("{v:.1}{unit}")
+            };
+        }
+    }
+    format!("{b:.0}")
 }
 
 fn container_requests(c: &Container) -> Resource {
@@ -360,6 +412,19 @@ mod tests {
         assert_eq!(r.memory, 1024.0 * 1024.0 * 1024.0);
         assert_eq!(r.get("nvidia.com/gpu"), 1000.0);
         assert_eq!(r.get(PODS), 1000.0);
+    }
+
+    #[test]
+    fn reads_like_kubectl() {
+        let r = Resource::new(16000.0, 32.0 * 1024.0 * 1024.0 * 1024.0)
+            .with_scalar("nvidia.com/gpu", 2000.0)
+            .with_scalar(PODS, 4000.0);
+        assert_eq!(r.to_string(), "cpu 16, memory 32Gi, nvidia.com/gpu 2");
+        assert_eq!(Resource::new(1500.0, 0.0).to_string(), "cpu 1500m");
+        let only = Resource::new(1.0, 5.0)
+            .with_scalar("x", 7.0)
+            .only_dims_of(&Resource::new(1.0, 0.0));
+        assert_eq!(only, Resource::new(1.0, 0.0));
     }
 
     #[test]

@@ -387,7 +387,12 @@ impl Scheduler {
             }
         }
         for ev in &outcome.events {
-            let key = (format!("{}/{}", ev.namespace, ev.name), ev.reason.clone());
+            // Volcano uses the reason `Unschedulable` for both the Normal (enqueue) and the
+            // Warning (gang) event: the type is part of what makes an event the same.
+            let key = (
+                format!("{}/{}", ev.namespace, ev.name),
+                format!("{}/{}", ev.type_, ev.reason),
+            );
             {
                 let mut last = lock(&self.inner.last_events);
                 if last.get(&key) == Some(&ev.message) {

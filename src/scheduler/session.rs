@@ -519,45 +519,33 @@ impl Session {
 
     /// Places a task on a node with its idle resources.
     pub fn allocate(&mut self, stmt: &mut Statement, t: usize, n: usize) {
-        let st = &mut self.state;
-        let req = st.tasks[t].resreq.clone();
-        let node = &mut st.nodes[n];
-        node.used.add(&req);
-        node.task_count += 1;
-        node.used_ports
-            .extend(st.tasks[t].constraints.host_ports.iter().cloned());
-        st.tasks[t].node = Some(node.name.clone());
-        let name = node.name.clone();
-        st.set_status(t, TaskStatus::Allocated);
-        st.last_tx.insert(
-            t,
-            LastTransaction {
-                status: TaskStatus::Allocated,
-                node: name,
-            },
-        );
+        self.place(t, n, TaskStatus::Allocated);
         stmt.ops.push(Op::Allocate(t, n));
-        self.plugins.on_allocate(&self.state, t);
     }
 
     /// Promises a task a node's releasing resources.
     pub fn pipeline(&mut self, stmt: &mut Statement, t: usize, n: usize) {
+        self.place(t, n, TaskStatus::Pipelined);
+        stmt.ops.push(Op::Pipeline(t, n));
+    }
+
+    /// Books a task on a node as Allocated (idle resources) or Pipelined (future ones).
+    fn place(&mut self, t: usize, n: usize, status: TaskStatus) {
         let st = &mut self.state;
         let req = st.tasks[t].resreq.clone();
         let node = &mut st.nodes[n];
-        node.pipelined.add(&req);
+        if status == TaskStatus::Pipelined {
+            node.pipelined.add(&req);
+        } else {
+            node.used.add(&req);
+            node.used_ports
+                .extend(st.tasks[t].constraints.host_ports.iter().cloned());
+        }
         node.task_count += 1;
-        st.tasks[t].node = Some(node.name.clone());
         let name = node.name.clone();
-        st.set_status(t, TaskStatus::Pipelined);
-        st.last_tx.insert(
-            t,
-            LastTransaction {
-                status: TaskStatus::Pipelined,
-                node: name,
-            },
-        );
-        stmt.ops.push(Op::Pipeline(t, n));
+        st.tasks[t].node = Some(name.clone());
+        st.set_status(t, status);
+        st.last_tx.insert(t, LastTransaction { status, node: name });
         self.plugins.on_allocate(&self.state, t);
     }
 

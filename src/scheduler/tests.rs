@@ -91,7 +91,11 @@ fn enqueue_refuses_a_gang_larger_than_the_cluster_with_a_reason() {
         "{}",
         ev.message
     );
-    assert!(ev.message.contains("cpu 8000m"), "{}", ev.message);
+    assert!(
+        ev.message.contains("the gang needs cpu 8, memory 8Gi"),
+        "{}",
+        ev.message
+    );
 }
 
 #[test]

@@ -71,20 +71,18 @@ impl Plugin for Overcommit {
         if self.inqueue.plus(&min).less_equal_in(&self.idle, &min) {
             return 1;
         }
+        let left = self.idle.minus(&self.inqueue).only_dims_of(&min);
+        let message = format!(
+            "resource in cluster is overused: the gang needs {min}, the cluster has {left} left for gangs (overcommit factor {})",
+            self.factor
+        );
         st.events.push(SessionEvent {
             job: j,
             type_: "Normal",
             reason: "Unschedulable".into(),
-            message: format!(
-                "resource in cluster is overused: the gang needs {min}, the cluster has {} left to admit gangs (overcommit factor {})",
-                self.idle.minus(&self.inqueue),
-                self.factor
-            ),
+            message: message.clone(),
         });
-        st.job_state[j].job_fit_error = Some(format!(
-            "resource in cluster is overused: needs {min}, {} left",
-            self.idle.minus(&self.inqueue)
-        ));
+        st.job_state[j].job_fit_error = Some(message);
         -1
     }
 

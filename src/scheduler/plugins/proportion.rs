@@ -210,12 +210,15 @@ impl Plugin for Proportion {
         if want.less_equal_in(&a.real_capability, &min) {
             return 1;
         }
-        let missing = want.minus(&a.real_capability);
+        let missing = want.minus(&a.real_capability).only_dims_of(&min);
         let name = st.queues[q].name.clone();
         let message = format!(
             "queue resource quota insufficient: queue {name} can hold {} and holds or has promised {}, so the gang's {min} is short by {missing}",
-            a.real_capability,
-            a.allocated.plus(&a.inqueue).minus(&a.elastic),
+            a.real_capability.only_dims_of(&min),
+            a.allocated
+                .plus(&a.inqueue)
+                .minus(&a.elastic)
+                .only_dims_of(&min),
         );
         st.job_state[j].job_fit_error = Some(message.clone());
         st.events.push(SessionEvent {

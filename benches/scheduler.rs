@@ -1,0 +1,150 @@
+//! Scheduling session benchmark: one session (enqueue + allocate + backfill, Volcano's default
+//! configuration) over a large cluster, and how its time grows with nodes and with gangs.
+//!
+//! `cargo bench --bench scheduler` prints, per size: the index load time, the snapshot copy,
+//! the session and its actions, placements made, and resident memory. The headline case is
+//! 5,000 nodes (8 cpu, 32 GiB), 50,000 running pods and 1,000 pending gangs of 10 pods in 10
+//! queues. Set `TEPHRA_BENCH_QUICK=1` for the headline case only.
+
+use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tephra::scheduler::testing::{self, World};
+use tephra::scheduler::{SchedulerConf, run_session};
+
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .map(|kib| kib / 1024.0)
+        .unwrap_or(0.0)
+}
+
+struct Row {
+    nodes: usize,
+    running: usize,
+    gangs: usize,
+    load_ms: f64,
+    snapshot_ms: f64,
+    session_ms: f64,
+    actions: Vec<(String, f64)>,
+    placed: usize,
+    rss: f64,
+}
+
+fn case(nodes: usize, running_per_node: usize, gangs: usize) -> Row {
+    let start = Instant::now();
+    let mut w = World::default();
+    for i in 0..nodes {
+        w.index
+            .apply_node(&testing::node(&format!("node-{i}"), 8, 32, 110));
+    }
+    for q in 0..10 {
+        w.index
+            .apply_queue(&testing::queue(&format!("q{q}"), 1 + q % 3));
+    }
+    // Running gangs of 10 fill each node to half its cpu: 10 pods × 400m per node.
+    let running = nodes * running_per_node;
+    for g in 0..running / 10 {
+        let name = format!("run{g}");
+        w.index.apply_podgroup(&testing::with_phase(
+            testing::podgroup("bench", &name, &format!("q{}", g % 10), 10, None),
+            "Running",
+        ));
+        for i in 0..10 {
+            let p = testing::pod("bench", &format!("{name}-{i}"), &name, 400, 1024);
+            let n = (g * 10 + i) / running_per_node.max(1);
+            w.index
+                .apply_pod(&testing::running(p, &format!("node-{}", n % nodes)));
+        }
+    }
+    for g in 0..gangs {
+        let name = format!("pend{g}");
+        w.index.apply_podgroup(&testing::with_phase(
+            testing::podgroup(
+                "bench",
+                &name,
+                &format!("q{}", g % 10),
+                10,
+                Some((10 * 500, 10 * 1024)),
+            ),
+            "Pending",
+        ));
+        for i in 0..10 {
+            w.index.apply_pod(&testing::pod(
+                "bench",
+                &format!("{name}-{i}"),
+                &name,
+                500,
+                1024,
+            ));
+        }
+    }
+    let load_ms = start.elapsed().as_secs_f64() * 1000.0;
+    let conf = SchedulerConf::builtin();
+    let t = Instant::now();
+    let snap = w.index.snapshot();
+    let snapshot_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let t = Instant::now();
+    let out = run_session(
+        snap,
+        &conf,
+        "bench",
+        Time(k8s_openapi::jiff::Timestamp::now()),
+    );
+    let session_ms = t.elapsed().as_secs_f64() * 1000.0;
+    Row {
+        nodes,
+        running,
+        gangs,
+        load_ms,
+        snapshot_ms,
+        session_ms,
+        actions: out.figures.action_ms.clone(),
+        placed: out.plan.placements.len(),
+        rss: rss_mib(),
+    }
+}
+
+fn print(r: &Row) {
+    let actions: Vec<String> = r
+        .actions
+        .iter()
+        .map(|(a, ms)| format!("{a} {ms:.0}"))
+        .collect();
+    println!(
+        "| {:>5} | {:>6} | {:>5} | {:>8.0} | {:>8.0} | {:>8.0} | {:<32} | {:>6} | {:>6.0} |",
+        r.nodes,
+        r.running,
+        r.gangs,
+        r.load_ms,
+        r.snapshot_ms,
+        r.session_ms,
+        actions.join(", "),
+        r.placed,
+        r.rss
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else to parse.
+    println!(
+        "| nodes | running | gangs | load ms | snapshot ms | session ms | actions ms | placed | RSS MiB |"
+    );
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |");
+    print(&case(5000, 10, 1000));
+    if std::env::var_os("TEPHRA_BENCH_QUICK").is_some() {
+        return;
+    }
+    for nodes in [500, 1000, 2000, 5000] {
+        print(&case(nodes, 10, 1000));
+    }
+    for gangs in [100, 250, 500, 1000] {
+        print(&case(5000, 10, gangs));
+    }
+}
