@@ -28,4 +28,5 @@ pub mod cli;
 pub mod cluster;
 pub mod embedded;
 pub mod metrics;
+pub mod report;
 pub mod server;

@@ -82,7 +82,7 @@ where
                 () = shutdown.cancelled() => break,
                 next = stream.next() => match next {
                     Some(Ok(_)) => {}
-                    Some(Err(e)) => tracing::warn!(%kind, error = %e, "watch error; retrying"),
+                    Some(Err(e)) => tracing::warn!(%kind, error = %crate::report::report(&e), "watch error; retrying"),
                     None => break,
                 },
             }
