@@ -10,12 +10,15 @@ use tracing_subscriber::EnvFilter;
 
 use crate::admission::{self, AdmissionConfig, AdmissionContext, AdmissionMetrics};
 use crate::api::ApiError;
-use crate::certs::{self, CertError};
-use crate::cli::{ApiserverArgs, CertsArgs, Cli, Command, LogFormat, ServeArgs};
-use crate::cluster::webhooks::WebhookError;
+use crate::certs::{self, CertError, PemChain};
+use crate::cli::{
+    ApiserverArgs, CertsArgs, Cli, Command, LogFormat, SERVE_NOT_YET, SERVE_RUNS, ServeArgs,
+};
+use crate::cluster::webhooks::{self, WebhookError, WebhookHost, WebhookTarget};
 use crate::cluster::{self, BootstrapError, CacheFeeds, Caches, ClusterError};
 use crate::embedded::{self, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
 use crate::metrics::{Metrics, MetricsError};
+use crate::report::report;
 use crate::scheduler::{Scheduler, SchedulerOptions};
 use crate::server::{self, ServerConfig, ServerError, ServerState, TlsSource};
 
@@ -73,6 +76,19 @@ pub enum AppError {
     /// `--config` is missing or invalid.
     #[error(transparent)]
     SchedulerConfig(#[from] crate::scheduler::ConfigError),
+    /// `--tls-cert` holds no name the embedded API can call the webhooks under.
+    #[error(
+        "--tls-cert {}: the certificate is valid for {names}, but the embedded API calls \
+         tephra's webhooks under {needed}",
+        cert.display(),
+        needed = webhooks::USABLE_WEBHOOK_NAMES
+    )]
+    NoWebhookName {
+        /// The certificate file.
+        cert: std::path::PathBuf,
+        /// The names it holds.
+        names: certs::CertNames,
+    },
 }
 
 /// Installs the global `tracing` subscriber: `--log` (or `RUST_LOG`, default `info`) as the
@@ -187,17 +203,118 @@ async fn apiserver(args: ApiserverArgs) -> Result<(), AppError> {
         .map_err(|source| AppError::Listen { addr, source })
 }
 
-/// `tephra serve`: pick the cluster (or start the embedded API), start the shared caches, the
-/// HTTPS and metrics listeners with the admission webhooks, and run until a signal.
-async fn serve(args: ServeArgs) -> Result<(), AppError> {
+/// What `serve` learns from its flags and files before anything starts: a bad flag or an
+/// unusable file is one line before a port is bound or a cluster contacted.
+struct Checked {
+    /// The embedded API's options (`--embedded` only).
+    embedded: Option<EmbeddedOptions>,
+    /// With `--embedded --tls-cert`: how the embedded API calls the webhooks and the caBundle
+    /// it trusts. `None` with the self-signed pair, whose CA is made at bind time.
+    webhook: Option<(WebhookHost, String)>,
+}
+
+/// Checks the flags that go together, parses `--faults`, loads the TLS files as the listener
+/// will, and with `--embedded --tls-cert` picks the webhook name and CA (see
+/// [`embedded_webhook`]).
+fn preflight(args: &ServeArgs) -> Result<Checked, AppError> {
     if args.faults.is_some() && !args.embedded {
         return Err(AppError::Flags("--faults only applies with --embedded"));
     }
+    let embedded = args
+        .embedded
+        .then(|| {
+            embedded_options(
+                args.embedded_nodes,
+                args.no_sim_kubelet,
+                args.faults.as_deref(),
+            )
+        })
+        .transpose()?;
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        server::check_tls_files(cert, key, args.enable_http2)?;
+    }
+    let webhook = match (&args.tls_cert, args.embedded) {
+        (Some(cert), true) => Some(embedded_webhook(args, cert)?),
+        _ => {
+            // Outside embedded mode nothing calls the webhooks from this process; the file
+            // is still read so a typo shows now rather than when embedded mode is tried.
+            if let Some(ca) = &args.tls_ca {
+                PemChain::read(ca)?;
+            }
+            None
+        }
+    };
+    Ok(Checked { embedded, webhook })
+}
+
+/// The address the embedded API reaches the HTTPS listener at: its own IP, or loopback when
+/// it listens on every address.
+fn reach_ip(listen: SocketAddr) -> std::net::IpAddr {
+    if listen.ip().is_unspecified() {
+        std::net::Ipv4Addr::LOCALHOST.into()
+    } else {
+        listen.ip()
+    }
+}
+
+/// With `--embedded --tls-cert`: a name the certificate holds that the embedded API can call
+/// the webhooks under (a Service name such as `tephra certs` makes, else the listener's IP or
+/// `localhost`), and the CA that signed it: `--tls-ca`, else the CA certificates after the
+/// serving one in the same file, else the certificate itself (self-signed). The pair is
+/// verified here exactly as the embedded API will verify it, so a mismatch stops the start
+/// instead of failing every webhook call.
+fn embedded_webhook(
+    args: &ServeArgs,
+    cert: &std::path::Path,
+) -> Result<(WebhookHost, String), AppError> {
+    let chain = PemChain::read(cert)?;
+    let names = chain.names()?;
+    let host = webhooks::host_for_certificate(&names, reach_ip(args.listen)).ok_or_else(|| {
+        AppError::NoWebhookName {
+            cert: cert.to_path_buf(),
+            names,
+        }
+    })?;
+    let (roots, label, hint) = match &args.tls_ca {
+        Some(ca) => (PemChain::read(ca)?.certs, ca.display().to_string(), ""),
+        None if !chain.rest().is_empty() => (
+            chain.rest().to_vec(),
+            "the CA certificates in the same file".to_string(),
+            "; pass --tls-ca FILE with the CA that signed it",
+        ),
+        None => (
+            vec![chain.leaf().clone()],
+            "itself (the file holds no CA certificate)".to_string(),
+            "; pass --tls-ca FILE with the CA that signed it",
+        ),
+    };
+    certs::verify_chain(&chain, &roots, &label, &host.tls_name()).map_err(|e| match e {
+        CertError::Untrusted {
+            cert,
+            ca,
+            name,
+            reason,
+        } => CertError::Untrusted {
+            cert,
+            ca,
+            name,
+            reason: format!("{reason}{hint}"),
+        },
+        other => other,
+    })?;
+    Ok((host, PemChain::pem_of(&roots)))
+}
+
+/// `tephra serve`: pick the cluster (or start the embedded API), start the shared caches, the
+/// HTTPS and metrics listeners with the admission webhooks, and run until a signal.
+async fn serve(args: ServeArgs) -> Result<(), AppError> {
+    let checked = preflight(&args)?;
     // Files named by flags are checked before anything starts.
     let scheduler_conf = match &args.config {
         Some(path) => crate::scheduler::config::load(path)?,
         None => crate::scheduler::SchedulerConf::builtin(),
     };
+    tracing::info!("tephra serve runs {SERVE_RUNS}; not yet: {SERVE_NOT_YET}");
     let metrics = Metrics::new()?;
     let shutdown = CancellationToken::new();
     server::cancel_on_signals(shutdown.clone());
@@ -205,12 +322,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
 
     // Embedded mode: bind the API first and point the ordinary kube client at it, exactly as
     // at a cluster; nothing downstream knows the difference.
-    let (client, embedded_api) = if args.embedded {
-        let options = embedded_options(
-            args.embedded_nodes,
-            args.no_sim_kubelet,
-            args.faults.as_deref(),
-        )?;
+    let (client, embedded_api) = if let Some(options) = checked.embedded {
         let listener = bind_api(args.embedded_api_listen).await?;
         let addr = listener.local_addr().map_err(|source| AppError::Listen {
             addr: args.embedded_api_listen,
@@ -227,7 +339,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             &cluster::Environment::from_process(),
             args.kubeconfig.as_deref(),
         )?;
-        tracing::info!(?source, "using cluster");
+        tracing::info!(%source, "using cluster");
         let config = cluster::config::load(&source).await?;
         (cluster::config::connect(config).await?, None)
     };
@@ -266,16 +378,30 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     }
     let bound = server::bind(config, admission::router(admission), state.clone())?;
     let https_addr = bound.https_addr();
-    tracing::info!(https = %https_addr, metrics = ?bound.metrics_addr(), "serving");
+    let metrics_at = bound
+        .metrics_addr()
+        .map_or_else(|| "the HTTPS listener".to_string(), |a| a.to_string());
+    tracing::info!(https = %https_addr, metrics = %metrics_at, "serving");
     let running = tokio::spawn(bound.run(shutdown.clone()));
 
     if let Some((listener, options)) = embedded_api {
-        let ca = webhook_ca(&args, &state)?;
+        let (target, ca) = match checked.webhook {
+            Some((host, ca)) => (host.target(https_addr.port()), ca),
+            // The self-signed pair was made for the Service of manifests/webhooks.yaml.
+            None => (
+                WebhookTarget::AsWritten,
+                state.self_signed_ca_pem().ok_or_else(|| {
+                    AppError::Embedded("no CA for the webhook configurations".into())
+                })?,
+            ),
+        };
         let feeds = feeds.take();
-        start_embedded(
-            &client, listener, options, https_addr, &ca, feeds, &shutdown,
-        )
-        .await?;
+        let webhooks = EmbeddedWebhooks {
+            https_addr,
+            ca_pem: &ca,
+            target: &target,
+        };
+        start_embedded(&client, listener, options, webhooks, feeds, &shutdown).await?;
     }
     cluster::ensure_default_queues(&client).await?;
     // The scheduling session runs from the shared caches; its status writer uses the client.
@@ -288,18 +414,14 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     Ok(())
 }
 
-/// The CA the embedded API trusts for tephra's webhooks: the self-signed one made at start, or,
-/// with `--tls-cert`, the chain in that file (the issuing CA of given files is unknown; the
-/// chain is the best trust anchor there is, and enough for a self-signed certificate).
-fn webhook_ca(args: &ServeArgs, state: &ServerState) -> Result<String, AppError> {
-    match (&args.tls_cert, state.self_signed_ca_pem()) {
-        (_, Some(ca)) => Ok(ca),
-        (Some(cert), None) => std::fs::read_to_string(cert)
-            .map_err(|e| AppError::Embedded(format!("reading {}: {e}", cert.display()))),
-        (None, None) => Err(AppError::Embedded(
-            "no CA for the webhook configurations".into(),
-        )),
-    }
+/// How the embedded API reaches and trusts tephra's webhooks.
+struct EmbeddedWebhooks<'a> {
+    /// The bound HTTPS listener.
+    https_addr: SocketAddr,
+    /// The caBundle.
+    ca_pem: &'a str,
+    /// Where the registered webhooks point.
+    target: &'a WebhookTarget,
 }
 
 /// Starts the embedded API on its bound listener, sends webhook Service traffic to our own
@@ -308,23 +430,20 @@ async fn start_embedded(
     client: &kube::Client,
     listener: TcpListener,
     mut options: EmbeddedOptions,
-    https_addr: SocketAddr,
-    ca_pem: &str,
+    hooks: EmbeddedWebhooks<'_>,
     feeds: Option<CacheFeeds>,
     shutdown: &CancellationToken,
 ) -> Result<(), AppError> {
-    let ip = if https_addr.ip().is_unspecified() {
-        std::net::Ipv4Addr::LOCALHOST.into()
-    } else {
-        https_addr.ip()
-    };
-    options.webhook_service_addr = Some(SocketAddr::new(ip, https_addr.port()));
+    options.webhook_service_addr = Some(SocketAddr::new(
+        reach_ip(hooks.https_addr),
+        hooks.https_addr.port(),
+    ));
     let api = ApiServer::start(options, shutdown.clone());
     let api_addr = listener.local_addr().ok();
     let stop = shutdown.clone();
     tokio::spawn(async move {
         if let Err(e) = embedded::serve(api, listener, stop.clone()).await {
-            tracing::error!(error = %e, "embedded API stopped; shutting down");
+            tracing::error!(error = %report(&e), "embedded API stopped; shutting down");
             stop.cancel();
         }
     });
@@ -332,10 +451,11 @@ async fn start_embedded(
     if let Some(f) = feeds {
         f.run(client, shutdown);
     }
-    let n = cluster::webhooks::register(client, ca_pem).await?;
+    let n = webhooks::register(client, hooks.ca_pem, hooks.target).await?;
     let url = api_addr.map(|a| format!("http://{a}")).unwrap_or_default();
     tracing::info!(
         configurations = n,
+        webhooks = %hooks.target,
         %url,
         "embedded API ready with tephra's webhooks registered; try: kubectl --server {url} get queues"
     );
@@ -348,7 +468,7 @@ fn track_cache_sync(caches: Caches, state: ServerState) {
     state.set_condition("caches", false);
     tokio::spawn(async move {
         while let Err(e) = caches.wait_synced(CACHE_SYNC_WARN).await {
-            tracing::warn!(error = %e, "still waiting for the watch caches");
+            tracing::warn!(error = %report(&e), "still waiting for the watch caches");
         }
         tracing::info!("watch caches synced");
         state.set_condition("caches", true);

@@ -18,8 +18,13 @@
 //! TLS client in use verify it, and generating one is instant.
 
 use std::io::Write;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -70,6 +75,34 @@ pub enum CertError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// A certificate file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A certificate file holds no usable PEM certificate.
+    #[error("{} is not a PEM certificate file: {reason}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The certificate does not verify against the CA the webhooks would be registered with.
+    #[error("{} is not signed by {ca} for {name}: {reason}", cert.display())]
+    Untrusted {
+        /// The certificate file.
+        cert: PathBuf,
+        /// Where the CA came from (a file, or "the CA certificates in the same file").
+        ca: String,
+        /// The name that was checked.
+        name: String,
+        /// The verifier's reason.
+        reason: String,
+    },
 }
 
 impl CertError {
@@ -79,6 +112,9 @@ impl CertError {
             CertError::InvalidName { .. } => "invalid_name",
             CertError::Generate(_) => "generate",
             CertError::Write { .. } => "write",
+            CertError::Read { .. } => "read",
+            CertError::Parse { .. } => "parse",
+            CertError::Untrusted { .. } => "untrusted",
         }
     }
 }
@@ -88,7 +124,9 @@ impl CertError {
 pub struct CertBundle {
     /// The CA certificate (the `caBundle` of the webhook configurations, decoded).
     pub ca_cert_pem: String,
-    /// The serving certificate (`tls.crt`).
+    /// The serving certificate followed by the CA that signed it (`tls.crt`). A chain that
+    /// holds its CA lets a reader of `tls.crt` alone (`serve --embedded --tls-cert`) trust it;
+    /// TLS clients that already trust the CA ignore the extra certificate.
     pub cert_pem: String,
     /// The serving certificate's private key, PKCS#8 (`tls.key`).
     pub key_pem: String,
@@ -174,6 +212,172 @@ pub fn run_certs_command(
     Ok(bundle.ca_bundle_base64())
 }
 
+/// The names a serving certificate is valid for: the DNS names and IP addresses of its
+/// subjectAltName (TLS clients ignore the common name).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CertNames {
+    /// DNS names, wildcards (`*.ns.svc`) included, as written.
+    pub dns: Vec<String>,
+    /// IP addresses.
+    pub ips: Vec<IpAddr>,
+}
+
+impl std::fmt::Display for CertNames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let all: Vec<String> = self
+            .dns
+            .iter()
+            .cloned()
+            .chain(self.ips.iter().map(IpAddr::to_string))
+            .collect();
+        if all.is_empty() {
+            f.write_str("no DNS name or IP address (no subjectAltName)")
+        } else {
+            f.write_str(&all.join(", "))
+        }
+    }
+}
+
+/// A PEM certificate file read whole: the serving certificate first, then whatever chain
+/// follows it.
+#[derive(Debug, Clone)]
+pub struct PemChain {
+    /// The file it came from (for messages).
+    pub path: PathBuf,
+    /// The certificates, leaf first.
+    pub certs: Vec<CertificateDer<'static>>,
+}
+
+impl PemChain {
+    /// Reads `path`; at least one certificate is required.
+    pub fn read(path: &Path) -> Result<Self, CertError> {
+        let bytes = std::fs::read(path).map_err(|source| CertError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(path, &bytes)
+    }
+
+    /// Parses PEM text read from `path`.
+    pub fn parse(path: &Path, pem: &[u8]) -> Result<Self, CertError> {
+        let parse_err = |reason: String| CertError::Parse {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let certs = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| parse_err(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(parse_err("no PEM CERTIFICATE block found".into()));
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            certs,
+        })
+    }
+
+    /// The serving certificate.
+    pub fn leaf(&self) -> &CertificateDer<'static> {
+        // `parse` refuses an empty file, so there is always a first certificate.
+        &self.certs[0]
+    }
+
+    /// The certificates after the serving one.
+    pub fn rest(&self) -> &[CertificateDer<'static>] {
+        &self.certs[1..]
+    }
+
+    /// The names the serving certificate is valid for.
+    pub fn names(&self) -> Result<CertNames, CertError> {
+        let parse_err = |reason: String| CertError::Parse {
+            path: self.path.clone(),
+            reason,
+        };
+        let (_, cert) = x509_parser::parse_x509_certificate(self.leaf())
+            .map_err(|e| parse_err(format!("the first certificate is not X.509: {e}")))?;
+        let mut names = CertNames::default();
+        let san = cert
+            .subject_alternative_name()
+            .map_err(|e| parse_err(format!("unreadable subjectAltName: {e}")))?;
+        for name in san.iter().flat_map(|s| s.value.general_names.iter()) {
+            match name {
+                x509_parser::extensions::GeneralName::DNSName(d) => names.dns.push(d.to_string()),
+                x509_parser::extensions::GeneralName::IPAddress(ip) => {
+                    let ip = match ip.len() {
+                        4 => <[u8; 4]>::try_from(*ip).ok().map(IpAddr::from),
+                        16 => <[u8; 16]>::try_from(*ip).ok().map(IpAddr::from),
+                        _ => None,
+                    };
+                    names.ips.extend(ip);
+                }
+                _ => {}
+            }
+        }
+        Ok(names)
+    }
+
+    /// PEM text of some of the certificates (for a webhook `caBundle`).
+    pub fn pem_of(certs: &[CertificateDer<'_>]) -> String {
+        certs
+            .iter()
+            .map(|c| {
+                let b64 = base64_std(c.as_ref());
+                let lines: Vec<&str> = b64
+                    .as_bytes()
+                    .chunks(64)
+                    .map(|l| std::str::from_utf8(l).unwrap_or_default())
+                    .collect();
+                format!(
+                    "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                    lines.join("\n")
+                )
+            })
+            .collect()
+    }
+}
+
+/// Checks that the serving certificate of `chain` verifies for `name` with `roots` as trust
+/// anchors, exactly as the embedded API's webhook client (rustls, ring) will check it.
+/// `ca_label` says where `roots` came from, for the message.
+pub fn verify_chain(
+    chain: &PemChain,
+    roots: &[CertificateDer<'static>],
+    ca_label: &str,
+    name: &str,
+) -> Result<(), CertError> {
+    use rustls::client::danger::ServerCertVerifier;
+    let untrusted = |reason: String| CertError::Untrusted {
+        cert: chain.path.clone(),
+        ca: ca_label.to_string(),
+        name: name.to_string(),
+        reason,
+    };
+    let mut store = rustls::RootCertStore::empty();
+    for root in roots {
+        store
+            .add(root.clone())
+            .map_err(|e| untrusted(format!("unusable CA certificate: {e}")))?;
+    }
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(store),
+        Arc::new(rustls::crypto::ring::default_provider()),
+    )
+    .build()
+    .map_err(|e| untrusted(e.to_string()))?;
+    let server_name = ServerName::try_from(name.to_string())
+        .map_err(|e| untrusted(format!("{name:?} is not a host name: {e}")))?;
+    verifier
+        .verify_server_cert(
+            chain.leaf(),
+            chain.rest(),
+            &server_name,
+            &[],
+            UnixTime::now(),
+        )
+        .map(|_| ())
+        .map_err(|e| untrusted(e.to_string()))
+}
+
 fn issue(common_name: &str, names: &[String]) -> Result<CertBundle, CertError> {
     let now = SystemTime::now();
     let not_before = now.checked_sub(BACKDATE).unwrap_or(now);
@@ -208,7 +412,7 @@ fn issue(common_name: &str, names: &[String]) -> Result<CertBundle, CertError> {
 
     Ok(CertBundle {
         ca_cert_pem: ca_cert.pem(),
-        cert_pem: leaf_cert.pem(),
+        cert_pem: format!("{}{}", leaf_cert.pem(), ca_cert.pem()),
         key_pem: leaf_key.serialize_pem(),
         ca_cert_der: ca_cert.der().to_vec(),
     })

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Volcano-compatible gang scheduling for any Kubernetes cluster, in one binary.
 #[derive(Debug, Parser)]
-#[command(name = "tephra", version, about, long_about = None, propagate_version = true)]
+#[command(name = "tephra", version, long_about = None, propagate_version = true)]
 pub struct Cli {
     /// Log line format: `text` for people, `json` for log pipelines.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "TEPHRA_LOG_FORMAT")]
@@ -35,11 +35,34 @@ pub enum LogFormat {
     Json,
 }
 
+/// What `tephra serve` runs today: its `--help` and its start-up log both say this, so the
+/// two never disagree. Update it here when the scheduler extender and the controllers land.
+pub const SERVE_RUNS: &str = "the admission webhooks (vcJobs, Pods, PodGroups, Queues, \
+     Deployments and StatefulSets), the gang scheduling session (PodGroup and Queue status, \
+     the placement plan) and the built-in `default` and `root` queues; with --embedded also \
+     the in-memory Kubernetes API with its kubelet stand-in";
+
+/// What `tephra serve` does not run yet (see [`SERVE_RUNS`]).
+pub const SERVE_NOT_YET: &str = "the scheduler extender endpoints (and their kube-scheduler \
+     stand-in) and the Job and PodGroup controllers";
+
+/// `tephra serve --help`'s first line.
+const SERVE_ABOUT: &str = "Run tephra's admission webhooks against a cluster (or, with \
+     --embedded, an in-memory API in the same process)";
+
+/// `tephra serve --help`'s paragraph, from [`SERVE_RUNS`] and [`SERVE_NOT_YET`].
+fn serve_long_about() -> String {
+    format!("{SERVE_ABOUT}.\n\nRuns: {SERVE_RUNS}.\nNot yet: {SERVE_NOT_YET}.")
+}
+
 /// The subcommands.
+// One value per process, parsed once and moved into the subcommand it names: the size of
+// `serve`'s flags costs nothing, and boxing them would only make every match noisier.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the admission webhooks, scheduler extender and controllers against a cluster (or,
-    /// with --embedded, against an in-memory API started in the same process).
+    /// Run tephra against a cluster, or with --embedded against an in-memory API.
+    #[command(about = SERVE_ABOUT, long_about = serve_long_about())]
     Serve(ServeArgs),
     /// Print every CustomResourceDefinition tephra serves as YAML (the source of manifests/crds).
     Crds,
@@ -76,6 +99,11 @@ pub struct ServeArgs {
     /// PEM private key for --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+
+    /// PEM CA certificate(s) that signed --tls-cert, when that file holds no CA (files from
+    /// `tephra certs` do). With --embedded it becomes the webhooks' caBundle.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
 
     /// Plain-HTTP address serving /metrics, /healthz and /readyz.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
@@ -176,6 +204,54 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
+/// A flag error as the one line `main` prints: clap's message with what it knows kept (the
+/// missing required arguments, an enum flag's possible values, a suggested spelling), without
+/// its usage block, and the help command of the subcommand at fault.
+pub fn flag_error_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let mut usage_of = "tephra".to_string();
+    let mut body = Vec::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if let Some(usage) = trimmed.strip_prefix("Usage:") {
+            // `Usage: tephra certs --service <NAME> ...`: the words before the first flag or
+            // placeholder name the subcommand.
+            let words: Vec<&str> = usage
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['-', '<', '[']))
+                .collect();
+            if !words.is_empty() {
+                usage_of = words.join(" ");
+            }
+            break;
+        }
+        if trimmed.starts_with("For more information") {
+            break;
+        }
+        if !trimmed.is_empty() {
+            body.push(trimmed);
+        }
+    }
+    let first = body
+        .first()
+        .map(|l| l.strip_prefix("error: ").unwrap_or(l))
+        .unwrap_or("invalid arguments");
+    let rest = body.get(1..).unwrap_or_default();
+    let mut line = first.to_string();
+    if first.ends_with(':') && !rest.is_empty() {
+        // A list (the required arguments not given): its items on the same line.
+        line.push(' ');
+        line.push_str(&rest.join(", "));
+    } else {
+        for extra in rest {
+            // `[possible values: ..]` belongs to the sentence before it; a tip is its own.
+            line.push_str(if extra.starts_with('[') { " " } else { "; " });
+            line.push_str(extra);
+        }
+    }
+    format!("{line} (see '{usage_of} --help')")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +319,58 @@ mod tests {
         ])
         .unwrap();
         assert!(matches!(cli.command, Command::Certs(_)));
+    }
+
+    fn flag_line(args: &[&str]) -> String {
+        flag_error_line(&Cli::try_parse_from(args).unwrap_err())
+    }
+
+    #[test]
+    fn flag_errors_keep_what_clap_knows_on_one_line() {
+        let missing = flag_line(&["tephra", "certs", "--service", "s"]);
+        assert!(
+            missing.contains("--namespace <NS>, --out <DIR>")
+                && missing.ends_with("(see 'tephra certs --help')"),
+            "{missing}"
+        );
+        let values = flag_line(&["tephra", "crds", "--log-format", "xml"]);
+        assert!(
+            values.contains("'xml'") && values.contains("[possible values: text, json]"),
+            "{values}"
+        );
+        let unknown = flag_line(&["tephra", "serve", "--lisen", "x"]);
+        assert!(
+            unknown.contains("'--lisen'") && unknown.contains("--listen"),
+            "{unknown}"
+        );
+        for line in [missing, values, unknown] {
+            assert!(!line.contains('\n') && !line.contains("Usage:"), "{line}");
+        }
+    }
+
+    #[test]
+    fn serve_help_says_what_runs_and_what_does_not_yet() {
+        let help = Cli::command()
+            .find_subcommand_mut("serve")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(
+            help.contains(SERVE_RUNS.split(';').next().unwrap()),
+            "{help}"
+        );
+        assert!(help.contains("Not yet:"), "{help}");
+        // The first line promises nothing that is not there.
+        let first = help.lines().next().unwrap_or_default();
+        assert!(
+            !first.contains("extender") && !first.contains("controllers"),
+            "{first}"
+        );
+    }
+
+    #[test]
+    fn tls_ca_needs_tls_cert() {
+        assert!(Cli::try_parse_from(["tephra", "serve", "--tls-ca", "ca.pem"]).is_err());
     }
 
     #[test]

@@ -28,5 +28,6 @@ pub mod cli;
 pub mod cluster;
 pub mod embedded;
 pub mod metrics;
+pub mod report;
 pub mod scheduler;
 pub mod server;

@@ -2,23 +2,26 @@
 //! Errors end the process with one line on standard error and a non-zero exit code.
 
 use clap::Parser;
+use clap::error::ErrorKind;
 
 fn main() -> std::process::ExitCode {
     let cli = match tephra::cli::Cli::try_parse() {
         Ok(cli) => cli,
         // --help and --version are "errors" to clap; print them whole.
         Err(e) if !e.use_stderr() => e.exit(),
+        // Bare `tephra` (or a subcommand that needs one): the usage is the answer, not an
+        // error line made of the description.
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprint!("{e}");
+            return std::process::ExitCode::from(2);
+        }
         Err(e) => {
-            // One line, not clap's multi-line usage block: the first line names the problem.
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("tephra: error: {first} (see 'tephra --help')");
+            eprintln!("tephra: error: {}", tephra::cli::flag_error_line(&e));
             return std::process::ExitCode::from(2);
         }
     };
     if let Err(e) = tephra::app::init_logging(cli.log_format, cli.log.as_deref()) {
-        eprintln!("tephra: error: {e}");
+        eprintln!("tephra: error: {}", tephra::report::report(&e));
         return std::process::ExitCode::from(2);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -34,8 +37,8 @@ fn main() -> std::process::ExitCode {
     match runtime.block_on(tephra::app::run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            let line = anyhow::Error::from(e);
-            eprintln!("tephra: error: {}", format!("{line:#}").replace('\n', " "));
+            // Outermost cause first, each cause once, on one line (see `tephra::report`).
+            eprintln!("tephra: error: {}", tephra::report::report(&e));
             std::process::ExitCode::FAILURE
         }
     }

@@ -192,3 +192,469 @@ fn a_bad_fault_spec_is_one_clear_line() {
         "{err}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Each cause once, usage and flag errors
+// ---------------------------------------------------------------------------------------------
+
+/// The `tephra: error:` lines of a run's standard error.
+fn error_lines(err: &str) -> Vec<&str> {
+    err.lines()
+        .filter(|l| l.starts_with("tephra: error"))
+        .collect()
+}
+
+/// No Rust `Debug` dump and no kube error label in a line meant for a person.
+fn assert_no_debug(line: &str) {
+    for dump in ["Status {", "Some(", "None,", "Flag(", "ApiError", "Os {"] {
+        assert!(!line.contains(dump), "{dump:?} in {line:?}");
+    }
+}
+
+#[test]
+fn a_missing_tls_file_names_its_cause_once() {
+    let out = tephra()
+        .args(["serve", "--embedded", "--listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .args(["--embedded-api-listen", "127.0.0.1:0"])
+        .args(["--tls-cert", "/nonexistent/tls.crt"])
+        .args(["--tls-key", "/nonexistent/tls.key"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    // Reported before anything starts: no log line precedes it.
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let line = error_lines(&err)[0];
+    assert_eq!(line.matches("No such file").count(), 1, "{line}");
+    assert_no_debug(line);
+}
+
+#[test]
+fn a_missing_kubeconfig_names_its_cause_once() {
+    let out = tephra()
+        .args(["serve", "--kubeconfig", "/nonexistent/kc"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    let lines = error_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert_eq!(lines[0].matches("No such file").count(), 1, "{err}");
+    assert_no_debug(lines[0]);
+}
+
+#[test]
+fn a_bad_fault_spec_names_its_cause_once_before_anything_starts() {
+    for sub in [&["apiserver"][..], &["serve", "--embedded"][..]] {
+        let out = tephra()
+            .args(sub)
+            .args(["--faults", "write-error=2"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr_of(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert_eq!(err.matches("write-error").count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn bare_tephra_prints_the_usage_not_an_error() {
+    let out = tephra().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert!(err.contains("Usage: tephra"), "{err}");
+    assert!(error_lines(&err).is_empty(), "{err}");
+    for sub in ["serve", "crds", "apiserver", "certs"] {
+        assert!(err.contains(sub), "{sub} missing:\n{err}");
+    }
+}
+
+#[test]
+fn flag_errors_keep_the_missing_arguments_and_the_possible_values() {
+    let out = tephra()
+        .args(["certs", "--service", "tephra"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--namespace") && err.contains("--out") && err.contains("tephra certs --help"),
+        "{err}"
+    );
+
+    let out = tephra()
+        .args(["crds", "--log-format", "xml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("possible values: text, json"), "{err}");
+}
+
+#[test]
+fn serve_help_says_what_runs_and_what_does_not_yet() {
+    let out = tephra().args(["serve", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains(tephra::cli::SERVE_RUNS.split(';').next().unwrap()),
+        "{help}"
+    );
+    assert!(help.contains("Not yet:"), "{help}");
+    for flag in ["--tls-ca", "--tls-cert", "--embedded"] {
+        assert!(help.contains(flag), "{flag} missing:\n{help}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running processes: `serve --embedded` with the user's certificate, a kube API error
+// ---------------------------------------------------------------------------------------------
+
+/// A running `tephra` child with `--log-format json`, its standard error read line by line by
+/// a thread (so waiting for a line is bounded). Killed on drop.
+struct Running {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Running {
+    fn start(args: &[&std::ffi::OsStr]) -> Self {
+        let mut child = tephra()
+            .args(["--log-format", "json"])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The first JSON log line whose message contains `what`, within 30 s.
+    fn wait_for(&mut self, what: &str) -> serde_json::Value {
+        self.wait_until(what, |v| {
+            v["message"].as_str().is_some_and(|m| m.contains(what))
+        })
+    }
+
+    /// The first JSON log line for which `found` holds, within 30 s.
+    fn wait_until(
+        &mut self,
+        what: &str,
+        found: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                        continue;
+                    };
+                    if found(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "no log line with {what:?}; log so far:\n{}",
+            self.seen.join("\n")
+        )
+    }
+
+    /// Exit code and the rest of standard error, within 30 s.
+    fn exit(mut self) -> (Option<i32>, String) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+        // Still running after the deadline: stop it, so the test fails instead of hanging.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+        }
+        let code = self.child.wait().ok().and_then(|s| s.code());
+        (code, self.seen.join("\n"))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A fresh directory under the system temp dir for one test.
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tephra-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `tephra certs --service tephra --namespace NS --out DIR`.
+fn certs_for(namespace: &str, dir: &std::path::Path) {
+    let out = tephra()
+        .args([
+            "certs",
+            "--service",
+            "tephra",
+            "--namespace",
+            namespace,
+            "--out",
+        ])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+}
+
+/// `serve --embedded` on free loopback ports with extra flags.
+fn serve_embedded(extra: &[&std::ffi::OsStr]) -> Running {
+    let mut args: Vec<&std::ffi::OsStr> = ["serve", "--embedded", "--listen", "127.0.0.1:0"]
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .collect();
+    args.extend(
+        [
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--embedded-api-listen",
+            "127.0.0.1:0",
+        ]
+        .iter()
+        .map(std::ffi::OsStr::new),
+    );
+    args.extend_from_slice(extra);
+    Running::start(&args)
+}
+
+/// Our own manifest as a vcJob.
+fn vcjob(file: &str) -> tephra::api::Job {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/manifests")
+        .join(file);
+    serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Waits for readiness, then checks the webhooks answer through the embedded API: the invalid
+/// vcJob is denied by tephra's webhook, the valid one stored with its defaults.
+async fn ready_and_admitting(served: &mut Running) {
+    let serving = served.wait_until("the listeners", |v| v["metrics"].is_string());
+    let metrics = serving["metrics"].as_str().unwrap().to_string();
+    let ready = served.wait_for("embedded API ready");
+    let url = ready["url"].as_str().unwrap().to_string();
+
+    let http = reqwest::Client::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let status = http
+            .get(format!("http://{metrics}/readyz"))
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+            .map_err(|e| e.to_string());
+        if status == Ok(200) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never ready ({status:?}); log:\n{}",
+            served.seen.join("\n")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+    let jobs: kube::Api<tephra::api::Job> = kube::Api::namespaced(client, "default");
+    let pp = kube::api::PostParams::default();
+    let err = jobs
+        .create(&pp, &vcjob("vcjob-invalid.yaml"))
+        .await
+        .expect_err("the invalid vcJob was stored");
+    let kube::Error::Api(status) = err else {
+        panic!("not an API error: {err}")
+    };
+    assert!(
+        (400..500).contains(&status.code) && status.message.contains("denied the request"),
+        "{status:?}"
+    );
+    let created = jobs.create(&pp, &vcjob("vcjob.yaml")).await.unwrap();
+    assert_eq!(created.spec.max_retry, Some(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_embedded_uses_a_certificate_made_for_another_namespace() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = temp_dir("other-ns");
+    certs_for("volcano-system", &dir);
+    let (crt, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let mut served = serve_embedded(&[
+        "--tls-cert".as_ref(),
+        crt.as_os_str(),
+        "--tls-key".as_ref(),
+        key.as_os_str(),
+    ]);
+    // The start-up log says what runs and what does not yet.
+    let first = served.wait_for("tephra serve runs");
+    assert!(
+        first["message"].as_str().unwrap().contains("not yet"),
+        "{first}"
+    );
+    ready_and_admitting(&mut served).await;
+    let registered = served.seen.join("\n");
+    assert!(
+        registered.contains("tephra.volcano-system.svc"),
+        "{registered}"
+    );
+    drop(served);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_without_its_ca_needs_tls_ca_and_then_serves() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = temp_dir("tls-ca");
+    certs_for("volcano-system", &dir);
+    // Only the serving certificate, as some issuers write tls.crt.
+    let chain = std::fs::read_to_string(dir.join("tls.crt")).unwrap();
+    let end = "-----END CERTIFICATE-----\n";
+    let leaf = &chain[..chain.find(end).unwrap() + end.len()];
+    let crt = dir.join("leaf.crt");
+    std::fs::write(&crt, leaf).unwrap();
+    let key = dir.join("tls.key");
+
+    let out = tephra()
+        .args(["serve", "--embedded", "--listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .args(["--embedded-api-listen", "127.0.0.1:0"])
+        .arg("--tls-cert")
+        .arg(&crt)
+        .arg("--tls-key")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--tls-ca") && err.contains("leaf.crt"),
+        "{err}"
+    );
+
+    let ca = dir.join("ca.crt");
+    let mut served = serve_embedded(&[
+        "--tls-cert".as_ref(),
+        crt.as_os_str(),
+        "--tls-key".as_ref(),
+        key.as_os_str(),
+        "--tls-ca".as_ref(),
+        ca.as_os_str(),
+    ]);
+    ready_and_admitting(&mut served).await;
+    drop(served);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_certificate_with_no_usable_name_is_refused_naming_its_names() {
+    let dir = temp_dir("no-name");
+    let bundle =
+        tephra::certs::self_signed(&["tephra.example.com".into(), "10.1.2.3".into()]).unwrap();
+    std::fs::write(dir.join("tls.crt"), &bundle.cert_pem).unwrap();
+    std::fs::write(dir.join("tls.key"), &bundle.key_pem).unwrap();
+    let out = tephra()
+        .args(["serve", "--embedded", "--listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .args(["--embedded-api-listen", "127.0.0.1:0"])
+        .arg("--tls-cert")
+        .arg(dir.join("tls.crt"))
+        .arg("--tls-key")
+        .arg(dir.join("tls.key"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("tephra.example.com, 10.1.2.3") && err.contains("SERVICE.NAMESPACE.svc"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_kube_api_error_is_one_sentence_per_cause() {
+    // `serve` against an API without tephra's CRDs: creating the `default` queue fails with
+    // the API's 404, which kube-rs reports as `ApiError: ... (Status { .. })` in a chain
+    // that repeats itself.
+    let mut api = Running::start(&[
+        "apiserver".as_ref(),
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+    ]);
+    let url = api.wait_for("embedded API ready")["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dir = temp_dir("kube-error");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: e\n  cluster: {{server: \"{url}\"}}\n\
+             contexts:\n- name: e\n  context: {{cluster: e, user: u}}\nusers:\n- name: u\n  user: {{}}\n\
+             current-context: e\n"
+        ),
+    )
+    .unwrap();
+    let served = Running::start(&[
+        "serve".as_ref(),
+        "--kubeconfig".as_ref(),
+        kubeconfig.as_os_str(),
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+        "--metrics-listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+    ]);
+    let (code, err) = served.exit();
+    assert_eq!(code, Some(1), "{err}");
+    let lines = error_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    let line = lines[0];
+    assert!(line.contains("ensuring queue default"), "{line}");
+    assert_eq!(line.matches("not found").count(), 1, "{line}");
+    assert_no_debug(line);
+    // The loops' log lines (the watches retrying) read the same way.
+    for log in err.lines().filter(|l| l.contains("\"error\"")) {
+        assert_no_debug(log);
+    }
+    drop(api);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,6 +2,9 @@
 //! uses against a real cluster (`Api<K>`, `watcher`, `reflector`, `Discovery`,
 //! `Api<DynamicObject>`), in process with no socket, plus one test over TCP.
 
+mod common;
+
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -836,20 +839,35 @@ async fn nodes_are_ready_and_cluster_scoped() {
     assert_eq!(alloc["pods"].0, "110");
 }
 
-fn volcano_crd(file: &str) -> CustomResourceDefinition {
-    let path = format!(
-        "{}/../../shared/fixtures/volcano-crds/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let fallback = format!("/work/shared/fixtures/volcano-crds/{file}");
-    let text = std::fs::read_to_string(&path)
-        .or_else(|_| std::fs::read_to_string(&fallback))
-        .unwrap();
-    serde_saphyr::from_str(&text).unwrap()
+/// The CRDs tephra ships and installs (`manifests/crds/`, file names as Volcano's).
+fn own_crds() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/crds")
+}
+
+fn crd_in(dir: &Path, file: &str) -> CustomResourceDefinition {
+    let path = dir.join(file);
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
 }
 
 #[tokio::test]
 async fn crds_start_serving_with_schema_defaults_and_status_subresource() {
+    crds_serve_from(&own_crds()).await;
+}
+
+/// The same behaviour from Volcano's own CRD files, where this machine has them.
+#[tokio::test]
+async fn volcanos_own_crds_serve_alike() {
+    let Some(dir) = common::volcano_or_skip("volcano-crds", "volcanos_own_crds_serve_alike") else {
+        return;
+    };
+    crds_serve_from(&dir).await;
+}
+
+/// CRDs from `dir` become served resources with schema defaults, pruning, a status
+/// subresource, cluster scope for Queues, and are removed with their objects on delete.
+async fn crds_serve_from(dir: &Path) {
     let (api, c) = setup();
     let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
     for f in [
@@ -857,7 +875,7 @@ async fn crds_start_serving_with_schema_defaults_and_status_subresource() {
         "scheduling.volcano.sh_queues.yaml",
         "scheduling.volcano.sh_podgroups.yaml",
     ] {
-        crds.create(&PostParams::default(), &volcano_crd(f))
+        crds.create(&PostParams::default(), &crd_in(dir, f))
             .await
             .unwrap();
     }
@@ -1373,7 +1391,7 @@ async fn admission_webhooks_mutate_then_validate_over_https() {
     let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
     crds.create(
         &PostParams::default(),
-        &volcano_crd("batch.volcano.sh_jobs.yaml"),
+        &crd_in(&own_crds(), "batch.volcano.sh_jobs.yaml"),
     )
     .await
     .unwrap();
@@ -1413,16 +1431,8 @@ async fn admission_webhooks_mutate_then_validate_over_https() {
 #[tokio::test]
 async fn manifests_seed_the_api_like_kubectl_apply() {
     let (api, c) = setup();
-    let text = std::fs::read_to_string(format!(
-        "{}/../../shared/fixtures/volcano-crds/scheduling.volcano.sh_queues.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .or_else(|_| {
-        std::fs::read_to_string(
-            "/work/shared/fixtures/volcano-crds/scheduling.volcano.sh_queues.yaml",
-        )
-    })
-    .unwrap();
+    let text =
+        std::fs::read_to_string(own_crds().join("scheduling.volcano.sh_queues.yaml")).unwrap();
     api.apply_manifests(&text).await.unwrap();
     let two = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: v1\n---\napiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata:\n  name: research\nspec:\n  weight: 2\n";
     let stored = api.apply_manifests(two).await.unwrap();

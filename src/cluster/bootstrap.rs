@@ -68,6 +68,17 @@ pub enum QueueAction {
     Opened,
 }
 
+impl QueueAction {
+    /// The word for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Kept => "kept",
+            Self::Created => "created",
+            Self::Opened => "opened",
+        }
+    }
+}
+
 /// The spec of a built-in queue: weight 1, reclaimable (Volcano's defaults).
 fn builtin_queue(name: &str) -> Queue {
     let mut q = Queue::new(
@@ -125,7 +136,7 @@ pub async fn ensure_default_queues(
                 action = QueueAction::Opened;
             }
         }
-        tracing::info!(queue = name, ?action, "built-in queue");
+        tracing::info!(queue = name, action = action.as_str(), "built-in queue");
         done.push((name, action));
     }
     Ok(done)

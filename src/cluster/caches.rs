@@ -158,7 +158,7 @@ fn spawn_reflector<K>(
                             s(&event);
                         }
                     }
-                    Some(Err(e)) => tracing::warn!(%kind, error = %e, "watch error; retrying"),
+                    Some(Err(e)) => tracing::warn!(%kind, error = %crate::report::report(&e), "watch error; retrying"),
                     None => break,
                 },
             }

@@ -118,6 +118,18 @@ pub enum ClusterSource {
     Home(PathBuf),
 }
 
+impl std::fmt::Display for ClusterSource {
+    // For the start-up log: where the credentials came from, in words.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::InCluster => f.write_str("in-cluster service account"),
+            Self::Flag(p) => write!(f, "--kubeconfig {}", p.display()),
+            Self::Env(v) => write!(f, "KUBECONFIG={v}"),
+            Self::Home(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
 /// Picks the cluster source in the contract's order, or says why there is none.
 pub fn choose(
     env: &Environment,
@@ -176,28 +188,13 @@ pub async fn connect(config: kube::Config) -> Result<kube::Client, ClusterError>
         Ok(Ok(_)) => Ok(client),
         Ok(Err(e)) => Err(ClusterError::Unreachable {
             url,
-            reason: one_line(&e),
+            reason: crate::report::report(&e).to_string(),
         }),
         Err(_) => Err(ClusterError::Unreachable {
             url,
             reason: format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
         }),
     }
-}
-
-/// An error and its causes on one line (`a: b: c`), for start-up messages.
-fn one_line(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s.replace('\n', " ")
 }
 
 #[cfg(test)]

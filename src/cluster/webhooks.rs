@@ -2,6 +2,8 @@
 //! apply to a cluster, with the `caBundle` of the certificate tephra serves. `serve
 //! --embedded` uses it so the embedded API goes through the real webhook path.
 
+use std::net::IpAddr;
+
 use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
@@ -9,6 +11,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
+
+use crate::certs::CertNames;
 
 /// `manifests/webhooks.yaml`, compiled in so the binary needs no files at run time.
 pub const WEBHOOKS_YAML: &str = include_str!("../../manifests/webhooks.yaml");
@@ -30,8 +34,143 @@ pub enum WebhookError {
     },
 }
 
+/// Where the registered webhooks send their reviews: the name the serving certificate must
+/// be valid for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WebhookTarget {
+    /// The Service of `manifests/webhooks.yaml` as written (`tephra` in `tephra-system`).
+    AsWritten,
+    /// Another Service: the API server calls `NAME.NAMESPACE.svc`.
+    Service {
+        /// Service name.
+        name: String,
+        /// Its namespace.
+        namespace: String,
+    },
+    /// A URL base, `https://HOST:PORT`, each webhook's path appended (`clientConfig.url`).
+    Url(String),
+}
+
+impl std::fmt::Display for WebhookTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::AsWritten => f.write_str("the Service of manifests/webhooks.yaml"),
+            Self::Service { name, namespace } => write!(f, "{name}.{namespace}.svc"),
+            Self::Url(base) => f.write_str(base),
+        }
+    }
+}
+
+/// How the embedded API reaches tephra's HTTPS listener, chosen from the names the serving
+/// certificate holds: it must verify the certificate for that name, as kube-apiserver would.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WebhookHost {
+    /// A Service, called as `NAME.NAMESPACE.svc` (the embedded API sends it to the listener).
+    Service {
+        /// Service name.
+        name: String,
+        /// Its namespace.
+        namespace: String,
+    },
+    /// The listener's own address or `localhost`, called directly by URL.
+    Direct(String),
+}
+
+impl WebhookHost {
+    /// The name the certificate is checked against.
+    pub fn tls_name(&self) -> String {
+        match self {
+            Self::Service { name, namespace } => format!("{name}.{namespace}.svc"),
+            Self::Direct(host) => host.clone(),
+        }
+    }
+
+    /// The registration target once the listener's port is known.
+    pub fn target(&self, port: u16) -> WebhookTarget {
+        match self {
+            Self::Service { name, namespace } => WebhookTarget::Service {
+                name: name.clone(),
+                namespace: namespace.clone(),
+            },
+            Self::Direct(host) => {
+                let host = match host.parse::<IpAddr>() {
+                    Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
+                    _ => host.clone(),
+                };
+                WebhookTarget::Url(format!("https://{host}:{port}"))
+            }
+        }
+    }
+}
+
+/// What the embedded API can call, in words, for the message when a certificate has none.
+pub const USABLE_WEBHOOK_NAMES: &str = "a Service name SERVICE.NAMESPACE.svc (or *.NAMESPACE.svc, \
+     as `tephra certs --service SERVICE --namespace NAMESPACE` makes), localhost, or the IP \
+     address the webhooks are reached at";
+
+/// The Service name the webhooks keep when the certificate is a wildcard for a namespace.
+const WILDCARD_SERVICE: &str = "tephra";
+
+/// Picks how the embedded API calls the webhooks so that the certificate holding `names`
+/// verifies: a Service name first (what a cluster uses, so the registration looks like one),
+/// then `reach_ip` (the address the listener is reached at), then `localhost`.
+pub fn host_for_certificate(names: &CertNames, reach_ip: IpAddr) -> Option<WebhookHost> {
+    let label = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !s.starts_with('-')
+            && !s.ends_with('-')
+    };
+    let service = names.dns.iter().find_map(|d| {
+        let d = d.to_ascii_lowercase();
+        let mut parts = d.split('.');
+        match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some(name), Some(ns), Some("svc"), None) if label(ns) => {
+                let name = if name == "*" {
+                    WILDCARD_SERVICE
+                } else if label(name) {
+                    name
+                } else {
+                    return None;
+                };
+                Some(WebhookHost::Service {
+                    name: name.to_string(),
+                    namespace: ns.to_string(),
+                })
+            }
+            _ => None,
+        }
+    });
+    service
+        .or_else(|| {
+            names
+                .ips
+                .contains(&reach_ip)
+                .then(|| WebhookHost::Direct(reach_ip.to_string()))
+        })
+        .or_else(|| {
+            names
+                .dns
+                .iter()
+                .any(|d| d.eq_ignore_ascii_case("localhost"))
+                .then(|| WebhookHost::Direct("localhost".into()))
+        })
+}
+
 /// The configurations of `yaml`, each webhook's `clientConfig.caBundle` set to `ca_pem`.
 pub fn configurations(yaml: &str, ca_pem: &str) -> Result<Vec<Value>, WebhookError> {
+    configurations_at(yaml, ca_pem, &WebhookTarget::AsWritten)
+}
+
+/// [`configurations`] with every `clientConfig` pointed at `target` (the path of each webhook
+/// kept).
+pub fn configurations_at(
+    yaml: &str,
+    ca_pem: &str,
+    target: &WebhookTarget,
+) -> Result<Vec<Value>, WebhookError> {
     let docs: Vec<Value> =
         serde_saphyr::from_multiple(yaml).map_err(|e| WebhookError::Manifest(e.to_string()))?;
     let bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
@@ -47,15 +186,52 @@ pub fn configurations(yaml: &str, ca_pem: &str) -> Result<Vec<Value>, WebhookErr
                 .and_then(Value::as_object_mut)
                 .ok_or_else(|| WebhookError::Manifest("a webhook without clientConfig".into()))?;
             cc.insert("caBundle".into(), Value::String(bundle.clone()));
+            retarget(cc, target)?;
         }
         out.push(doc);
     }
     Ok(out)
 }
 
-/// Creates (or replaces) every configuration of [`WEBHOOKS_YAML`] with `ca_pem` as caBundle.
-pub async fn register(client: &Client, ca_pem: &str) -> Result<usize, WebhookError> {
-    let docs = configurations(WEBHOOKS_YAML, ca_pem)?;
+/// Points one `clientConfig` at `target`, keeping its path.
+fn retarget(
+    cc: &mut serde_json::Map<String, Value>,
+    target: &WebhookTarget,
+) -> Result<(), WebhookError> {
+    let path = || {
+        cc.get("service")
+            .and_then(|s| s.get("path"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| WebhookError::Manifest("a webhook service without a path".into()))
+    };
+    match target {
+        WebhookTarget::AsWritten => {}
+        WebhookTarget::Service { name, namespace } => {
+            let svc = cc
+                .get_mut("service")
+                .and_then(Value::as_object_mut)
+                .ok_or_else(|| WebhookError::Manifest("a webhook without a service".into()))?;
+            svc.insert("name".into(), Value::String(name.clone()));
+            svc.insert("namespace".into(), Value::String(namespace.clone()));
+        }
+        WebhookTarget::Url(base) => {
+            let url = format!("{}{}", base.trim_end_matches('/'), path()?);
+            cc.remove("service");
+            cc.insert("url".into(), Value::String(url));
+        }
+    }
+    Ok(())
+}
+
+/// Creates (or replaces) every configuration of [`WEBHOOKS_YAML`] with `ca_pem` as caBundle,
+/// sending reviews to `target`.
+pub async fn register(
+    client: &Client,
+    ca_pem: &str,
+    target: &WebhookTarget,
+) -> Result<usize, WebhookError> {
+    let docs = configurations_at(WEBHOOKS_YAML, ca_pem, target)?;
     let n = docs.len();
     for doc in docs {
         let kind = doc
@@ -133,6 +309,84 @@ mod tests {
         for p in crate::admission::WEBHOOKS.iter().map(|w| w.path) {
             assert!(paths.iter().any(|x| x == p), "{p} not registered");
         }
+    }
+
+    #[test]
+    fn webhooks_can_be_pointed_at_another_service_or_a_url() {
+        let svc = WebhookTarget::Service {
+            name: "tephra".into(),
+            namespace: "volcano-system".into(),
+        };
+        for d in configurations_at(WEBHOOKS_YAML, "PEM", &svc).unwrap() {
+            for h in d["webhooks"].as_array().unwrap() {
+                let s = &h["clientConfig"]["service"];
+                assert_eq!(
+                    (s["name"].as_str(), s["namespace"].as_str()),
+                    (Some("tephra"), Some("volcano-system"))
+                );
+                assert!(s["path"].as_str().is_some_and(|p| p.starts_with('/')));
+            }
+        }
+        let url = WebhookTarget::Url("https://127.0.0.1:8443".into());
+        for d in configurations_at(WEBHOOKS_YAML, "PEM", &url).unwrap() {
+            for h in d["webhooks"].as_array().unwrap() {
+                let cc = &h["clientConfig"];
+                assert!(cc.get("service").is_none(), "{cc}");
+                let u = cc["url"].as_str().unwrap();
+                assert!(
+                    u.starts_with("https://127.0.0.1:8443/")
+                        && (u.ends_with("/mutate") || u.ends_with("/validate")),
+                    "{u}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_certificate_names_pick_how_webhooks_are_called() {
+        let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+        let names = |dns: &[&str], ips: &[&str]| CertNames {
+            dns: dns.iter().map(|s| s.to_string()).collect(),
+            ips: ips.iter().map(|s| s.parse().unwrap()).collect(),
+        };
+        let svc = |n: &str, ns: &str| {
+            Some(WebhookHost::Service {
+                name: n.into(),
+                namespace: ns.into(),
+            })
+        };
+        // What `tephra certs --service tephra --namespace volcano-system` makes.
+        let made = crate::certs::service_dns_names("tephra", "volcano-system");
+        let made: Vec<&str> = made.iter().map(String::as_str).collect();
+        assert_eq!(
+            host_for_certificate(&names(&made, &[]), loopback),
+            svc("tephra", "volcano-system")
+        );
+        assert_eq!(
+            host_for_certificate(&names(&["*.team.svc"], &[]), loopback),
+            svc("tephra", "team")
+        );
+        assert_eq!(
+            host_for_certificate(&names(&["x.example.com"], &["127.0.0.1"]), loopback),
+            Some(WebhookHost::Direct("127.0.0.1".into()))
+        );
+        assert_eq!(
+            host_for_certificate(&names(&["localhost"], &["10.0.0.1"]), loopback),
+            Some(WebhookHost::Direct("localhost".into()))
+        );
+        for none in [
+            names(&["tephra.example.com"], &["10.0.0.1"]),
+            names(&["tephra.volcano-system"], &[]),
+            names(&["a.b.svc.cluster.local"], &[]),
+            names(&[], &[]),
+        ] {
+            assert_eq!(host_for_certificate(&none, loopback), None, "{none}");
+        }
+        let direct = WebhookHost::Direct("::1".into());
+        assert_eq!(
+            direct.target(8443),
+            WebhookTarget::Url("https://[::1]:8443".into())
+        );
     }
 
     #[test]

@@ -389,12 +389,20 @@ impl Admission {
             .json(&review)
             .send()
             .await
-            .map_err(|e| format!("failed to call webhook: Post \"{url}\": {e}"))?;
+            // The cause (refused, TLS, timeout) sits in the source chain, not in reqwest's text.
+            .map_err(|e| {
+                format!(
+                    "failed to call webhook: Post \"{url}\": {}",
+                    crate::report::report(&e)
+                )
+            })?;
         let status = resp.status();
-        let body: Value = resp
-            .json()
-            .await
-            .map_err(|e| format!("webhook {url} answered {status} with no AdmissionReview: {e}"))?;
+        let body: Value = resp.json().await.map_err(|e| {
+            format!(
+                "webhook {url} answered {status} with no AdmissionReview: {}",
+                crate::report::report(&e)
+            )
+        })?;
         parse_response(name, uid, &body)
     }
 

@@ -173,7 +173,8 @@ impl BoundServer {
             .accept_error_handler(|peer, err| {
                 // TLS handshake failures (old protocol versions, untrusted clients, scanners)
                 // land here; they are the client's problem, not the server's.
-                tracing::debug!(peer = ?peer, error = %err, "connection not accepted");
+                let peer = peer.map_or_else(|| "unknown".to_string(), ToString::to_string);
+                tracing::debug!(%peer, error = %crate::report::report(err), "connection not accepted");
             });
         if config.enable_http2 {
             https_server

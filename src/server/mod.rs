@@ -33,6 +33,17 @@ pub use state::{ServerState, TLS_CONDITION};
 
 use crate::certs::CertError;
 
+/// Reads and checks a certificate/key pair exactly as the HTTPS listener will load it, so
+/// `serve` can report a bad file before it starts anything.
+pub fn check_tls_files(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    enable_http2: bool,
+) -> Result<(), ServerError> {
+    let pair = tls::read_pair(cert, key)?;
+    tls::server_config(&pair, cert, key, enable_http2).map(|_| ())
+}
+
 /// Default cap on request bodies. kube-apiserver limits objects to about 3 MiB, and an
 /// AdmissionReview of an UPDATE carries the object twice (`object` and `oldObject`), so 6 MiB
 /// is the smallest cap that never refuses a review the API server could send.

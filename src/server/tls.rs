@@ -122,11 +122,11 @@ impl Reloader {
             let pair = match read {
                 Ok(Ok(pair)) => pair,
                 Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "certificate reload: keeping the current pair");
+                    tracing::warn!(error = %crate::report::report(&e), "certificate reload: keeping the current pair");
                     continue;
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "certificate reload task failed");
+                    tracing::warn!(error = %crate::report::report(&e), "certificate reload task failed");
                     continue;
                 }
             };
@@ -141,7 +141,7 @@ impl Reloader {
                 }
                 Err(e) => {
                     metrics.tls_cert_reloads.with_label_values(&["error"]).inc();
-                    tracing::warn!(error = %e, "certificate files changed but cannot be used; keeping the current pair");
+                    tracing::warn!(error = %crate::report::report(&e), "certificate files changed but cannot be used; keeping the current pair");
                 }
             }
             self.current = pair;

@@ -3,19 +3,64 @@
 
 use std::path::PathBuf;
 
-/// A folder of Volcano's own files (`volcano-crds`, `volcano-examples`), kept as data in the
-/// steering repository's `shared/fixtures/` beside this checkout (`../shared/fixtures`, or
-/// `$TEPHRA_SHARED_FIXTURES`). They are Volcano's files, so they are read in place rather than
-/// copied into this tree. A missing folder fails the test: the compatibility tests must run.
-pub fn shared_fixtures(dir: &str) -> PathBuf {
-    let root = std::env::var_os("TEPHRA_SHARED_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures"));
-    let path = root.join(dir);
+/// The environment variable naming a folder of Volcano's own files: `volcano-crds/` (the CRDs
+/// of Volcano's release) and `volcano-examples/` (the example manifests of Volcano's
+/// repository). `.ci/run` always sets it, so CI always runs the comparisons.
+pub const VOLCANO_FIXTURES_ENV: &str = "TEPHRA_VOLCANO_FIXTURES";
+
+/// Where the Volcano fixtures are, if this machine has them: `$TEPHRA_VOLCANO_FIXTURES`, else
+/// `../shared/fixtures` beside the checkout. `None` on a fresh clone: the tests that compare
+/// against Volcano's own files then skip (see [`volcano_or_skip`]); everything else the tests
+/// need lives in `tests/data/`.
+///
+/// A variable that is set but names no folder panics: someone asked for the comparisons, so a
+/// silent skip would hide a typo (or a CI set-up that lost the files).
+pub fn volcano_fixtures() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(VOLCANO_FIXTURES_ENV).filter(|v| !v.is_empty()) {
+        let dir = PathBuf::from(dir);
+        assert!(
+            dir.is_dir(),
+            "{VOLCANO_FIXTURES_ENV}={} is not a folder",
+            dir.display()
+        );
+        return Some(dir);
+    }
+    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    beside.is_dir().then_some(beside)
+}
+
+/// One Volcano fixture folder (`volcano-crds` or `volcano-examples`), if present.
+pub fn volcano_dir(dir: &str) -> Option<PathBuf> {
+    let path = volcano_fixtures()?.join(dir);
     assert!(
         path.is_dir(),
-        "Volcano fixtures not found at {} (set TEPHRA_SHARED_FIXTURES to the shared/fixtures folder)",
+        "the Volcano fixtures folder has no {dir}/ ({})",
         path.display()
     );
-    path
+    Some(path)
+}
+
+/// The folder `dir` of the Volcano fixtures, or `None` after printing one line saying that
+/// `test` was skipped and why. Use as
+/// `let Some(dir) = common::volcano_or_skip("volcano-examples", "my_test") else { return };`.
+pub fn volcano_or_skip(dir: &str, test: &str) -> Option<PathBuf> {
+    let found = volcano_dir(dir);
+    if found.is_none() {
+        // Straight to the process's stderr, not `eprintln!`: the test harness captures the
+        // print macros of passing tests, and this line is meant to be seen in every run.
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: {test}: Volcano's own CRDs and examples are not on this machine (set \
+             {VOLCANO_FIXTURES_ENV} to a folder holding volcano-crds/ and volcano-examples/)"
+        );
+    }
+    found
+}
+
+/// Our own test manifests (`tests/data/manifests/NAME`), written for these tests.
+pub fn manifest(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/manifests")
+        .join(name)
 }

@@ -2,7 +2,7 @@
 # kubectl as a real outside client of the embedded API.
 #
 # Starts the API on a free loopback port, then drives it with `kubectl --server` (default,
-# server-side field validation throughout): apply the Volcano CRDs and a vcJob (and see a
+# server-side field validation throughout): apply tephra's CRDs and a vcJob (and see a
 # vcJob with an unknown field refused), get it by short name as JSON (schema defaults applied), label it,
 # patch it (merge and JSON), watch (`get -w` with a timeout), delete it with garbage collection
 # of a dependent, and check discovery and tables (`get nodes`, `api-resources`), imperative
@@ -11,8 +11,11 @@
 # Environment:
 #   TEPHRA_APISERVER  command that starts the API; it gets `--listen 127.0.0.1:PORT` appended.
 #                     Default: `tephra apiserver` from this checkout (built with cargo).
-#   CRDS_DIR          CRD manifests (default: manifests/crds if present, else the Volcano fixtures)
-#   VCJOB             vcJob manifest (default: the fixtures' volcano-examples/job.yaml)
+#   CRDS_DIR          CRD manifests (default: manifests/crds, tephra's CRDs)
+#   VCJOB             vcJob manifest (default: tests/data/manifests/vcjob.yaml)
+#   DEPLOYMENT        Deployment manifest (default: tests/data/manifests/deployment.yaml)
+#
+# Everything it uses is in the repository.
 #
 # Every apply and create runs with kubectl's default validation (`--validate=strict`): kubectl
 # reads the API's OpenAPI v3 documents and leaves validation to the server
@@ -20,12 +23,9 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-FIXTURES="${FIXTURES:-$ROOT/../shared/fixtures}"
-[ -d "$FIXTURES" ] || FIXTURES=/work/shared/fixtures
-if [ -z "${CRDS_DIR:-}" ]; then
-  if ls "$ROOT"/manifests/crds/*.yaml >/dev/null 2>&1; then CRDS_DIR="$ROOT/manifests/crds"; else CRDS_DIR="$FIXTURES/volcano-crds"; fi
-fi
-VCJOB="${VCJOB:-$FIXTURES/volcano-examples/job.yaml}"
+CRDS_DIR="${CRDS_DIR:-$ROOT/manifests/crds}"
+VCJOB="${VCJOB:-$ROOT/tests/data/manifests/vcjob.yaml}"
+DEPLOYMENT="${DEPLOYMENT:-$ROOT/tests/data/manifests/deployment.yaml}"
 
 command -v kubectl >/dev/null || { echo "kubectl not installed; skipping"; exit 0; }
 
@@ -89,7 +89,7 @@ OUT="$("${K[@]}" create -f "$WORK/bad-cm2.yaml" 2>&1)" && fail "unknown built-in
 echo "$OUT" | grep -q 'unknown field "immutabel"' || fail "built-in strictness message: $OUT"
 ok "create -f and apply -f with default validation; unknown metadata and built-in fields refused"
 
-"${K[@]}" apply -f "$FIXTURES/volcano-examples/deployment__deployment.yaml" >/dev/null || fail "apply deployment"
+"${K[@]}" apply -f "$DEPLOYMENT" >/dev/null || fail "apply deployment"
 DEPLOY="$("${K[@]}" get deploy -o jsonpath='{.items[0].metadata.name}')"
 "${K[@]}" scale deploy "$DEPLOY" --replicas=3 >/dev/null || fail "scale"
 expect "scale subresource" "$("${K[@]}" get deploy "$DEPLOY" -o jsonpath='{.spec.replicas}')" "3"

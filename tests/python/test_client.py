@@ -17,8 +17,9 @@ anything failed. The server is always stopped, and the whole run has a hard dead
 Environment:
   TEPHRA_BIN               the tephra binary (default: $CARGO_TARGET_DIR/debug/tephra, else
                            <repo>/target/debug/tephra)
-  TEPHRA_SHARED_FIXTURES   the shared fixtures (default: the first `shared/fixtures` found
-                           next to the repository or one of its parents)
+
+The vcJob it creates is our own, `tests/data/manifests/vcjob.yaml`: the script needs nothing
+outside the repository.
 """
 
 from __future__ import annotations
@@ -131,14 +132,9 @@ def tephra_bin() -> Path:
     return Path(target) / "debug" / "tephra"
 
 
-def fixtures_dir() -> Path:
-    if os.environ.get("TEPHRA_SHARED_FIXTURES"):
-        return Path(os.environ["TEPHRA_SHARED_FIXTURES"])
-    # `<repo>/../shared/fixtures`; a git worktree sits one level deeper.
-    for parent in ROOT.parents:
-        if (parent / "shared" / "fixtures").is_dir():
-            return parent / "shared" / "fixtures"
-    return ROOT.parent / "shared" / "fixtures"
+def manifest(name: str) -> Path:
+    """One of our own test manifests (tests/data/manifests/)."""
+    return ROOT / "tests" / "data" / "manifests" / name
 
 
 def free_port() -> int:
@@ -526,11 +522,12 @@ def check_crds(api: client.ApiClient) -> None:
     ok("CRD replace through ApiextensionsV1Api; its resource is in discovery with short names")
 
 
-def check_vcjob(api: client.ApiClient, fixtures: Path) -> None:
+def check_vcjob(api: client.ApiClient) -> None:
     co = client.CustomObjectsApi(api)
     group, version, plural = "batch.volcano.sh", "v1alpha1", "jobs"
-    docs = load_yaml_docs(str(fixtures / "volcano-examples" / "job.yaml"))
+    docs = load_yaml_docs(str(manifest("vcjob.yaml")))
     job = docs[0]
+    replicas = job["spec"]["tasks"][0]["replicas"]
     name = job["metadata"]["name"]
     # Leave the queue out so the CRD's schema default has to fill it in.
     job["spec"].pop("queue", None)
@@ -544,8 +541,8 @@ def check_vcjob(api: client.ApiClient, fixtures: Path) -> None:
     got = co.get_namespaced_custom_object(group, version, NS, plural, name)
     expect_eq((got["apiVersion"], got["kind"]), ("batch.volcano.sh/v1alpha1", "Job"), "apiVersion and kind")
     expect_eq(got["spec"]["queue"], "default", "spec.queue read back")
-    expect_eq(got["spec"]["tasks"][0]["replicas"], 6, "tasks[0].replicas")
-    ok(f"vcJob {name} from volcano-examples/job.yaml created and read; schema default spec.queue=default")
+    expect_eq(got["spec"]["tasks"][0]["replicas"], replicas, "tasks[0].replicas")
+    ok(f"vcJob {name} from tests/data/manifests/vcjob.yaml created and read; schema default spec.queue=default")
 
     patched = co.patch_namespaced_custom_object(group, version, NS, plural, name, {"metadata": {"labels": {"team": "alpha"}}, "spec": {"maxRetry": 7}})
     expect_eq(patched["spec"]["maxRetry"], 7, "maxRetry after merge patch")
@@ -794,7 +791,6 @@ def main() -> int:
     global FAILED
     start = time.monotonic()
     server = Server(tephra_bin())
-    fixtures = fixtures_dir()
     signal.signal(signal.SIGALRM, on_deadline)
     signal.signal(signal.SIGTERM, lambda s, f: sys.exit(1))  # runs the finally below
     signal.alarm(DEADLINE_SECONDS)
@@ -810,7 +806,7 @@ def main() -> int:
                 ("selectors", lambda: check_selectors(api)),
                 ("watch", lambda: check_watch(api)),
                 ("CRDs", lambda: check_crds(api)),
-                ("vcJob", lambda: check_vcjob(api, fixtures)),
+                ("vcJob", lambda: check_vcjob(api)),
                 ("Queue", lambda: check_queue(api)),
                 ("binding", lambda: check_binding(api)),
                 ("delete options", lambda: check_delete_options(api)),
