@@ -8,12 +8,11 @@ use base64::Engine as _;
 use std::sync::OnceLock;
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::AdmissionError;
-use super::patch;
+use super::patch::{self, Ops};
 
 /// The AdmissionReview API version of a request; the answer is written in the same one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,12 +165,105 @@ impl Object {
         }
     }
 
-    /// Decodes the object as `T`, from its text when it still has it.
-    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+    /// Decodes the object as `T`, from its text when it still has it. `T` may borrow strings
+    /// from the object (the hot-path mutators do, to avoid copying annotations).
+    ///
+    /// A failure names the field (`spec.minAvailable: invalid type: string "2", expected
+    /// i32`), not a byte position: the object was re-encoded by the API server, so a line and
+    /// column mean nothing to the user. The path is worked out only on failure, by decoding
+    /// once more with a path tracker, so a good object costs one decode.
+    pub fn decode<'a, T: Deserialize<'a>>(&'a self) -> Result<T, DecodeError> {
         match &self.repr {
-            Repr::Text(raw) => serde_json::from_str(raw.get()),
-            Repr::Value => T::deserialize(self.value()),
+            Repr::Text(raw) => serde_json::from_str(raw.get()).map_err(|first| {
+                let mut de = serde_json::Deserializer::from_str(raw.get());
+                DecodeError::located(serde_path_to_error::deserialize::<_, T>(&mut de), first)
+            }),
+            Repr::Value => T::deserialize(self.value()).map_err(|first| {
+                DecodeError::located(
+                    serde_path_to_error::deserialize::<_, T>(self.value()),
+                    first,
+                )
+            }),
         }
+    }
+
+    /// The object's own `apiVersion` and `kind`, each empty when absent (or not a string).
+    pub fn type_meta(&self) -> (String, String) {
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct TypeMeta<'a> {
+            #[serde(borrow, default)]
+            api_version: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow, default)]
+            kind: Option<std::borrow::Cow<'a, str>>,
+        }
+        match &self.repr {
+            Repr::Text(raw) => {
+                let tm: TypeMeta<'_> = serde_json::from_str(raw.get()).unwrap_or_default();
+                (
+                    tm.api_version.map(|c| c.into_owned()).unwrap_or_default(),
+                    tm.kind.map(|c| c.into_owned()).unwrap_or_default(),
+                )
+            }
+            Repr::Value => {
+                let v = self.value();
+                let field = |k: &str| {
+                    v.get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                (field("apiVersion"), field("kind"))
+            }
+        }
+    }
+}
+
+/// Why an object of a review could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// A field has the wrong type or value (`field` is a dotted path such as
+    /// `spec.tasks[0].replicas`).
+    #[error("{field}: {reason}")]
+    Field {
+        /// Where, from the object's root.
+        field: String,
+        /// What is wrong, without serde's byte position.
+        reason: String,
+    },
+    /// The object as a whole is unreadable (not an object, say).
+    #[error("{0}")]
+    Object(String),
+}
+
+impl DecodeError {
+    /// Builds the error from a path-tracking decode's result, falling back to the plain
+    /// decode's error should the second decode (unexpectedly) succeed.
+    fn located<T>(
+        tracked: Result<T, serde_path_to_error::Error<serde_json::Error>>,
+        first: serde_json::Error,
+    ) -> Self {
+        match tracked {
+            Err(e) => {
+                let field = e.path().to_string();
+                let reason = without_position(e.inner());
+                if field.is_empty() || field == "." {
+                    DecodeError::Object(reason)
+                } else {
+                    DecodeError::Field { field, reason }
+                }
+            }
+            Ok(_) => DecodeError::Object(without_position(&first)),
+        }
+    }
+}
+
+/// serde_json's message without its ` at line L column C` suffix.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) if e.line() != 0 => text[..i].to_string(),
+        _ => text,
     }
 }
 
@@ -253,6 +345,21 @@ pub fn parse(body: &[u8]) -> Result<Request, AdmissionError> {
     })
 }
 
+/// Puts the base64 patch and its type into the response, when there is a patch.
+fn insert_patch(response: &mut Map<String, Value>, bytes: Option<Vec<u8>>) -> Outcome {
+    match bytes {
+        Some(bytes) => {
+            response.insert(
+                "patch".into(),
+                Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            );
+            response.insert("patchType".into(), Value::String("JSONPatch".into()));
+            Outcome::Patched
+        }
+        None => Outcome::Allowed,
+    }
+}
+
 fn gvk_of_object(obj: &Value) -> Option<GroupVersionKind> {
     let api_version = obj.get("apiVersion")?.as_str()?;
     let kind = obj.get("kind")?.as_str()?;
@@ -287,6 +394,9 @@ pub enum Verdict {
     },
     /// Admit the object as changed to this (the whole object); the patch is the difference.
     Mutate(Value),
+    /// Admit the object with these operations applied (none: unchanged). The hot-path
+    /// mutators emit their operations directly instead of a changed copy to diff.
+    Patch(Ops),
 }
 
 impl Decision {
@@ -324,6 +434,14 @@ impl Decision {
     pub fn mutate(object: Value) -> Self {
         Self {
             verdict: Verdict::Mutate(object),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Admit the object with these operations applied (no operations: admit as is).
+    pub fn patch(ops: Ops) -> Self {
+        Self {
+            verdict: Verdict::Patch(ops),
             warnings: Vec::new(),
         }
     }
@@ -406,17 +524,15 @@ pub fn respond(req: &Request, decision: Decision) -> (Value, Outcome) {
         Verdict::Mutate(new) => {
             response.insert("allowed".into(), Value::Bool(true));
             let original = req.object.as_ref().map_or(&NULL, Object::value);
-            match patch::diff(original, &new).and_then(|p| serde_json::to_vec(&p).ok()) {
-                Some(bytes) => {
-                    response.insert(
-                        "patch".into(),
-                        Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
-                    );
-                    response.insert("patchType".into(), Value::String("JSONPatch".into()));
-                    Outcome::Patched
-                }
-                None => Outcome::Allowed,
-            }
+            let bytes = patch::diff(original, &new).and_then(|p| serde_json::to_vec(&p).ok());
+            insert_patch(&mut response, bytes)
+        }
+        Verdict::Patch(ops) => {
+            response.insert("allowed".into(), Value::Bool(true));
+            let bytes = (!ops.is_empty())
+                .then(|| serde_json::to_vec(&ops).ok())
+                .flatten();
+            insert_patch(&mut response, bytes)
         }
     };
     if !decision.warnings.is_empty() {
