@@ -2,22 +2,29 @@
 //!
 //! ```text
 //!  POST /jobs/mutate ──┐
-//!  POST /pods/validate ┤  http.rs: bytes ─▶ review::parse ─▶ kind check ─┐
+//!  POST /pods/validate ┤  http.rs: bytes ─▶ review::parse ─▶ kind checks ┐
 //!  ...  (table below)  ┘                                                   │
 //!                                                                          ▼
 //!        WEBHOOKS[path].review(&Request, &dyn ClusterView, &AdmissionConfig) -> Decision
 //!          jobs::{mutate,validate}  pods  podgroups  queues  workloads      (pure)
 //!                                                                          │
-//!          review::respond: Allow / Deny(message, code) / Mutate(object) ◀─┘
-//!            Mutate → patch::diff(original, mutated) → base64 RFC 6902 (none if equal)
+//!          review::respond: Allow / Deny(message, code) / Patch / Mutate ◀─┘
+//!            Patch(ops): emitted directly (jobs, pods mutate) → base64 RFC 6902
+//!            Mutate(object) → patch::diff(original, mutated) → base64 RFC 6902
+//!            (no patch at all when nothing changes)
 //! ```
 //!
 //! Every webhook is a pure function of the request, a read-only [`ClusterView`] (filled from the
 //! shared watch caches, never a GET on the request path) and the [`AdmissionConfig`]. The HTTP
 //! adapter in [`http`] only parses, dispatches, records metrics and writes the answer.
 //!
+//! The kind checks: `request.kind` must be one the path serves, and `request.object` /
+//! `oldObject` must not say they are of another group or kind ([`Webhook::check_object_kind`]).
+//! The value rules Volcano leaves to its CRD schema are in [`bounds`].
+//!
 //! Public entry points: [`router`] (axum routes with state) and [`AdmissionContext`].
 
+pub mod bounds;
 pub mod http;
 pub mod jobs;
 pub mod metrics;
