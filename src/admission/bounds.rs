@@ -17,8 +17,10 @@ use crate::api::{Job, PodGroup, Queue, ResourceList};
 /// Largest queue weight Volcano's CRD accepts.
 pub const MAX_QUEUE_WEIGHT: i32 = 65535;
 
+// Paths are passed as `Display` (`format_args!`), so a valid field costs no allocation.
+
 /// `value >= min`, else the field error.
-fn at_least(path: &str, value: Option<i32>, min: i32, out: &mut Vec<String>) {
+fn at_least(path: impl std::fmt::Display, value: Option<i32>, min: i32, out: &mut Vec<String>) {
     if let Some(v) = value
         && v < min
     {
@@ -29,7 +31,12 @@ fn at_least(path: &str, value: Option<i32>, min: i32, out: &mut Vec<String>) {
 }
 
 /// At most `max` bytes (Kubernetes counts bytes), else the field error.
-fn at_most_len(path: &str, value: Option<&str>, max: usize, out: &mut Vec<String>) {
+fn at_most_len(
+    path: impl std::fmt::Display,
+    value: Option<&str>,
+    max: usize,
+    out: &mut Vec<String>,
+) {
     if let Some(v) = value
         && v.len() > max
     {
@@ -41,7 +48,7 @@ fn at_most_len(path: &str, value: Option<&str>, max: usize, out: &mut Vec<String
 }
 
 /// A non-empty `value` must be a DNS-1123 subdomain (the CRDs' name pattern, 253 at most).
-fn subdomain(path: &str, value: Option<&str>, out: &mut Vec<String>) {
+fn subdomain(path: impl std::fmt::Display, value: Option<&str>, out: &mut Vec<String>) {
     if let Some(v) = value.filter(|v| !v.is_empty()) {
         let errs = dns1123_subdomain_errors(v);
         if !errs.is_empty() {
@@ -51,7 +58,11 @@ fn subdomain(path: &str, value: Option<&str>, out: &mut Vec<String>) {
 }
 
 /// `mode` known, `highestTierAllowed >= 0`, `highestTierName` at most 253 bytes.
-fn network_topology(path: &str, nt: Option<&NetworkTopologySpec>, out: &mut Vec<String>) {
+fn network_topology(
+    path: impl std::fmt::Display,
+    nt: Option<&NetworkTopologySpec>,
+    out: &mut Vec<String>,
+) {
     let Some(nt) = nt else { return };
     if let Some(mode) = nt.mode.as_ref()
         && !mode.is_known()
@@ -62,13 +73,13 @@ fn network_topology(path: &str, nt: Option<&NetworkTopologySpec>, out: &mut Vec<
         ));
     }
     at_least(
-        &format!("{path}.highestTierAllowed"),
+        format_args!("{path}.highestTierAllowed"),
         nt.highest_tier_allowed,
         0,
         out,
     );
     at_most_len(
-        &format!("{path}.highestTierName"),
+        format_args!("{path}.highestTierName"),
         nt.highest_tier_name.as_deref(),
         253,
         out,
@@ -76,7 +87,7 @@ fn network_topology(path: &str, nt: Option<&NetworkTopologySpec>, out: &mut Vec<
 }
 
 /// Quantities of a resource list must read as quantities.
-fn quantities(path: &str, list: Option<&ResourceList>, out: &mut Vec<String>) {
+fn quantities(path: impl std::fmt::Display, list: Option<&ResourceList>, out: &mut Vec<String>) {
     for (name, q) in list.into_iter().flatten() {
         if quantity::parse(&q.0).is_none() {
             out.push(format!(
@@ -130,14 +141,14 @@ pub fn job_problems(job: &Job) -> Vec<String> {
                 ));
             }
         }
-        at_least(&format!("{path}.replicas"), task.replicas, 0, &mut out);
+        at_least(format_args!("{path}.replicas"), task.replicas, 0, &mut out);
         at_least(
-            &format!("{path}.minAvailable"),
+            format_args!("{path}.minAvailable"),
             task.min_available,
             0,
             &mut out,
         );
-        at_least(&format!("{path}.maxRetry"), task.max_retry, 0, &mut out);
+        at_least(format_args!("{path}.maxRetry"), task.max_retry, 0, &mut out);
         if let Some(policy) = task.topology_policy.as_ref()
             && !policy.is_known()
         {
@@ -148,13 +159,13 @@ pub fn job_problems(job: &Job) -> Vec<String> {
         }
         if let Some(pp) = task.partition_policy.as_ref() {
             at_least(
-                &format!("{path}.partitionPolicy.minPartitions"),
+                format_args!("{path}.partitionPolicy.minPartitions"),
                 pp.min_partitions,
                 0,
                 &mut out,
             );
             network_topology(
-                &format!("{path}.partitionPolicy.networkTopology"),
+                format_args!("{path}.partitionPolicy.networkTopology"),
                 pp.network_topology.as_ref(),
                 &mut out,
             );
@@ -175,7 +186,7 @@ pub fn job_problems(job: &Job) -> Vec<String> {
             ("requests", resources.and_then(|r| r.requests.as_ref())),
         ] {
             quantities(
-                &format!("spec.volumes[{i}].volumeClaim.resources.{kind}"),
+                format_args!("spec.volumes[{i}].volumeClaim.resources.{kind}"),
                 list,
                 &mut out,
             );
@@ -220,7 +231,7 @@ pub fn queue_problems(q: &Queue, creating: bool) -> Vec<String> {
     }
     for (i, c) in spec.extend_clusters.iter().flatten().enumerate() {
         quantities(
-            &format!("spec.extendClusters[{i}].capacity"),
+            format_args!("spec.extendClusters[{i}].capacity"),
             c.capacity.as_ref(),
             &mut out,
         );
@@ -234,7 +245,12 @@ pub fn podgroup_problems(pg: &PodGroup) -> Vec<String> {
     let mut out = Vec::new();
     at_least("spec.minMember", spec.min_member, 0, &mut out);
     for (task, n) in spec.min_task_member.iter().flatten() {
-        at_least(&format!("spec.minTaskMember.{task}"), Some(*n), 0, &mut out);
+        at_least(
+            format_args!("spec.minTaskMember.{task}"),
+            Some(*n),
+            0,
+            &mut out,
+        );
     }
     subdomain("spec.queue", spec.queue.as_deref(), &mut out);
     at_most_len(
@@ -251,21 +267,26 @@ pub fn podgroup_problems(pg: &PodGroup) -> Vec<String> {
     );
     for (i, p) in spec.sub_group_policy.iter().flatten().enumerate() {
         let path = format!("spec.subGroupPolicy[{i}]");
-        at_most_len(&format!("{path}.name"), p.name.as_deref(), 253, &mut out);
+        at_most_len(
+            format_args!("{path}.name"),
+            p.name.as_deref(),
+            253,
+            &mut out,
+        );
         at_least(
-            &format!("{path}.subGroupSize"),
+            format_args!("{path}.subGroupSize"),
             p.sub_group_size,
             1,
             &mut out,
         );
         at_least(
-            &format!("{path}.minSubGroups"),
+            format_args!("{path}.minSubGroups"),
             p.min_sub_groups,
             0,
             &mut out,
         );
         network_topology(
-            &format!("{path}.networkTopology"),
+            format_args!("{path}.networkTopology"),
             p.network_topology.as_ref(),
             &mut out,
         );

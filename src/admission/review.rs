@@ -8,6 +8,7 @@ use base64::Engine as _;
 use std::sync::OnceLock;
 
 use serde::Deserialize;
+use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
@@ -189,22 +190,8 @@ impl Object {
 
     /// The object's own `apiVersion` and `kind`, each empty when absent (or not a string).
     pub fn type_meta(&self) -> (String, String) {
-        #[derive(Deserialize, Default)]
-        #[serde(rename_all = "camelCase")]
-        struct TypeMeta<'a> {
-            #[serde(borrow, default)]
-            api_version: Option<std::borrow::Cow<'a, str>>,
-            #[serde(borrow, default)]
-            kind: Option<std::borrow::Cow<'a, str>>,
-        }
         match &self.repr {
-            Repr::Text(raw) => {
-                let tm: TypeMeta<'_> = serde_json::from_str(raw.get()).unwrap_or_default();
-                (
-                    tm.api_version.map(|c| c.into_owned()).unwrap_or_default(),
-                    tm.kind.map(|c| c.into_owned()).unwrap_or_default(),
-                )
-            }
+            Repr::Text(raw) => type_meta_of_text(raw.get()),
             Repr::Value => {
                 let v = self.value();
                 let field = |k: &str| {
@@ -216,6 +203,98 @@ impl Object {
                 (field("apiVersion"), field("kind"))
             }
         }
+    }
+}
+
+/// `apiVersion` and `kind` of an object's JSON text, each empty when absent or not a string.
+///
+/// Reads the object's members only until both are found: the API server writes them first, so
+/// this costs a few bytes, not a scan of the whole object (every review pays it). Stopping
+/// early leaves serde_json to report the unread rest as an error, which is expected and
+/// ignored: what was found is kept in `found`. Anything unreadable just reads as absent; the
+/// webhook's own decode reports it.
+fn type_meta_of_text(text: &str) -> (String, String) {
+    #[derive(Default)]
+    struct Found {
+        api_version: Option<String>,
+        kind: Option<String>,
+    }
+    struct Members<'f>(&'f mut Found);
+    impl<'de> Visitor<'de> for Members<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                let slot = match key.as_ref() {
+                    "apiVersion" => &mut self.0.api_version,
+                    "kind" => &mut self.0.kind,
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                        continue;
+                    }
+                };
+                *slot = Some(map.next_value::<StringOrNot>()?.0.unwrap_or_default());
+                if self.0.api_version.is_some() && self.0.kind.is_some() {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut found = Found::default();
+    let mut de = serde_json::Deserializer::from_str(text);
+    // Err when stopped early (the rest is unread) or when the text is not an object.
+    let _ = serde::Deserializer::deserialize_map(&mut de, Members(&mut found));
+    (
+        found.api_version.unwrap_or_default(),
+        found.kind.unwrap_or_default(),
+    )
+}
+
+/// A string, or `None` for any other JSON value (which is skipped, not refused).
+struct StringOrNot(Option<String>);
+
+impl<'de> Deserialize<'de> for StringOrNot {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StringOrNot;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(Some(v.to_string())))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(None))
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(None))
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(None))
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(None))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<StringOrNot, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(StringOrNot(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StringOrNot, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(StringOrNot(None))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -696,5 +775,35 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.metadata.labels.unwrap()["a"], "b");
         assert_eq!(text.value()["metadata"]["name"], "p");
+    }
+
+    #[test]
+    fn type_meta_reads_only_what_it_needs_and_tolerates_anything() {
+        let cases = [
+            (
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}"#,
+                ("v1", "Pod"),
+            ),
+            (
+                r#"{"metadata":{"a":[1,{"b":2}]},"spec":{},"kind":"Job","apiVersion":"batch.volcano.sh/v1alpha1"}"#,
+                ("batch.volcano.sh/v1alpha1", "Job"),
+            ),
+            (r#"{"kind":"Queue"}"#, ("", "Queue")),
+            (r#"{"apiVersion":{"x":[1]},"kind":7,"spec":{}}"#, ("", "")),
+            (
+                r#"{"apiVersion":"v\u0031","kind":"P\"od"}"#,
+                ("v1", "P\"od"),
+            ),
+            (r#"[{"kind":"Pod"}]"#, ("", "")),
+            (r#""text""#, ("", "")),
+            (r#"{}"#, ("", "")),
+        ];
+        for (text, (api_version, kind)) in cases {
+            let raw = RawValue::from_string(text.to_string()).unwrap();
+            let got = Object::from_text(raw).type_meta();
+            assert_eq!(got, (api_version.to_string(), kind.to_string()), "{text}");
+            let value = Object::from_value(serde_json::from_str(text).unwrap()).type_meta();
+            assert_eq!(value, got, "{text}");
+        }
     }
 }
