@@ -67,6 +67,7 @@ fn answer(
 ) -> Result<(Value, String, Outcome), AdmissionError> {
     let req = review::parse(body)?;
     hook.check_kind(&req)?;
+    hook.check_object_kind(&req)?;
     let decision = (hook.review)(&req, ctx.view.as_ref(), &ctx.config);
     if let Some(reason) = decision.denial() {
         tracing::info!(

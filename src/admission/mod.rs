@@ -2,22 +2,29 @@
 //!
 //! ```text
 //!  POST /jobs/mutate ──┐
-//!  POST /pods/validate ┤  http.rs: bytes ─▶ review::parse ─▶ kind check ─┐
+//!  POST /pods/validate ┤  http.rs: bytes ─▶ review::parse ─▶ kind checks ┐
 //!  ...  (table below)  ┘                                                   │
 //!                                                                          ▼
 //!        WEBHOOKS[path].review(&Request, &dyn ClusterView, &AdmissionConfig) -> Decision
 //!          jobs::{mutate,validate}  pods  podgroups  queues  workloads      (pure)
 //!                                                                          │
-//!          review::respond: Allow / Deny(message, code) / Mutate(object) ◀─┘
-//!            Mutate → patch::diff(original, mutated) → base64 RFC 6902 (none if equal)
+//!          review::respond: Allow / Deny(message, code) / Patch / Mutate ◀─┘
+//!            Patch(ops): emitted directly (jobs, pods mutate) → base64 RFC 6902
+//!            Mutate(object) → patch::diff(original, mutated) → base64 RFC 6902
+//!            (no patch at all when nothing changes)
 //! ```
 //!
 //! Every webhook is a pure function of the request, a read-only [`ClusterView`] (filled from the
 //! shared watch caches, never a GET on the request path) and the [`AdmissionConfig`]. The HTTP
 //! adapter in [`http`] only parses, dispatches, records metrics and writes the answer.
 //!
+//! The kind checks: `request.kind` must be one the path serves, and `request.object` /
+//! `oldObject` must not say they are of another group or kind ([`Webhook::check_object_kind`]).
+//! The value rules Volcano leaves to its CRD schema are in [`bounds`].
+//!
 //! Public entry points: [`router`] (axum routes with state) and [`AdmissionContext`].
 
+pub mod bounds;
 pub mod http;
 pub mod jobs;
 pub mod metrics;
@@ -36,7 +43,7 @@ pub(crate) mod testutil;
 
 use std::sync::Arc;
 
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::Value;
 
 pub use http::router;
@@ -83,6 +90,19 @@ pub enum AdmissionError {
         /// What came.
         got: String,
     },
+    /// `request.object` (or `oldObject`) says it is of another kind than `request.kind`: a
+    /// review that disagrees with itself is refused, never admitted as the kind it claims.
+    #[error("{path} reviews {expected}, but request.{field} is {got}")]
+    ObjectKind {
+        /// The webhook path.
+        path: &'static str,
+        /// `request.kind`.
+        expected: String,
+        /// `object` or `oldObject`.
+        field: &'static str,
+        /// The object's own `apiVersion` and `kind`.
+        got: String,
+    },
 }
 
 impl AdmissionError {
@@ -98,6 +118,7 @@ impl AdmissionError {
             AdmissionError::NoOperation => "no_operation",
             AdmissionError::NoKind => "no_kind",
             AdmissionError::WrongKind { .. } => "wrong_kind",
+            AdmissionError::ObjectKind { .. } => "object_kind",
         }
     }
 }
@@ -262,11 +283,43 @@ impl Webhook {
             got: req.kind.to_string(),
         })
     }
+
+    /// Checks that `request.object` and `request.oldObject` do not claim another kind than
+    /// `request.kind` (already checked to be one this path admits). An object without
+    /// `apiVersion`/`kind` is taken to be what the request says; a present one must agree in
+    /// group and kind (not version: the API server may convert between versions).
+    pub fn check_object_kind(&self, req: &Request) -> Result<(), AdmissionError> {
+        let objects = [
+            ("object", req.object.as_ref()),
+            ("oldObject", req.old_object.as_ref()),
+        ];
+        for (field, obj) in objects {
+            let Some(obj) = obj else { continue };
+            let (api_version, kind) = obj.type_meta();
+            let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+            let kind_differs = !kind.is_empty() && kind != req.kind.kind;
+            let group_differs = !api_version.is_empty() && group != req.kind.group;
+            if kind_differs || group_differs {
+                let got = match (api_version.is_empty(), kind.is_empty()) {
+                    (false, false) => format!("{api_version} {kind}"),
+                    (true, false) => kind,
+                    _ => format!("of apiVersion {api_version}"),
+                };
+                return Err(AdmissionError::ObjectKind {
+                    path: self.path,
+                    expected: req.kind.to_string(),
+                    field,
+                    got,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
-/// Decodes `request.object` as `T`. A missing or unreadable object is a well-formed review
+/// Decodes `request.object` as `T` (which may borrow from it). A missing or unreadable object is a well-formed review
 /// about a bad object: answered `allowed: false` (code 400) with the reason.
-pub(crate) fn decode<T: DeserializeOwned>(req: &Request) -> Result<T, Decision> {
+pub(crate) fn decode<'a, T: Deserialize<'a>>(req: &'a Request) -> Result<T, Decision> {
     let Some(obj) = req.object.as_ref() else {
         return Err(Decision::bad_request(format!(
             "{} request for {} has no object",
@@ -286,7 +339,7 @@ pub(crate) fn working_copy(req: &Request) -> Value {
 }
 
 /// Decodes `request.oldObject` as `T`.
-pub(crate) fn decode_old<T: DeserializeOwned>(req: &Request) -> Result<T, Decision> {
+pub(crate) fn decode_old<'a, T: Deserialize<'a>>(req: &'a Request) -> Result<T, Decision> {
     let Some(obj) = req.old_object.as_ref() else {
         return Err(Decision::bad_request(format!(
             "{} request for {} has no oldObject",
@@ -297,7 +350,10 @@ pub(crate) fn decode_old<T: DeserializeOwned>(req: &Request) -> Result<T, Decisi
     decode_object(obj, &req.kind.kind)
 }
 
-fn decode_object<T: DeserializeOwned>(obj: &review::Object, kind: &str) -> Result<T, Decision> {
+fn decode_object<'a, T: Deserialize<'a>>(
+    obj: &'a review::Object,
+    kind: &str,
+) -> Result<T, Decision> {
     obj.decode()
         .map_err(|e| Decision::bad_request(format!("cannot decode the {kind} object: {e}")))
 }

@@ -1,11 +1,140 @@
-//! Building mutations: webhooks change a copy of the object's JSON with the helpers here, and
-//! the RFC 6902 patch is the difference between the original and the copy. `json_patch::diff`
-//! writes minimal operations and escapes `/` and `~` in keys such as
-//! `scheduling.k8s.io/group-name` (`~1`, `~0`), so no webhook builds a pointer by hand.
+//! Building mutations, two ways.
+//!
+//! * [`Ops`]: the webhooks on the hot path (`/jobs/mutate`, `/pods/mutate`, which sees every
+//!   pod of the cluster) emit their RFC 6902 operations directly while deciding, from a partial
+//!   decode of the object: no `Value` of the whole object, no copy, no diff. Pointers are built
+//!   by [`pointer`], which escapes `/` and `~` in keys such as `scheduling.k8s.io/group-name`
+//!   (`~1`, `~0`). That the operations are right is a test matter: each webhook's tests apply
+//!   them to the input and compare with a reference mutation of a `Value` copy.
+//! * [`diff`]: the other mutators change a copy of the object's JSON with [`set`], and the patch
+//!   is the difference between the original and the copy (`json_patch::diff`'s operations).
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
+use std::marker::PhantomData;
+
+use serde::de::{MapAccess, Visitor, value::MapAccessDeserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
+
+/// `T` decoded only from a JSON object. The partial views the direct mutations decode must not
+/// accept what serde's derived structs also take, an array of the fields in order: a patch
+/// addressing a member of what is really an array would not apply.
+#[derive(Debug, Default)]
+pub struct MapOnly<T>(pub T);
+
+impl<T> std::ops::Deref for MapOnly<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for MapOnly<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ObjectVisitor<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectVisitor<T> {
+            type Value = MapOnly<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map)).map(MapOnly)
+            }
+        }
+        d.deserialize_map(ObjectVisitor(PhantomData))
+    }
+}
+
+/// One RFC 6902 `add`: sets an object member whether or not it exists (replacing a `null`
+/// too), or appends to an array when the last step is `-`. It is the only operation the direct
+/// mutations need: defaults only ever add or overwrite.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AddOp {
+    op: &'static str,
+    path: String,
+    value: Value,
+}
+
+impl AddOp {
+    /// The JSON pointer this operation writes to.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The value written.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+}
+
+/// The operations of a direct mutation, in the order they apply. Empty means "no change",
+/// answered without a patch.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Ops(Vec<AddOp>);
+
+impl Ops {
+    /// No operations yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `add` at the pointer made of `steps` (escaped here).
+    pub fn add(&mut self, steps: &[&str], value: Value) {
+        self.0.push(AddOp {
+            op: "add",
+            path: pointer(steps),
+            value,
+        });
+    }
+
+    /// These operations, in this order.
+    pub fn from_ops(ops: Vec<AddOp>) -> Self {
+        Self(ops)
+    }
+
+    /// True when nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The operations, in order.
+    pub fn ops(&self) -> &[AddOp] {
+        &self.0
+    }
+
+    /// The operations as a `json_patch` patch (to apply them, in tests and tools).
+    pub fn to_patch(&self) -> Patch {
+        Patch(
+            self.0
+                .iter()
+                .map(|o| {
+                    PatchOperation::Add(AddOperation {
+                        path: PointerBuf::parse(&o.path).unwrap_or_default(),
+                        value: o.value.clone(),
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The JSON pointer (RFC 6901) of `steps`: `/a/b`, with `~` written `~0` and `/` written `~1`.
+pub fn pointer(steps: &[&str]) -> String {
+    let mut out = String::with_capacity(steps.iter().map(|s| s.len() + 1).sum());
+    for step in steps {
+        out.push('/');
+        for c in step.chars() {
+            match c {
+                '~' => out.push_str("~0"),
+                '/' => out.push_str("~1"),
+                c => out.push(c),
+            }
+        }
+    }
+    out
+}
 
 /// The patch turning `original` into `mutated`, or `None` when they are equal. The operations
 /// are exactly `json_patch::diff`'s, in its order.
@@ -224,6 +353,34 @@ mod tests {
             }
             assert_eq!(doc, b);
         }
+    }
+
+    #[test]
+    fn direct_ops_escape_and_apply() {
+        let mut ops = Ops::new();
+        ops.add(
+            &["metadata", "annotations", "scheduling.k8s.io/group-name"],
+            json!("pg"),
+        );
+        ops.add(&["metadata", "annotations", "a~b"], json!("t"));
+        ops.add(&["spec", "tolerations", "-"], json!({"key": "k"}));
+        assert_eq!(
+            ops.ops()[0].path(),
+            "/metadata/annotations/scheduling.k8s.io~1group-name"
+        );
+        assert_eq!(ops.ops()[1].path(), "/metadata/annotations/a~0b");
+        let text = serde_json::to_string(&ops).unwrap();
+        assert!(text.starts_with(r#"[{"op":"add","path":"#), "{text}");
+        let mut doc = json!({"metadata": {"annotations": {}}, "spec": {"tolerations": [1]}});
+        json_patch::patch(&mut doc, &ops.to_patch()).unwrap();
+        assert_eq!(
+            doc,
+            json!({"metadata": {"annotations": {"scheduling.k8s.io/group-name": "pg", "a~b": "t"}},
+                   "spec": {"tolerations": [1, {"key": "k"}]}})
+        );
+        // The serialised form is what json_patch reads.
+        let back: Patch = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, ops.to_patch());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::bounds;
 use super::review::{Decision, Operation, Request};
 use super::view::{ClusterView, queue_accepts, queue_state};
 use super::{AdmissionConfig, decode, decode_old, patch, working_copy};
@@ -117,7 +118,13 @@ pub fn validate(req: &Request, view: &dyn ClusterView, _cfg: &AdmissionConfig) -
     };
     let spec = &pg.spec;
     let policies = spec.sub_group_policy.as_deref().unwrap_or_default();
-    let mut errs = Vec::new();
+    // Bounds on CREATE, and on an UPDATE that changes the spec: the scheduler's status writes
+    // must not be refused for a spec admitted before these checks existed.
+    let mut errs = if old.as_ref().is_none_or(|o| o.spec != pg.spec) {
+        bounds::podgroup_problems(&pg)
+    } else {
+        Vec::new()
+    };
     let queue_changed = old
         .as_ref()
         .is_none_or(|o| o.spec.queue.as_deref() != spec.queue.as_deref());

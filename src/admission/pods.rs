@@ -8,14 +8,17 @@
 //! admission closes that window (departure from Volcano, also in the README). The PodGroup
 //! controller derives the same name from the same owner, so both agree.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
+use super::patch::{MapOnly, Ops};
 use super::review::{Decision, Operation, Request};
-use super::{AdmissionConfig, decode, patch, working_copy};
+use super::{AdmissionConfig, decode};
 
 use crate::api::keys;
 
@@ -59,75 +62,144 @@ pub struct ResourceGroupObject {
     pub value: Vec<String>,
 }
 
-/// `/pods/mutate` (CREATE).
+/// What `/pods/mutate` reads of a pod: nothing else is decoded (serde skips the rest without
+/// building it), and strings are borrowed from the review where they need no unescaping. This
+/// webhook is on the path of every pod the cluster creates; decoding a whole `Pod` and a `Value`
+/// copy of it to diff was most of its time.
+#[derive(Debug, Default, Deserialize)]
+struct PodView<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<MapOnly<MetaView<'a>>>,
+    #[serde(borrow, default)]
+    spec: Option<MapOnly<PodSpecView<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaView<'a> {
+    #[serde(borrow, default)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    annotations: Option<BTreeMap<Cow<'a, str>, Cow<'a, str>>>,
+    #[serde(borrow, default)]
+    owner_references: Option<Vec<OwnerView<'a>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct OwnerView<'a> {
+    #[serde(borrow, default)]
+    uid: Option<Cow<'a, str>>,
+    controller: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodSpecView<'a> {
+    #[serde(borrow, default)]
+    scheduler_name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    scheduling_gates: Option<Vec<GateView<'a>>>,
+    #[serde(borrow, default)]
+    node_selector: Option<BTreeMap<Cow<'a, str>, Cow<'a, str>>>,
+    affinity: Option<IgnoredAny>,
+    tolerations: Option<Vec<IgnoredAny>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct GateView<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+}
+
+impl MetaView<'_> {
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations
+            .as_ref()
+            .and_then(|a| a.iter().find(|(k, _)| k.as_ref() == key))
+            .map(|(_, v)| v.as_ref())
+    }
+}
+
+/// `/pods/mutate` (CREATE). The patch operations are emitted directly: each is an `add` of a
+/// member that differs, below a parent the decode saw to be an object (a missing or `null`
+/// parent is added whole), or an append (`-`) to a list that exists.
 pub fn mutate(req: &Request, cfg: &AdmissionConfig) -> Decision {
     if req.operation != Operation::Create {
         return Decision::bad_request("expect operation to be 'CREATE'");
     }
-    let pod: Pod = match decode(req) {
+    let pod: MapOnly<PodView<'_>> = match decode(req) {
         Ok(p) => p,
         Err(d) => return d,
     };
-    let mut obj = working_copy(req);
-    // Borrow, never clone, the decoded pod: this webhook sees every pod of the cluster.
-    let no_annotations = BTreeMap::new();
-    let annotations = pod.metadata.annotations.as_ref().unwrap_or(&no_annotations);
-    let no_spec = PodSpec::default();
-    let spec = pod.spec.as_ref().unwrap_or(&no_spec);
+    let no_meta = MetaView::default();
+    let meta = pod.metadata.as_deref().unwrap_or(&no_meta);
+    let no_spec = PodSpecView::default();
+    let spec = pod.spec.as_deref().unwrap_or(&no_spec);
+    let mut ops = Ops::new();
+    // Set once `spec` is known to be an object in the patched document.
+    let mut spec_made = pod.spec.is_some();
 
-    if cfg.queue_allocation_gate
-        && annotations.get(QUEUE_ALLOCATION_GATE).map(String::as_str) == Some("true")
-    {
-        let gates = spec.scheduling_gates.as_deref().unwrap_or_default();
-        if !gates.iter().any(|g| g.name == QUEUE_ALLOCATION_GATE) {
-            // Append to the raw list so existing entries stay exactly as sent.
-            let mut raw = patch::get(&obj, &["spec", "schedulingGates"])
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            raw.push(json!({"name": QUEUE_ALLOCATION_GATE}));
-            patch::set(&mut obj, &["spec"], "schedulingGates", Value::Array(raw));
+    if cfg.queue_allocation_gate && meta.annotation(QUEUE_ALLOCATION_GATE) == Some("true") {
+        let gates = spec.scheduling_gates.as_deref();
+        let gated = gates
+            .into_iter()
+            .flatten()
+            .any(|g| g.name.as_deref() == Some(QUEUE_ALLOCATION_GATE));
+        if !gated {
+            let gate = json!({"name": QUEUE_ALLOCATION_GATE});
+            // Append to the list as sent, so existing entries stay exactly as they are.
+            if gates.is_some() {
+                ops.add(&["spec", "schedulingGates", "-"], gate);
+            } else {
+                ensure_spec(&mut ops, &mut spec_made);
+                ops.add(&["spec", "schedulingGates"], Value::Array(vec![gate]));
+            }
         }
     }
 
-    let mut scheduler_name = spec.scheduler_name.clone().unwrap_or_default();
+    let mut scheduler_name: &str = spec.scheduler_name.as_deref().unwrap_or_default();
     if let Some(group) = cfg
         .resource_groups
         .iter()
-        .find(|g| belongs(&pod, &req.namespace, g))
+        .find(|g| belongs(meta, &req.namespace, g))
     {
-        apply_resource_group(&mut obj, spec, group);
+        apply_resource_group(&mut ops, &mut spec_made, spec, group);
         if !group.scheduler_name.is_empty() {
-            scheduler_name = group.scheduler_name.clone();
+            scheduler_name = &group.scheduler_name;
         }
     }
 
-    if cfg.serves(&scheduler_name) && !annotations.contains_key(GROUP_NAME) {
-        let controller = pod
-            .metadata
-            .owner_references
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .find(|o| o.controller == Some(true) && !o.uid.is_empty());
-        if let Some(owner) = controller {
-            patch::set(
-                &mut obj,
-                &["metadata", "annotations"],
-                GROUP_NAME,
-                Value::String(keys::workload_pod_group_name(Some(&owner.uid), "")),
-            );
+    if cfg.serves(scheduler_name) && meta.annotation(GROUP_NAME).is_none() {
+        let controller = meta.owner_references.iter().flatten().find(|o| {
+            o.controller == Some(true) && o.uid.as_deref().is_some_and(|u| !u.is_empty())
+        });
+        if let Some(uid) = controller.and_then(|o| o.uid.as_deref()) {
+            let name = Value::String(keys::workload_pod_group_name(Some(uid), ""));
+            // Owner references were read from `metadata`, so it is an object.
+            if meta.annotations.is_some() {
+                ops.add(&["metadata", "annotations", GROUP_NAME], name);
+            } else {
+                let mut map = serde_json::Map::new();
+                map.insert(GROUP_NAME.to_string(), name);
+                ops.add(&["metadata", "annotations"], Value::Object(map));
+            }
         }
     }
-    Decision::mutate(obj)
+    Decision::patch(ops)
 }
 
-fn belongs(pod: &Pod, request_namespace: &str, group: &ResourceGroup) -> bool {
-    let annotations = pod.metadata.annotations.as_ref();
+/// Adds an empty `spec` before the first operation below it, when the pod has none.
+fn ensure_spec(ops: &mut Ops, made: &mut bool) {
+    if !*made {
+        ops.add(&["spec"], json!({}));
+        *made = true;
+    }
+}
+
+fn belongs(meta: &MetaView<'_>, request_namespace: &str, group: &ResourceGroup) -> bool {
     match group.object.key.as_str() {
         "namespace" => {
-            let ns = pod
-                .metadata
+            let ns = meta
                 .namespace
                 .as_deref()
                 .filter(|n| !n.is_empty())
@@ -139,28 +211,42 @@ fn belongs(pod: &Pod, request_namespace: &str, group: &ResourceGroup) -> bool {
                 serde_saphyr::from_str::<BTreeMap<String, String>>(entry)
                     .map(|m| {
                         m.iter()
-                            .any(|(k, v)| annotations.and_then(|a| a.get(k)) == Some(v))
+                            .any(|(k, v)| meta.annotation(k) == Some(v.as_str()))
                     })
                     .unwrap_or(false)
             });
             matches_listed
                 || (group.object.key.is_empty()
-                    && annotations.and_then(|a| a.get(RESOURCE_GROUP))
-                        == Some(&group.resource_group))
+                    && meta.annotation(RESOURCE_GROUP) == Some(group.resource_group.as_str()))
         }
         _ => false,
     }
 }
 
 fn apply_resource_group(
-    obj: &mut Value,
-    spec: &k8s_openapi::api::core::v1::PodSpec,
+    ops: &mut Ops,
+    spec_made: &mut bool,
+    spec: &PodSpecView<'_>,
     group: &ResourceGroup,
 ) {
     if !group.labels.is_empty() {
-        let mut selector = spec.node_selector.clone().unwrap_or_default();
-        selector.extend(group.labels.clone());
-        patch::set(obj, &["spec"], "nodeSelector", json!(selector));
+        // The group's labels win over the pod's selector.
+        match spec.node_selector.as_ref() {
+            Some(selector) => {
+                for (k, v) in &group.labels {
+                    let same = selector
+                        .iter()
+                        .any(|(sk, sv)| sk.as_ref() == k && sv.as_ref() == v);
+                    if !same {
+                        ops.add(&["spec", "nodeSelector", k], Value::String(v.clone()));
+                    }
+                }
+            }
+            None => {
+                ensure_spec(ops, spec_made);
+                ops.add(&["spec", "nodeSelector"], json!(group.labels));
+            }
+        }
     }
     if !group.affinity.is_empty() && spec.affinity.is_none() {
         // An affinity that does not parse is ignored, as in Volcano.
@@ -168,22 +254,29 @@ fn apply_resource_group(
             serde_json::from_str::<k8s_openapi::api::core::v1::Affinity>(&group.affinity)
             && let Ok(v) = serde_json::to_value(aff)
         {
-            patch::set(obj, &["spec"], "affinity", v);
+            ensure_spec(ops, spec_made);
+            ops.add(&["spec", "affinity"], v);
         }
     }
     if !group.tolerations.is_empty() {
-        let mut list = patch::get(obj, &["spec", "tolerations"])
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        list.extend(group.tolerations.iter().cloned());
-        patch::set(obj, &["spec"], "tolerations", Value::Array(list));
+        if spec.tolerations.is_some() {
+            for t in &group.tolerations {
+                ops.add(&["spec", "tolerations", "-"], t.clone());
+            }
+        } else {
+            ensure_spec(ops, spec_made);
+            ops.add(
+                &["spec", "tolerations"],
+                Value::Array(group.tolerations.clone()),
+            );
+        }
     }
-    if !group.scheduler_name.is_empty() {
-        patch::set(
-            obj,
-            &["spec"],
-            "schedulerName",
+    if !group.scheduler_name.is_empty()
+        && spec.scheduler_name.as_deref() != Some(group.scheduler_name.as_str())
+    {
+        ensure_spec(ops, spec_made);
+        ops.add(
+            &["spec", "schedulerName"],
             Value::String(group.scheduler_name.clone()),
         );
     }
@@ -252,7 +345,15 @@ fn int_or_percentage(key: &str, value: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::testutil::{request, request_with};
+    use crate::admission::patch;
+    use crate::admission::review::Verdict;
+    use crate::admission::testutil::{applied, request, request_with};
+    use k8s_openapi::api::core::v1::PodSpec;
+
+    /// The object the mutation admits (the webhook's patch applied to the request's object).
+    fn mutate(req: &Request, cfg: &AdmissionConfig) -> Value {
+        applied(req, &super::mutate(req, cfg))
+    }
 
     fn pod(scheduler: &str, annotations: Value, owners: Value) -> Value {
         json!({
@@ -266,11 +367,8 @@ mod tests {
         json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-uid", "controller": true}])
     }
 
-    fn mutated(d: &Decision) -> &Value {
-        match &d.verdict {
-            super::super::review::Verdict::Mutate(v) => v,
-            other => panic!("expected a mutation, got {other:?}"),
-        }
+    fn mutated(v: &Value) -> &Value {
+        v
     }
 
     #[test]
@@ -351,7 +449,7 @@ mod tests {
     #[test]
     fn mutate_refuses_other_operations() {
         let cfg = AdmissionConfig::default();
-        let d = mutate(
+        let d = super::mutate(
             &request("Pod", "UPDATE", pod("volcano", json!({}), rs_owner())),
             &cfg,
         );
@@ -522,6 +620,222 @@ mod tests {
         let p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": 5}});
         let d = validate(&request("Pod", "CREATE", p.clone()), &cfg);
         assert!(d.denial().unwrap().contains("Pod"));
-        assert!(!mutate(&request("Pod", "CREATE", p), &cfg).is_allowed());
+        // The mutation decodes only what it reads; a bad field there is refused, by name.
+        let p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"annotations": 5}});
+        let d = super::mutate(&request("Pod", "CREATE", p), &cfg);
+        let msg = d.denial().unwrap();
+        assert!(msg.contains("metadata.annotations: invalid type"), "{msg}");
+    }
+
+    // The mutation as it was written before it emitted operations (typed decode, a `Value`
+    // copy changed with `patch::set`, then diffed): the reference the direct operations are
+    // checked against.
+    fn reference(req: &Request, cfg: &AdmissionConfig) -> Value {
+        let pod: Pod = req.object.as_ref().unwrap().decode().unwrap();
+        let mut obj = req.object.as_ref().unwrap().value().clone();
+        // Borrow, never clone, the decoded pod: this webhook sees every pod of the cluster.
+        let no_annotations = BTreeMap::new();
+        let annotations = pod.metadata.annotations.as_ref().unwrap_or(&no_annotations);
+        let no_spec = PodSpec::default();
+        let spec = pod.spec.as_ref().unwrap_or(&no_spec);
+
+        if cfg.queue_allocation_gate
+            && annotations.get(QUEUE_ALLOCATION_GATE).map(String::as_str) == Some("true")
+        {
+            let gates = spec.scheduling_gates.as_deref().unwrap_or_default();
+            if !gates.iter().any(|g| g.name == QUEUE_ALLOCATION_GATE) {
+                // Append to the raw list so existing entries stay exactly as sent.
+                let mut raw = patch::get(&obj, &["spec", "schedulingGates"])
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                raw.push(json!({"name": QUEUE_ALLOCATION_GATE}));
+                patch::set(&mut obj, &["spec"], "schedulingGates", Value::Array(raw));
+            }
+        }
+
+        let mut scheduler_name = spec.scheduler_name.clone().unwrap_or_default();
+        if let Some(group) = cfg
+            .resource_groups
+            .iter()
+            .find(|g| ref_belongs(&pod, &req.namespace, g))
+        {
+            ref_apply_resource_group(&mut obj, spec, group);
+            if !group.scheduler_name.is_empty() {
+                scheduler_name = group.scheduler_name.clone();
+            }
+        }
+
+        if cfg.serves(&scheduler_name) && !annotations.contains_key(GROUP_NAME) {
+            let controller = pod
+                .metadata
+                .owner_references
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .find(|o| o.controller == Some(true) && !o.uid.is_empty());
+            if let Some(owner) = controller {
+                patch::set(
+                    &mut obj,
+                    &["metadata", "annotations"],
+                    GROUP_NAME,
+                    Value::String(keys::workload_pod_group_name(Some(&owner.uid), "")),
+                );
+            }
+        }
+        obj
+    }
+
+    fn ref_belongs(pod: &Pod, request_namespace: &str, group: &ResourceGroup) -> bool {
+        let annotations = pod.metadata.annotations.as_ref();
+        match group.object.key.as_str() {
+            "namespace" => {
+                let ns = pod
+                    .metadata
+                    .namespace
+                    .as_deref()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or(request_namespace);
+                group.object.value.iter().any(|v| v == ns)
+            }
+            "" | "annotation" => {
+                let matches_listed = group.object.value.iter().any(|entry| {
+                    serde_saphyr::from_str::<BTreeMap<String, String>>(entry)
+                        .map(|m| {
+                            m.iter()
+                                .any(|(k, v)| annotations.and_then(|a| a.get(k)) == Some(v))
+                        })
+                        .unwrap_or(false)
+                });
+                matches_listed
+                    || (group.object.key.is_empty()
+                        && annotations.and_then(|a| a.get(RESOURCE_GROUP))
+                            == Some(&group.resource_group))
+            }
+            _ => false,
+        }
+    }
+
+    fn ref_apply_resource_group(
+        obj: &mut Value,
+        spec: &k8s_openapi::api::core::v1::PodSpec,
+        group: &ResourceGroup,
+    ) {
+        if !group.labels.is_empty() {
+            let mut selector = spec.node_selector.clone().unwrap_or_default();
+            selector.extend(group.labels.clone());
+            patch::set(obj, &["spec"], "nodeSelector", json!(selector));
+        }
+        if !group.affinity.is_empty() && spec.affinity.is_none() {
+            // An affinity that does not parse is ignored, as in Volcano.
+            if let Ok(aff) =
+                serde_json::from_str::<k8s_openapi::api::core::v1::Affinity>(&group.affinity)
+                && let Ok(v) = serde_json::to_value(aff)
+            {
+                patch::set(obj, &["spec"], "affinity", v);
+            }
+        }
+        if !group.tolerations.is_empty() {
+            let mut list = patch::get(obj, &["spec", "tolerations"])
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            list.extend(group.tolerations.iter().cloned());
+            patch::set(obj, &["spec"], "tolerations", Value::Array(list));
+        }
+        if !group.scheduler_name.is_empty() {
+            patch::set(
+                obj,
+                &["spec"],
+                "schedulerName",
+                Value::String(group.scheduler_name.clone()),
+            );
+        }
+    }
+
+    /// Pods in every shape the mutation handles, each with each configuration.
+    fn cases() -> Vec<(Value, String)> {
+        let mut out = Vec::new();
+        let owners = [rs_owner(), json!([]), Value::Null];
+        let annotations = [
+            json!({}),
+            Value::Null,
+            json!({GROUP_NAME: "mine"}),
+            json!({QUEUE_ALLOCATION_GATE: "true"}),
+            json!({"team": "a", QUEUE_ALLOCATION_GATE: "true"}),
+            json!({RESOURCE_GROUP: "cpu"}),
+            json!({"a/b~c": "x"}),
+        ];
+        for sched in ["volcano", "default-scheduler", "tephra"] {
+            for a in &annotations {
+                for o in &owners {
+                    for ns in ["ns", "mng-ns"] {
+                        let mut p = pod(sched, a.clone(), o.clone());
+                        p["metadata"]["namespace"] = json!(ns);
+                        out.push((p.clone(), ns.to_string()));
+                        let mut q = p.clone();
+                        q["spec"]["nodeSelector"] = json!({"zone": "a", "pool": "x"});
+                        q["spec"]["tolerations"] = json!([{"key": "t", "operator": "Exists"}]);
+                        q["spec"]["schedulingGates"] = json!([{"name": "other"}]);
+                        q["spec"]["affinity"] = json!({"podAffinity": {}});
+                        out.push((q, ns.to_string()));
+                        let mut r = p.clone();
+                        r["spec"]["nodeSelector"] = json!({"pool": "mng"});
+                        r["spec"]["tolerations"] = Value::Null;
+                        r["spec"]["schedulingGates"] = json!([{"name": QUEUE_ALLOCATION_GATE}]);
+                        out.push((r, ns.to_string()));
+                        let mut bare = p.clone();
+                        bare.as_object_mut().unwrap().remove("spec");
+                        out.push((bare, ns.to_string()));
+                        let mut null_spec = p.clone();
+                        null_spec["spec"] = Value::Null;
+                        out.push((null_spec, ns.to_string()));
+                    }
+                }
+            }
+        }
+        let mut no_meta = pod("volcano", json!({}), json!([]));
+        no_meta.as_object_mut().unwrap().remove("metadata");
+        out.push((no_meta, "ns".into()));
+        out
+    }
+
+    #[test]
+    fn direct_operations_apply_to_the_reference_mutation_and_only_change_something() {
+        let configs = [
+            AdmissionConfig::default(),
+            AdmissionConfig {
+                queue_allocation_gate: true,
+                resource_groups: groups(),
+                ..AdmissionConfig::default()
+            },
+            AdmissionConfig {
+                scheduler_names: vec!["tephra".into()],
+                queue_allocation_gate: true,
+                ..AdmissionConfig::default()
+            },
+        ];
+        let mut patched = 0;
+        for cfg in &configs {
+            for (input, ns) in cases() {
+                let req = request_with("Pod", "CREATE", &ns, input.clone(), None);
+                let d = super::mutate(&req, cfg);
+                let Verdict::Patch(ops) = &d.verdict else {
+                    panic!("{input}: {d:?}")
+                };
+                let want = reference(&req, cfg);
+                assert_eq!(applied(&req, &d), want, "{input}");
+                assert_eq!(ops.is_empty(), want == input, "{input}: {ops:?}");
+                let mut doc = input.clone();
+                for op in ops.ops() {
+                    let before = doc.clone();
+                    let one = patch::Ops::from_ops(vec![op.clone()]);
+                    json_patch::patch(&mut doc, &one.to_patch()).unwrap();
+                    assert_ne!(doc, before, "{input}: {op:?} changes nothing");
+                }
+                patched += usize::from(!ops.is_empty());
+            }
+        }
+        assert!(patched > 100, "{patched}");
     }
 }

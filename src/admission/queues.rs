@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::bounds;
 use super::review::{Decision, Operation, Request};
 use super::view::ClusterView;
 use super::{AdmissionConfig, decode, decode_old, patch, quantity, working_copy};
@@ -174,7 +175,8 @@ fn validate_write(
     view: &dyn ClusterView,
     cfg: &AdmissionConfig,
 ) -> Result<(), String> {
-    let errs = field_errors(q, view);
+    let mut errs = bounds::queue_problems(q, old.is_none());
+    errs.extend(field_errors(q, view));
     if !errs.is_empty() {
         return Err(if errs.len() == 1 {
             errs.join("")
@@ -234,6 +236,20 @@ fn field_errors(q: &Queue, view: &dyn ClusterView) -> Vec<String> {
     let capability = amounts(q.spec.capability.as_ref());
     for (res, g) in guarantee(q).into_iter().flatten() {
         let gv = quantity::parse(&g.0).unwrap_or(0.0);
+        // A guarantee above the capability can never be honoured, whatever `deserved` says;
+        // that is the problem to name (Volcano reports only the deserved rule here, which for
+        // a queue without `deserved` reads as if the fix were to set it).
+        if let Some(c) = capability.get(res)
+            && gv > *c
+        {
+            errs.push(format!(
+                "requestBody.spec.guarantee.resource.{res}: Invalid value: {:?}: guarantee[{res}]={} must be <= capability[{res}]={}",
+                g.0,
+                g.0,
+                fmt_amount(res, *c)
+            ));
+            continue;
+        }
         match deserved.get(res) {
             None => errs.push(format!(
                 "requestBody.spec.deserved.{res}: Invalid value: \"<nil>\": deserved[{res}] must be >= guarantee[{res}]={}",
@@ -978,5 +994,36 @@ mod tests {
             &AdmissionConfig::default(),
         );
         denied_with(d, "expect operation to be `CREATE`, `UPDATE` or `DELETE`");
+    }
+
+    /// A guarantee above the capability is said as such, with or without `deserved`.
+    #[test]
+    fn guarantee_above_capability_says_so() {
+        let v = StaticView::new();
+        let want = "requestBody.spec.guarantee.resource.cpu: Invalid value: \"4\": guarantee[cpu]=4 must be <= capability[cpu]=2";
+        let q = with_guarantee(
+            Queue::test("q").capability(&[("cpu", "2")]),
+            &[("cpu", "4")],
+        );
+        assert_eq!(create(&q, &v).denial(), Some(want));
+        let q = deserved(q, &[("cpu", "1")]);
+        assert_eq!(create(&q, &v).denial(), Some(want));
+        // Within the capability, Volcano's deserved rule still applies.
+        let q = with_guarantee(
+            Queue::test("q").capability(&[("cpu", "8")]),
+            &[("cpu", "4")],
+        );
+        denied_with(create(&q, &v), "deserved[cpu] must be >= guarantee[cpu]=4");
+    }
+
+    /// The example: a negative weight is refused (the mutation defaults only 0).
+    #[test]
+    fn negative_weight_is_refused() {
+        let v = StaticView::new();
+        let q = Queue::test("q").weight(-1);
+        assert_eq!(
+            create(&q, &v).denial(),
+            Some("spec.weight: Invalid value: -1: must be between 1 and 65535, inclusive")
+        );
     }
 }

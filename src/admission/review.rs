@@ -8,12 +8,12 @@ use base64::Engine as _;
 use std::sync::OnceLock;
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::AdmissionError;
-use super::patch;
+use super::patch::{self, Ops};
 
 /// The AdmissionReview API version of a request; the answer is written in the same one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,12 +166,183 @@ impl Object {
         }
     }
 
-    /// Decodes the object as `T`, from its text when it still has it.
-    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+    /// Decodes the object as `T`, from its text when it still has it. `T` may borrow strings
+    /// from the object (the hot-path mutators do, to avoid copying annotations).
+    ///
+    /// A failure names the field (`spec.minAvailable: invalid type: string "2", expected
+    /// i32`), not a byte position: the object was re-encoded by the API server, so a line and
+    /// column mean nothing to the user. The path is worked out only on failure, by decoding
+    /// once more with a path tracker, so a good object costs one decode.
+    pub fn decode<'a, T: Deserialize<'a>>(&'a self) -> Result<T, DecodeError> {
         match &self.repr {
-            Repr::Text(raw) => serde_json::from_str(raw.get()),
-            Repr::Value => T::deserialize(self.value()),
+            Repr::Text(raw) => serde_json::from_str(raw.get()).map_err(|first| {
+                let mut de = serde_json::Deserializer::from_str(raw.get());
+                DecodeError::located(serde_path_to_error::deserialize::<_, T>(&mut de), first)
+            }),
+            Repr::Value => T::deserialize(self.value()).map_err(|first| {
+                DecodeError::located(
+                    serde_path_to_error::deserialize::<_, T>(self.value()),
+                    first,
+                )
+            }),
         }
+    }
+
+    /// The object's own `apiVersion` and `kind`, each empty when absent (or not a string).
+    pub fn type_meta(&self) -> (String, String) {
+        match &self.repr {
+            Repr::Text(raw) => type_meta_of_text(raw.get()),
+            Repr::Value => {
+                let v = self.value();
+                let field = |k: &str| {
+                    v.get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                (field("apiVersion"), field("kind"))
+            }
+        }
+    }
+}
+
+/// `apiVersion` and `kind` of an object's JSON text, each empty when absent or not a string.
+///
+/// Reads the object's members only until both are found: the API server writes them first, so
+/// this costs a few bytes, not a scan of the whole object (every review pays it). Stopping
+/// early leaves serde_json to report the unread rest as an error, which is expected and
+/// ignored: what was found is kept in `found`. Anything unreadable just reads as absent; the
+/// webhook's own decode reports it.
+fn type_meta_of_text(text: &str) -> (String, String) {
+    #[derive(Default)]
+    struct Found {
+        api_version: Option<String>,
+        kind: Option<String>,
+    }
+    struct Members<'f>(&'f mut Found);
+    impl<'de> Visitor<'de> for Members<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                let slot = match key.as_ref() {
+                    "apiVersion" => &mut self.0.api_version,
+                    "kind" => &mut self.0.kind,
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                        continue;
+                    }
+                };
+                *slot = Some(map.next_value::<StringOrNot>()?.0.unwrap_or_default());
+                if self.0.api_version.is_some() && self.0.kind.is_some() {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut found = Found::default();
+    let mut de = serde_json::Deserializer::from_str(text);
+    // Err when stopped early (the rest is unread) or when the text is not an object.
+    let _ = serde::Deserializer::deserialize_map(&mut de, Members(&mut found));
+    (
+        found.api_version.unwrap_or_default(),
+        found.kind.unwrap_or_default(),
+    )
+}
+
+/// A string, or `None` for any other JSON value (which is skipped, not refused).
+struct StringOrNot(Option<String>);
+
+impl<'de> Deserialize<'de> for StringOrNot {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StringOrNot;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(Some(v.to_string())))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(None))
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(None))
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(None))
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(None))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<StringOrNot, E> {
+                Ok(StringOrNot(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<StringOrNot, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(StringOrNot(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StringOrNot, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(StringOrNot(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Why an object of a review could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// A field has the wrong type or value (`field` is a dotted path such as
+    /// `spec.tasks[0].replicas`).
+    #[error("{field}: {reason}")]
+    Field {
+        /// Where, from the object's root.
+        field: String,
+        /// What is wrong, without serde's byte position.
+        reason: String,
+    },
+    /// The object as a whole is unreadable (not an object, say).
+    #[error("{0}")]
+    Object(String),
+}
+
+impl DecodeError {
+    /// Builds the error from a path-tracking decode's result, falling back to the plain
+    /// decode's error should the second decode (unexpectedly) succeed.
+    fn located<T>(
+        tracked: Result<T, serde_path_to_error::Error<serde_json::Error>>,
+        first: serde_json::Error,
+    ) -> Self {
+        match tracked {
+            Err(e) => {
+                let field = e.path().to_string();
+                let reason = without_position(e.inner());
+                if field.is_empty() || field == "." {
+                    DecodeError::Object(reason)
+                } else {
+                    DecodeError::Field { field, reason }
+                }
+            }
+            Ok(_) => DecodeError::Object(without_position(&first)),
+        }
+    }
+}
+
+/// serde_json's message without its ` at line L column C` suffix.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) if e.line() != 0 => text[..i].to_string(),
+        _ => text,
     }
 }
 
@@ -253,6 +424,21 @@ pub fn parse(body: &[u8]) -> Result<Request, AdmissionError> {
     })
 }
 
+/// Puts the base64 patch and its type into the response, when there is a patch.
+fn insert_patch(response: &mut Map<String, Value>, bytes: Option<Vec<u8>>) -> Outcome {
+    match bytes {
+        Some(bytes) => {
+            response.insert(
+                "patch".into(),
+                Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            );
+            response.insert("patchType".into(), Value::String("JSONPatch".into()));
+            Outcome::Patched
+        }
+        None => Outcome::Allowed,
+    }
+}
+
 fn gvk_of_object(obj: &Value) -> Option<GroupVersionKind> {
     let api_version = obj.get("apiVersion")?.as_str()?;
     let kind = obj.get("kind")?.as_str()?;
@@ -287,6 +473,9 @@ pub enum Verdict {
     },
     /// Admit the object as changed to this (the whole object); the patch is the difference.
     Mutate(Value),
+    /// Admit the object with these operations applied (none: unchanged). The hot-path
+    /// mutators emit their operations directly instead of a changed copy to diff.
+    Patch(Ops),
 }
 
 impl Decision {
@@ -324,6 +513,14 @@ impl Decision {
     pub fn mutate(object: Value) -> Self {
         Self {
             verdict: Verdict::Mutate(object),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Admit the object with these operations applied (no operations: admit as is).
+    pub fn patch(ops: Ops) -> Self {
+        Self {
+            verdict: Verdict::Patch(ops),
             warnings: Vec::new(),
         }
     }
@@ -406,17 +603,15 @@ pub fn respond(req: &Request, decision: Decision) -> (Value, Outcome) {
         Verdict::Mutate(new) => {
             response.insert("allowed".into(), Value::Bool(true));
             let original = req.object.as_ref().map_or(&NULL, Object::value);
-            match patch::diff(original, &new).and_then(|p| serde_json::to_vec(&p).ok()) {
-                Some(bytes) => {
-                    response.insert(
-                        "patch".into(),
-                        Value::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
-                    );
-                    response.insert("patchType".into(), Value::String("JSONPatch".into()));
-                    Outcome::Patched
-                }
-                None => Outcome::Allowed,
-            }
+            let bytes = patch::diff(original, &new).and_then(|p| serde_json::to_vec(&p).ok());
+            insert_patch(&mut response, bytes)
+        }
+        Verdict::Patch(ops) => {
+            response.insert("allowed".into(), Value::Bool(true));
+            let bytes = (!ops.is_empty())
+                .then(|| serde_json::to_vec(&ops).ok())
+                .flatten();
+            insert_patch(&mut response, bytes)
         }
     };
     if !decision.warnings.is_empty() {
@@ -580,5 +775,35 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.metadata.labels.unwrap()["a"], "b");
         assert_eq!(text.value()["metadata"]["name"], "p");
+    }
+
+    #[test]
+    fn type_meta_reads_only_what_it_needs_and_tolerates_anything() {
+        let cases = [
+            (
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}}"#,
+                ("v1", "Pod"),
+            ),
+            (
+                r#"{"metadata":{"a":[1,{"b":2}]},"spec":{},"kind":"Job","apiVersion":"batch.volcano.sh/v1alpha1"}"#,
+                ("batch.volcano.sh/v1alpha1", "Job"),
+            ),
+            (r#"{"kind":"Queue"}"#, ("", "Queue")),
+            (r#"{"apiVersion":{"x":[1]},"kind":7,"spec":{}}"#, ("", "")),
+            (
+                r#"{"apiVersion":"v\u0031","kind":"P\"od"}"#,
+                ("v1", "P\"od"),
+            ),
+            (r#"[{"kind":"Pod"}]"#, ("", "")),
+            (r#""text""#, ("", "")),
+            (r#"{}"#, ("", "")),
+        ];
+        for (text, (api_version, kind)) in cases {
+            let raw = RawValue::from_string(text.to_string()).unwrap();
+            let got = Object::from_text(raw).type_meta();
+            assert_eq!(got, (api_version.to_string(), kind.to_string()), "{text}");
+            let value = Object::from_value(serde_json::from_str(text).unwrap()).type_meta();
+            assert_eq!(value, got, "{text}");
+        }
     }
 }

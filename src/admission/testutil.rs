@@ -72,3 +72,26 @@ pub(crate) fn request_with(
         dry_run: false,
     }
 }
+
+/// The object `decision` admits for `req`: the request's object with the decision's patch
+/// applied (the object itself when allowed unchanged). Panics on a denial, or when a direct
+/// patch does not apply to the object it was made for.
+pub(crate) fn applied(req: &Request, decision: &super::review::Decision) -> Value {
+    use super::review::Verdict;
+    let original = req
+        .object
+        .as_ref()
+        .map_or(Value::Null, |o| o.value().clone());
+    match &decision.verdict {
+        Verdict::Allow => original,
+        Verdict::Mutate(v) => v.clone(),
+        Verdict::Patch(ops) => {
+            let mut doc = original;
+            if let Err(e) = json_patch::patch(&mut doc, &ops.to_patch()) {
+                panic!("{ops:?} does not apply: {e}");
+            }
+            doc
+        }
+        Verdict::Deny { message, .. } => panic!("denied: {message}"),
+    }
+}

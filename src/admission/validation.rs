@@ -82,6 +82,25 @@ pub fn dns1123_label_errors(value: &str) -> Vec<String> {
     errs
 }
 
+/// Kubernetes `IsDNS1035Label` problems (empty when valid): Service names, which must start
+/// with a letter.
+pub fn dns1035_label_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push("must be no more than 63 characters".into());
+    }
+    let b = value.as_bytes();
+    let ok = !b.is_empty()
+        && b.iter()
+            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && b[0].is_ascii_lowercase()
+        && b[b.len() - 1] != b'-';
+    if !ok {
+        errs.push("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')".into());
+    }
+    errs
+}
+
 /// Kubernetes `IsDNS1123Subdomain` problems (empty when valid).
 pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();

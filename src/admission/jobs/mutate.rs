@@ -8,13 +8,16 @@
 //! The changes are made on the request's JSON so fields tephra does not model pass untouched.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 
+use crate::admission::AdmissionConfig;
+use crate::admission::decode;
+use crate::admission::patch::{MapOnly, Ops};
 use crate::admission::review::{Decision, Operation, Request};
-use crate::admission::{AdmissionConfig, decode, patch, working_copy};
 use crate::api::batch::DEFAULT_MAX_RETRY;
 use crate::api::keys::{DEFAULT_QUEUE, DEFAULT_TASK_SPEC, plugins};
 
@@ -23,44 +26,50 @@ pub fn review(req: &Request, cfg: &AdmissionConfig) -> Decision {
     if req.operation != Operation::Create {
         return Decision::bad_request("expect operation to be 'CREATE'");
     }
-    let job: DefaultsView = match decode(req) {
+    let job: MapOnly<DefaultsView<'_>> = match decode(req) {
         Ok(j) => j,
         Err(d) => return d,
     };
-    let mut obj = working_copy(req);
-    apply_defaults(&job, &mut obj, cfg);
-    Decision::mutate(obj)
+    Decision::patch(defaults(&job, cfg))
 }
 
 /// The parts of a vcJob the defaults depend on. Decoding only these (serde skips the rest, pod
-/// templates included) costs a fraction of decoding a whole [`crate::api::Job`], which is most
-/// of this webhook's time; the whole object is checked by `/jobs/validate`.
+/// templates included) costs a fraction of decoding a whole [`crate::api::Job`] or a `Value`,
+/// which was most of this webhook's time; the whole object is checked by `/jobs/validate`.
+/// Strings are borrowed from the review where they need no unescaping.
 #[derive(Debug, Default, Deserialize)]
-pub struct DefaultsView {
-    #[serde(default)]
-    spec: SpecView,
+pub struct DefaultsView<'a> {
+    /// `None` when `spec` is absent or `null`: the patch must then create it first.
+    #[serde(borrow, default)]
+    spec: Option<MapOnly<SpecView<'a>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SpecView {
-    queue: Option<String>,
-    scheduler_name: Option<String>,
+struct SpecView<'a> {
+    #[serde(borrow, default)]
+    queue: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    scheduler_name: Option<std::borrow::Cow<'a, str>>,
     max_retry: Option<i32>,
     min_available: Option<i32>,
-    tasks: Option<Vec<TaskView>>,
-    plugins: Option<BTreeMap<String, IgnoredAny>>,
+    #[serde(borrow, default)]
+    tasks: Option<Vec<MapOnly<TaskView<'a>>>>,
+    #[serde(borrow, default)]
+    plugins: Option<BTreeMap<std::borrow::Cow<'a, str>, IgnoredAny>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct TaskView {
-    name: Option<String>,
+struct TaskView<'a> {
+    #[serde(borrow, default)]
+    name: Option<std::borrow::Cow<'a, str>>,
     replicas: Option<i32>,
     min_available: Option<i32>,
     max_retry: Option<i32>,
     partition_policy: Option<PartitionView>,
-    template: Option<TemplateView>,
+    #[serde(borrow, default)]
+    template: Option<MapOnly<TemplateView<'a>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -71,59 +80,64 @@ struct PartitionView {
 }
 
 #[derive(Debug, Default, Deserialize)]
-struct TemplateView {
-    spec: Option<PodView>,
+struct TemplateView<'a> {
+    #[serde(borrow, default)]
+    spec: Option<MapOnly<PodView<'a>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct PodView {
+struct PodView<'a> {
     host_network: Option<bool>,
-    dns_policy: Option<String>,
+    #[serde(borrow, default)]
+    dns_policy: Option<std::borrow::Cow<'a, str>>,
 }
 
-/// Writes the defaults of `job` into its JSON form `obj`.
-pub fn apply_defaults(job: &DefaultsView, obj: &mut Value, cfg: &AdmissionConfig) {
-    let spec = &job.spec;
-    if spec.queue.as_deref().unwrap_or_default().is_empty() {
-        patch::set(obj, &["spec"], "queue", json!(DEFAULT_QUEUE));
+fn is_empty(s: Option<&std::borrow::Cow<'_, str>>) -> bool {
+    s.is_none_or(|s| s.is_empty())
+}
+
+/// The patch operations that default `job`, in Volcano's order. Every operation is an `add`
+/// below an object the decode saw (`spec` is created first when it is absent or `null`), so
+/// the operations apply to the original as they stand.
+pub fn defaults(job: &DefaultsView<'_>, cfg: &AdmissionConfig) -> Ops {
+    let mut ops = Ops::new();
+    let no_spec = SpecView::default();
+    let spec = match job.spec.as_deref() {
+        Some(s) => s,
+        None => {
+            ops.add(&["spec"], json!({}));
+            &no_spec
+        }
+    };
+    if is_empty(spec.queue.as_ref()) {
+        ops.add(&["spec", "queue"], json!(DEFAULT_QUEUE));
     }
-    if spec
-        .scheduler_name
-        .as_deref()
-        .unwrap_or_default()
-        .is_empty()
-    {
-        patch::set(
-            obj,
-            &["spec"],
-            "schedulerName",
-            json!(cfg.default_scheduler()),
-        );
+    if is_empty(spec.scheduler_name.as_ref()) {
+        ops.add(&["spec", "schedulerName"], json!(cfg.default_scheduler()));
     }
     if spec.max_retry.unwrap_or(0) == 0 {
-        patch::set(obj, &["spec"], "maxRetry", json!(DEFAULT_MAX_RETRY));
+        ops.add(&["spec", "maxRetry"], json!(DEFAULT_MAX_RETRY));
     }
 
     let mut sum_min_available: i64 = 0;
+    let mut index = String::new();
     for (i, task) in spec.tasks.iter().flatten().enumerate() {
-        let Some(t) = obj
-            .pointer_mut(&format!("/spec/tasks/{i}"))
-            .filter(|t| t.is_object())
-        else {
-            continue;
-        };
-        if task.name.as_deref().unwrap_or_default().is_empty() {
-            patch::set(t, &[], "name", json!(format!("{DEFAULT_TASK_SPEC}{i}")));
+        index.clear();
+        // Writing to a String cannot fail.
+        let _ = write!(index, "{i}");
+        if is_empty(task.name.as_ref()) {
+            ops.add(
+                &["spec", "tasks", &index, "name"],
+                json!(format!("{DEFAULT_TASK_SPEC}{i}")),
+            );
         }
-        if let Some(pod) = task.template.as_ref().and_then(|t| t.spec.as_ref())
+        if let Some(pod) = task.template.as_deref().and_then(|t| t.spec.as_deref())
             && pod.host_network == Some(true)
-            && pod.dns_policy.as_deref().unwrap_or_default().is_empty()
+            && is_empty(pod.dns_policy.as_ref())
         {
-            patch::set(
-                t,
-                &["template", "spec"],
-                "dnsPolicy",
+            ops.add(
+                &["spec", "tasks", &index, "template", "spec", "dnsPolicy"],
                 json!("ClusterFirstWithHostNet"),
             );
         }
@@ -139,22 +153,29 @@ pub fn apply_defaults(job: &DefaultsView, obj: &mut Value, cfg: &AdmissionConfig
                         .saturating_mul(p.partition_size.unwrap_or(0)),
                     _ => task.replicas.unwrap_or(0),
                 };
-                patch::set(t, &[], "minAvailable", json!(m));
+                ops.add(&["spec", "tasks", &index, "minAvailable"], json!(m));
                 m
             }
         };
         sum_min_available += i64::from(min_available);
         if task.max_retry.unwrap_or(0) == 0 {
-            patch::set(t, &[], "maxRetry", json!(DEFAULT_MAX_RETRY));
+            ops.add(
+                &["spec", "tasks", &index, "maxRetry"],
+                json!(DEFAULT_MAX_RETRY),
+            );
         }
     }
 
     if spec.min_available.unwrap_or(0) == 0 {
         let total = i32::try_from(sum_min_available).unwrap_or(i32::MAX);
-        patch::set(obj, &["spec"], "minAvailable", json!(total));
+        // Re-adding an explicit 0 as 0 would be an operation that changes nothing.
+        if spec.min_available.is_none() || total != 0 {
+            ops.add(&["spec", "minAvailable"], json!(total));
+        }
     }
 
     if let Some(present) = spec.plugins.as_ref() {
+        let has = |name: &str| present.keys().any(|k| k == name);
         let needs_svc = [
             plugins::TENSORFLOW,
             plugins::MPI,
@@ -162,21 +183,23 @@ pub fn apply_defaults(job: &DefaultsView, obj: &mut Value, cfg: &AdmissionConfig
             plugins::RAY,
         ]
         .iter()
-        .any(|p| present.contains_key(*p));
-        if needs_svc && !present.contains_key(plugins::SVC) {
-            patch::set(obj, &["spec", "plugins"], plugins::SVC, json!([]));
+        .any(|p| has(p));
+        if needs_svc && !has(plugins::SVC) {
+            ops.add(&["spec", "plugins", plugins::SVC], Value::Array(Vec::new()));
         }
-        if present.contains_key(plugins::MPI) && !present.contains_key(plugins::SSH) {
-            patch::set(obj, &["spec", "plugins"], plugins::SSH, json!([]));
+        if has(plugins::MPI) && !has(plugins::SSH) {
+            ops.add(&["spec", "plugins", plugins::SSH], Value::Array(Vec::new()));
         }
     }
+    ops
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::patch;
     use crate::admission::review::Verdict;
-    use crate::admission::testutil::request;
+    use crate::admission::testutil::{applied, request};
 
     fn job(spec: Value) -> Value {
         json!({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
@@ -192,14 +215,9 @@ mod tests {
     }
 
     fn mutated(spec: Value) -> Value {
-        match mutate_with(spec, &AdmissionConfig::default()).verdict {
-            Verdict::Mutate(v) => v["spec"].clone(),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    fn mutate_with(spec: Value, cfg: &AdmissionConfig) -> Decision {
-        review(&request("Job", "CREATE", job(spec)), cfg)
+        let req = request("Job", "CREATE", job(spec));
+        let d = review(&req, &AdmissionConfig::default());
+        applied(&req, &d)["spec"].clone()
     }
 
     #[test]
@@ -239,10 +257,8 @@ mod tests {
             scheduler_names: vec!["tephra".into(), "volcano".into()],
             ..AdmissionConfig::default()
         };
-        let d = mutate_with(json!({"tasks": [task(Some("a"), 1)]}), &cfg);
-        let Verdict::Mutate(v) = d.verdict else {
-            panic!()
-        };
+        let req = request("Job", "CREATE", job(json!({"tasks": [task(Some("a"), 1)]})));
+        let v = applied(&req, &review(&req, &cfg));
         assert_eq!(v["spec"]["schedulerName"], "tephra");
     }
 
@@ -304,5 +320,160 @@ mod tests {
             &AdmissionConfig::default(),
         );
         assert!(d.denial().unwrap().contains("CREATE"));
+    }
+
+    /// The defaults as a mutation of a `Value` copy (how this webhook worked before it emitted
+    /// operations): the reference the direct operations are checked against.
+    fn reference(obj: &Value, cfg: &AdmissionConfig) -> Value {
+        let mut out = obj.clone();
+        let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let int = |v: &Value, k: &str| v.get(k).and_then(Value::as_i64);
+        if text(&spec, "queue").is_empty() {
+            patch::set(&mut out, &["spec"], "queue", json!(DEFAULT_QUEUE));
+        }
+        if text(&spec, "schedulerName").is_empty() {
+            patch::set(
+                &mut out,
+                &["spec"],
+                "schedulerName",
+                json!(cfg.default_scheduler()),
+            );
+        }
+        if int(&spec, "maxRetry").unwrap_or(0) == 0 {
+            patch::set(&mut out, &["spec"], "maxRetry", json!(DEFAULT_MAX_RETRY));
+        }
+        let mut sum = 0i64;
+        let tasks = spec
+            .get("tasks")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for (i, task) in tasks.iter().enumerate() {
+            let Some(t) = out.pointer_mut(&format!("/spec/tasks/{i}")) else {
+                continue;
+            };
+            if text(task, "name").is_empty() {
+                patch::set(t, &[], "name", json!(format!("{DEFAULT_TASK_SPEC}{i}")));
+            }
+            let pod = task
+                .pointer("/template/spec")
+                .cloned()
+                .unwrap_or(Value::Null);
+            if pod.get("hostNetwork") == Some(&json!(true)) && text(&pod, "dnsPolicy").is_empty() {
+                patch::set(
+                    t,
+                    &["template", "spec"],
+                    "dnsPolicy",
+                    json!("ClusterFirstWithHostNet"),
+                );
+            }
+            let m = match int(task, "minAvailable") {
+                Some(m) => m,
+                None => {
+                    let pp = task.get("partitionPolicy").cloned().unwrap_or(Value::Null);
+                    let m = match int(&pp, "minPartitions") {
+                        Some(mp) if mp > 0 => mp * int(&pp, "partitionSize").unwrap_or(0),
+                        _ => int(task, "replicas").unwrap_or(0),
+                    };
+                    patch::set(t, &[], "minAvailable", json!(m));
+                    m
+                }
+            };
+            sum += m;
+            if int(task, "maxRetry").unwrap_or(0) == 0 {
+                patch::set(t, &[], "maxRetry", json!(DEFAULT_MAX_RETRY));
+            }
+        }
+        if int(&spec, "minAvailable").unwrap_or(0) == 0 {
+            patch::set(&mut out, &["spec"], "minAvailable", json!(sum));
+        }
+        if let Some(present) = spec.get("plugins").and_then(Value::as_object) {
+            let needs_svc = ["tensorflow", "mpi", "pytorch", "ray"]
+                .iter()
+                .any(|p| present.contains_key(*p));
+            if needs_svc && !present.contains_key("svc") {
+                patch::set(&mut out, &["spec", "plugins"], "svc", json!([]));
+            }
+            if present.contains_key("mpi") && !present.contains_key("ssh") {
+                patch::set(&mut out, &["spec", "plugins"], "ssh", json!([]));
+            }
+        }
+        out
+    }
+
+    /// Every job the tests here mutate, and more shapes: absent, null and explicit fields.
+    fn cases() -> Vec<Value> {
+        let mut hn = task(None, 2);
+        hn["template"]["spec"]["hostNetwork"] = json!(true);
+        let mut hn_set = hn.clone();
+        hn_set["template"]["spec"]["dnsPolicy"] = json!("Default");
+        let mut pp = task(Some("p"), 6);
+        pp["partitionPolicy"] =
+            json!({"totalPartitions": 3, "partitionSize": 2, "minPartitions": 2});
+        let mut pp0 = pp.clone();
+        pp0["partitionPolicy"]["minPartitions"] = json!(0);
+        let mut full = task(Some("a"), 4);
+        full["minAvailable"] = json!(1);
+        full["maxRetry"] = json!(7);
+        let mut nulls = task(None, 1);
+        nulls["name"] = Value::Null;
+        nulls["minAvailable"] = Value::Null;
+        nulls["maxRetry"] = json!(0);
+        let specs = [
+            json!({"tasks": [task(None, 2), task(Some("w"), 3)]}),
+            json!({"queue": "q", "schedulerName": "other", "maxRetry": 5, "minAvailable": 2, "tasks": [full.clone()]}),
+            json!({"maxRetry": 0, "queue": "", "schedulerName": "", "tasks": [task(Some("a"), 1)]}),
+            json!({"tasks": [hn, hn_set]}),
+            json!({"tasks": [pp, pp0]}),
+            json!({"plugins": {"mpi": ["--master=m"]}, "tasks": [task(Some("m"), 1)]}),
+            json!({"plugins": {"tensorflow": []}, "tasks": [task(Some("a"), 1)]}),
+            json!({"plugins": {"mpi": [], "svc": ["--x"], "ssh": ["--y"]}, "tasks": [task(Some("a"), 1)]}),
+            json!({"plugins": {"env": []}, "tasks": [task(Some("a"), 1)]}),
+            json!({"plugins": null, "tasks": null}),
+            json!({"minAvailable": 0, "tasks": []}),
+            json!({"minAvailable": null, "tasks": [task(Some("z"), 0)]}),
+            json!({"tasks": [nulls]}),
+            json!({"tasks": [task(Some("a/b~c"), -1)]}),
+            json!({}),
+            Value::Null,
+        ];
+        let mut out: Vec<Value> = specs.into_iter().map(job).collect();
+        let mut no_spec = job(json!({}));
+        no_spec.as_object_mut().unwrap().remove("spec");
+        out.push(no_spec);
+        out
+    }
+
+    #[test]
+    fn direct_operations_apply_to_the_reference_mutation_and_only_change_something() {
+        let cfgs = [
+            AdmissionConfig::default(),
+            AdmissionConfig {
+                scheduler_names: vec!["tephra".into()],
+                ..AdmissionConfig::default()
+            },
+        ];
+        for cfg in &cfgs {
+            for input in cases() {
+                let req = request("Job", "CREATE", input.clone());
+                let d = review(&req, cfg);
+                let Verdict::Patch(ops) = &d.verdict else {
+                    panic!("{input}: {d:?}")
+                };
+                let want = reference(&input, cfg);
+                assert_eq!(applied(&req, &d), want, "{input}");
+                // Minimal: no operation when nothing changes, and no operation that changes
+                // nothing (each one, applied alone in order, alters the document).
+                assert_eq!(ops.is_empty(), want == input, "{input}: {ops:?}");
+                let mut doc = input.clone();
+                for op in ops.ops() {
+                    let before = doc.clone();
+                    let one = patch::Ops::from_ops(vec![op.clone()]);
+                    json_patch::patch(&mut doc, &one.to_patch()).unwrap();
+                    assert_ne!(doc, before, "{input}: {op:?} changes nothing");
+                }
+            }
+        }
     }
 }

@@ -6,9 +6,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::admission::bounds;
 use crate::admission::review::{Decision, Operation, Request};
 use crate::admission::validation::{
-    dns1123_subdomain_errors, pod_template_errors, qualified_name_errors,
+    dns1035_label_errors, dns1123_label_errors, dns1123_subdomain_errors, pod_template_errors,
+    qualified_name_errors,
 };
 use crate::admission::view::{ClusterView, queue_accepts, queue_state};
 use crate::admission::{AdmissionConfig, decode, decode_old, quantity};
@@ -188,17 +190,26 @@ fn policy_problem(policies: &[LifecyclePolicy], path: &str) -> Option<String> {
             }
         }
     }
+    // The lists of valid values help only with an invalid event or action; after any other
+    // problem (a duplicate, say) they bury the one fact that matters (departure from
+    // Volcano, which appends them to every policy problem).
+    let lists = problem.as_deref().is_some_and(|p| {
+        p.ends_with("invalid policy event") || p.ends_with("invalid policy action")
+    });
     let mut out: Vec<String> = problem.into_iter().collect();
     if events.contains("*") && events.len() > 1 {
         out.push("if there's * here, no other policy should be here".to_string());
     }
     (!out.is_empty()).then(|| {
-        format!(
-            "{} valid events are [{}], valid actions are [{}]",
-            out.join(", "),
-            VALID_EVENTS.join(" "),
-            VALID_ACTIONS.join(" ")
-        )
+        let mut msg = out.join("; ");
+        if lists {
+            msg.push_str(&format!(
+                " (valid events are [{}], valid actions are [{}])",
+                VALID_EVENTS.join(" "),
+                VALID_ACTIONS.join(" ")
+            ));
+        }
+        msg
     })
 }
 
@@ -370,7 +381,22 @@ pub fn validate_create(job: &Job, view: &dyn ClusterView) -> (Vec<String>, Vec<S
         }
     }
 
-    let mut problems: Vec<String> = Vec::new();
+    let mut problems: Vec<String> = bounds::job_problems(job);
+    // With the svc plugin (which the distributed-framework plugins imply), the job name is
+    // also a Service name and each pod's DNS subdomain, and each pod name its host name:
+    // stricter forms than Volcano checks, so a job that passes here can create its pods and
+    // Service (Volcano admits `1job` or `a.b` and then fails to create them).
+    let svc = spec.plugins.as_ref().is_some_and(|p| {
+        [
+            plugins::SVC,
+            plugins::TENSORFLOW,
+            plugins::MPI,
+            plugins::PYTORCH,
+            plugins::RAY,
+        ]
+        .iter()
+        .any(|name| p.contains_key(*name))
+    });
     problems.extend(network_topology_problem(spec.network_topology.as_ref()));
     let mut seen = BTreeSet::new();
     let mut has_dependencies = false;
@@ -402,6 +428,20 @@ pub fn validate_create(job: &Job, view: &dyn ClusterView) -> (Vec<String>, Vec<S
                 "create pod with name {pod_name} validate failed [{}]",
                 errs.join(" ")
             ));
+        } else {
+            // A qualified name may still not be a pod name (upper case, `_`); with the svc
+            // plugin the pod name is also its host name, a DNS-1123 label (no dots).
+            let (errs, form) = if svc {
+                (dns1123_label_errors(&pod_name), "host name")
+            } else {
+                (dns1123_subdomain_errors(&pod_name), "name")
+            };
+            if !errs.is_empty() {
+                problems.push(format!(
+                    "pod {form} {pod_name:?} (job name, task name, index) is invalid: {}",
+                    errs.join("; ")
+                ));
+            }
         }
         match task.template.as_ref() {
             Some(t) => {
@@ -424,6 +464,14 @@ pub fn validate_create(job: &Job, view: &dyn ClusterView) -> (Vec<String>, Vec<S
             "create job with name {job_name} validate failed [{}]",
             errs.join(" ")
         ));
+    } else if svc {
+        let errs = dns1035_label_errors(job_name);
+        if !errs.is_empty() {
+            problems.push(format!(
+                "job name {job_name:?} is also the name of its Service (svc plugin) and is invalid: {}",
+                errs.join("; ")
+            ));
+        }
     }
     if i64::from(spec.total_replicas()) < i64::from(spec.min_available()) {
         problems
@@ -507,6 +555,10 @@ pub fn validate_update(old: &Job, new: &Job) -> Result<(), String> {
     }
     if let Some(msg) = network_topology_problem(new.spec.network_topology.as_ref()) {
         return Err(msg);
+    }
+    // Volcano's own update rules above keep their messages; the schema bounds come next.
+    if let Some(first) = bounds::job_problems(new).into_iter().next() {
+        return Err(first);
     }
     if old.spec.tasks().len() != new.spec.tasks().len() {
         return Err("job updates may not add or remove tasks".into());
@@ -1050,5 +1102,166 @@ mod tests {
         assert_eq!(mpi_master(&s(&["--master=m"])), "m");
         assert_eq!(mpi_master(&s(&["--worker=w", "--master", "m"])), "m");
         assert_eq!(mpi_master(&s(&["positional", "--master=m"])), "master");
+    }
+
+    fn named(name: &str, spec: Value) -> Decision {
+        let mut j = job(spec);
+        j["metadata"]["name"] = json!(name);
+        review(
+            &request("Job", "CREATE", j),
+            &view(),
+            &AdmissionConfig::default(),
+        )
+    }
+
+    /// Job and task names as they end up in pod names, host names and the Service name: one
+    /// row per rule, with the exact message.
+    #[test]
+    fn names_as_they_end_up_in_pods_and_services() {
+        let svc = json!({"svc": []});
+        let long = "t".repeat(70);
+        let rows: Vec<(&str, &str, Value, String)> = vec![
+            // Volcano's rule: the pod name `{job}-{task}-{index}` is a qualified name.
+            (
+                "j",
+                &long,
+                json!(null),
+                format!(
+                    "create pod with name j-{}-0 validate failed [{}]",
+                    "t".repeat(70),
+                    qualified_name_errors(&format!("j-{}-0", "t".repeat(70))).join(" ")
+                ),
+            ),
+            // Qualified, but not a pod name (upper case): refused here, not at pod creation.
+            (
+                "Job",
+                "a",
+                json!(null),
+                format!(
+                    "pod name \"Job-a-0\" (job name, task name, index) is invalid: {}",
+                    dns1123_subdomain_errors("Job-a-0").join("; ")
+                ),
+            ),
+            // With svc the pod name is its host name: a DNS-1123 label, no dots.
+            (
+                "my.job",
+                "a",
+                svc.clone(),
+                format!(
+                    "pod host name \"my.job-a-0\" (job name, task name, index) is invalid: {}",
+                    dns1123_label_errors("my.job-a-0").join("; ")
+                ),
+            ),
+            // With svc the job name is the Service's name: a DNS-1035 label.
+            (
+                "1job",
+                "a",
+                svc.clone(),
+                format!(
+                    "job name \"1job\" is also the name of its Service (svc plugin) and is invalid: {}",
+                    dns1035_label_errors("1job").join("; ")
+                ),
+            ),
+            // Volcano's rule for the job name itself.
+            (
+                "-bad",
+                "a",
+                json!(null),
+                "create job with name -bad validate failed".to_string(),
+            ),
+        ];
+        for (job_name, task_name, plugins, want) in rows {
+            let mut spec = json!({"tasks": [task(task_name, 1)]});
+            if !plugins.is_null() {
+                spec["plugins"] = plugins;
+            }
+            let d = named(job_name, spec);
+            let msg = d
+                .denial()
+                .unwrap_or_else(|| panic!("{job_name}/{task_name} allowed"));
+            assert!(msg.contains(&want), "{msg:?} lacks {want:?}");
+        }
+        // Without svc a dotted job name is fine; with it, a name starting with a letter is.
+        assert!(named("my.job", json!({"tasks": [task("a", 1)]})).is_allowed());
+        assert!(
+            named(
+                "job-1",
+                json!({"plugins": {"svc": []}, "tasks": [task("a", 1)]})
+            )
+            .is_allowed()
+        );
+        // The distributed-framework plugins imply svc.
+        let d = named(
+            "1job",
+            json!({"plugins": {"pytorch": []}, "tasks": [task("a", 1)]}),
+        );
+        assert!(d.denial().unwrap().contains("name of its Service"));
+    }
+
+    /// The examples: values Volcano refuses (through its CRD schema) are refused here.
+    #[test]
+    fn values_volcano_refuses_are_refused() {
+        let rows = [
+            (
+                json!({"tasks": [task("a", -1)]}),
+                "spec.tasks[0].replicas: Invalid value: -1: must be greater than or equal to 0",
+            ),
+            (
+                json!({"minAvailable": -2, "tasks": [task("a", 1)]}),
+                "spec.minAvailable: Invalid value: -2: must be greater than or equal to 0",
+            ),
+            (
+                json!({"maxRetry": -1, "tasks": [task("a", 1)]}),
+                "spec.maxRetry: Invalid value: -1: must be greater than or equal to 0",
+            ),
+            (
+                json!({"tasks": [task("Bad_Name", 1)]}),
+                "spec.tasks[0].name: Invalid value: \"Bad_Name\"",
+            ),
+        ];
+        for (spec, want) in rows {
+            denied(spec, want);
+        }
+        // On UPDATE the bounds come before the "may not change" rule, so they are what is said.
+        let d = upd(
+            json!({"tasks": [task("a", 1)]}),
+            json!({"maxRetry": -1, "tasks": [task("a", 1)]}),
+        );
+        assert_eq!(
+            d.denial(),
+            Some("spec.maxRetry: Invalid value: -1: must be greater than or equal to 0")
+        );
+    }
+
+    /// A duplicated event or exit code is said in one sentence, naming it, without the lists of
+    /// valid values (which an invalid event or action still gets).
+    #[test]
+    fn duplicate_policy_messages_are_one_sentence() {
+        let d = check(json!({"policies": [
+            {"event": "PodFailed", "action": "AbortJob"},
+            {"event": "PodFailed", "action": "RestartJob"}], "tasks": [task("a", 1)]}));
+        assert_eq!(
+            d.denial().unwrap(),
+            "duplicate event PodFailed across different policy"
+        );
+        let d = check(json!({"policies": [
+            {"exitCode": 5, "action": "AbortJob"},
+            {"exitCode": 5, "action": "RestartJob"}], "tasks": [task("a", 1)]}));
+        assert_eq!(d.denial().unwrap(), "duplicate exitCode 5");
+        let mut t = task("a", 1);
+        t["policies"] = json!([{"event": "PodEvicted", "action": "AbortJob"}, {"events": ["PodEvicted"], "action": "RestartJob"}]);
+        let d = check(json!({"tasks": [t]}));
+        assert_eq!(
+            d.denial().unwrap(),
+            "duplicate event PodEvicted across different policy"
+        );
+        let d = check(
+            json!({"policies": [{"event": "Nope", "action": "AbortJob"}], "tasks": [task("a", 1)]}),
+        );
+        assert!(
+            d.denial().unwrap().contains("(valid events are [*"),
+            "{:?}",
+            d.denial()
+        );
     }
 }
