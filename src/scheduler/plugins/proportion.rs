@@ -87,6 +87,55 @@ pub fn water_fill(total: &Resource, attrs: &mut [QueueAttr], weights: &[i32]) {
     }
 }
 
+/// Water-fills level by level down the queue tree: the cluster total among the top queues
+/// (`root`, and any queue whose parent is unknown), then each parent's deserved share among its
+/// children, each child asking for what its whole subtree asks. With every queue directly under
+/// `root` this is the flat division.
+pub fn hierarchical_fill(
+    total: &Resource,
+    attrs: &mut [QueueAttr],
+    weights: &[i32],
+    parents: &[Option<usize>],
+) {
+    let n = attrs.len();
+    // A parent asks for what its subtree asks; walking up is bounded by the queue count, so a
+    // cycle in `spec.parent` cannot loop for ever.
+    let own: Vec<Resource> = attrs.iter().map(|a| a.request.clone()).collect();
+    for (i, req) in own.iter().enumerate() {
+        let mut p = parents[i];
+        for _ in 0..n {
+            let Some(pi) = p else { break };
+            if pi == i {
+                break;
+            }
+            attrs[pi].request.add(req);
+            p = parents[pi];
+        }
+    }
+    let mut level: Vec<(Resource, Vec<usize>)> = vec![(
+        total.clone(),
+        (0..n).filter(|&i| parents[i].is_none()).collect(),
+    )];
+    let mut visited = vec![false; n];
+    while let Some((budget, members)) = level.pop() {
+        let members: Vec<usize> = members.into_iter().filter(|&i| !visited[i]).collect();
+        if members.is_empty() {
+            continue;
+        }
+        let mut sub: Vec<QueueAttr> = members.iter().map(|&i| attrs[i].clone()).collect();
+        let w: Vec<i32> = members.iter().map(|&i| weights[i]).collect();
+        water_fill(&budget, &mut sub, &w);
+        for (k, &i) in members.iter().enumerate() {
+            visited[i] = true;
+            attrs[i].deserved = sub[k].deserved.clone();
+            let children: Vec<usize> = (0..n).filter(|&c| parents[c] == Some(i)).collect();
+            if !children.is_empty() {
+                level.push((attrs[i].deserved.clone(), children));
+            }
+        }
+    }
+}
+
 impl Proportion {
     fn update_share(&mut self, q: usize) {
         let a = &mut self.attrs[q];
@@ -163,7 +212,18 @@ impl Plugin for Proportion {
             }
         }
         let weights: Vec<i32> = st.queues.iter().map(|q| q.weight).collect();
-        water_fill(total, &mut self.attrs, &weights);
+        let parents: Vec<Option<usize>> = st
+            .queues
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                q.parent
+                    .as_ref()
+                    .and_then(|p| st.queue_index.get(p).copied())
+                    .filter(|p| *p != i)
+            })
+            .collect();
+        hierarchical_fill(total, &mut self.attrs, &weights, &parents);
         for q in 0..self.attrs.len() {
             self.update_share(q);
         }
@@ -331,6 +391,33 @@ mod tests {
         water_fill(&total, &mut attrs, &[1, 1]);
         assert!((attrs[0].deserved.milli_cpu - 1000.0).abs() < 1.0);
         assert!((attrs[1].deserved.milli_cpu - 7000.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_parent_share_is_divided_among_its_children() {
+        // root → {a (weight 1), b (weight 1) → {b1 (1), b2 (3)}}; everyone asks for 8 cpu.
+        let total = Resource::new(8000.0, 0.0);
+        let ask = || attr(Resource::new(8000.0, 0.0));
+        let mut attrs = vec![
+            attr(Resource::zero()),
+            ask(),
+            attr(Resource::zero()),
+            ask(),
+            ask(),
+        ];
+        let parents = [None, Some(0), Some(0), Some(2), Some(2)];
+        hierarchical_fill(&total, &mut attrs, &[1, 1, 1, 1, 3], &parents);
+        let cpu = |i: usize| attrs[i].deserved.milli_cpu.round();
+        assert_eq!(cpu(0), 8000.0);
+        assert_eq!((cpu(1), cpu(2)), (4000.0, 4000.0));
+        assert_eq!((cpu(3), cpu(4)), (1000.0, 3000.0));
+    }
+
+    #[test]
+    fn a_cycle_in_parents_ends() {
+        let total = Resource::new(8000.0, 0.0);
+        let mut attrs = vec![attr(Resource::new(1.0, 0.0)), attr(Resource::new(1.0, 0.0))];
+        hierarchical_fill(&total, &mut attrs, &[1, 1], &[Some(1), Some(0)]);
     }
 
     #[test]
