@@ -69,6 +69,9 @@ pub enum AppError {
     /// Starting embedded mode failed.
     #[error("embedded mode: {0}")]
     Embedded(String),
+    /// The controllers could not be started.
+    #[error(transparent)]
+    Controllers(#[from] crate::controllers::ControllerError),
 }
 
 /// Installs the global `tracing` subscriber: `--log` (or `RUST_LOG`, default `info`) as the
@@ -224,7 +227,8 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     };
 
     // On a cluster the watches start now; in embedded mode once the CRDs are installed.
-    let (caches, feeds) = Caches::new();
+    let (caches, mut feeds) = Caches::new();
+    let _controllers = start_controllers(&args, &client, &caches, &mut feeds, &metrics, &shutdown)?;
     let mut feeds = Some(feeds);
     if !args.embedded
         && let Some(f) = feeds.take()
@@ -329,4 +333,29 @@ fn track_cache_sync(caches: Caches, state: ServerState) {
         tracing::info!("watch caches synced");
         state.set_condition("caches", true);
     });
+}
+
+/// The PodGroup and Queue controllers, as one unit on the shared caches (their subscribers go
+/// on `feeds` before the watches start); they stop with `shutdown`.
+fn start_controllers(
+    args: &ServeArgs,
+    client: &kube::Client,
+    caches: &Caches,
+    feeds: &mut CacheFeeds,
+    metrics: &Metrics,
+    shutdown: &CancellationToken,
+) -> Result<crate::controllers::Controllers, AppError> {
+    let config = crate::controllers::ControllerConfig {
+        scheduler_names: args.scheduler_names.clone(),
+        inherit_owner_annotations: args.inherit_owner_annotations,
+        ..crate::controllers::ControllerConfig::default()
+    };
+    Ok(crate::controllers::start(
+        client,
+        caches,
+        feeds,
+        config,
+        metrics.registry(),
+        shutdown,
+    )?)
 }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job as BatchJob;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::core::DeserializeGuard;
@@ -120,6 +121,9 @@ caches! {
     priority_classes: PriorityClass => all,
     replica_sets: ReplicaSet => all,
     stateful_sets: StatefulSet => all,
+    deployments: Deployment => all,
+    daemon_sets: DaemonSet => all,
+    batch_jobs: BatchJob => all,
     jobs: DeserializeGuard<Job> => all,
     commands: DeserializeGuard<Command> => all,
 }
