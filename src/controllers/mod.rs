@@ -217,11 +217,8 @@ where
             tokio::spawn(async move {
                 // Decisions on a half-listed cache would be wrong (a missing PodGroup looks
                 // like one to create): wait for every cache first.
-                loop {
-                    tokio::select! {
-                        () = shutdown.cancelled() => return,
-                        r = caches.wait_synced(Duration::from_secs(30)) => if r.is_ok() { break },
-                    }
+                if !wait_for_caches(&caches, &shutdown).await {
+                    return;
                 }
                 while let Some(key) = queue.next().await {
                     let start = Instant::now();
@@ -254,4 +251,14 @@ where
             })
         })
         .collect()
+}
+
+/// Waits until every cache has listed; `false` if shut down first.
+pub async fn wait_for_caches(caches: &Caches, shutdown: &CancellationToken) -> bool {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return false,
+            r = caches.wait_synced(Duration::from_secs(30)) => if r.is_ok() { return true },
+        }
+    }
 }
