@@ -24,6 +24,8 @@ struct State<K> {
     active: HashSet<K>,
     /// Added while active: queue again when done.
     dirty: HashSet<K>,
+    /// Waiting for a delayed add (a second delayed add of the same key is dropped).
+    delayed: HashSet<K>,
     failures: HashMap<K, u32>,
 }
 
@@ -59,6 +61,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 queued: HashSet::new(),
                 active: HashSet::new(),
                 dirty: HashSet::new(),
+                delayed: HashSet::new(),
                 failures: HashMap::new(),
             })),
             notify: Arc::new(Notify::new()),
@@ -86,13 +89,21 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         }
     }
 
-    /// Queues `key` after `delay`.
+    /// Queues `key` after `delay`, unless a delayed add of it is already pending: a burst of
+    /// events for one key then makes one run (how the queue controller coalesces PodGroup
+    /// changes into one status write).
     pub fn add_after(&self, key: K, delay: Duration) {
+        if !self.lock().delayed.insert(key.clone()) {
+            return;
+        }
         let q = self.clone();
         tokio::spawn(async move {
             tokio::select! {
                 () = q.shutdown.cancelled() => {}
-                () = tokio::time::sleep(delay) => q.add(key),
+                () = tokio::time::sleep(delay) => {
+                    q.lock().delayed.remove(&key);
+                    q.add(key);
+                }
             }
         });
     }
@@ -199,8 +210,13 @@ mod tests {
             q.add_rate_limited("k");
         }
         assert_eq!(q.add_rate_limited("k"), MAX_DELAY);
+        q.forget(&"k");
         let got = tokio::time::timeout(Duration::from_secs(2), q.next()).await;
-        assert_eq!(got.unwrap(), Some("k"));
+        assert_eq!(
+            got.unwrap(),
+            Some("k"),
+            "the first delayed add runs; later ones coalesce"
+        );
     }
 
     #[tokio::test]

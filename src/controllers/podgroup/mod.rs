@@ -247,6 +247,27 @@ pub struct Context {
     metrics: ControllerMetrics,
     /// Pods already reported for a foreign group name (one Event each, not one per event).
     reported: Mutex<HashSet<String>>,
+    /// What this controller wrote and the cache may not show yet (the watch lags behind the
+    /// write): pods it linked (by uid) and PodGroups it created or updated. Without it, a
+    /// reconcile right after another would patch the same pods again (a 409 on the stale
+    /// resourceVersion, then a retry) and create the same PodGroup again (AlreadyExists,
+    /// then a GET). Entries go once the cache has caught up, or the pod is deleted.
+    written: Arc<Mutex<Written>>,
+}
+
+/// Whether `cached` is a version from before `written`. resourceVersions are opaque to
+/// clients in principle; kube-apiserver's (etcd revisions) and the embedded API's are
+/// increasing integers, and anything else counts as caught up (the cache wins).
+fn older(cached: &PodGroup, written: &PodGroup) -> bool {
+    let rv = |p: &PodGroup| p.metadata.resource_version.as_deref()?.parse::<u64>().ok();
+    matches!((rv(cached), rv(written)), (Some(c), Some(w)) if c < w)
+}
+
+/// See [`Context`]'s `written`.
+#[derive(Debug, Default)]
+struct Written {
+    pods: HashSet<String>,
+    podgroups: HashMap<(String, String), PodGroup>,
 }
 
 impl std::fmt::Debug for Context {
@@ -292,12 +313,43 @@ impl Context {
             .collect()
     }
 
+    /// The PodGroup as the cache has it, or as this controller last wrote it while the cache
+    /// has not caught up.
     fn podgroup(&self, namespace: &str, name: &str) -> Option<Result<PodGroup, ()>> {
-        let g = self
+        let key = (namespace.to_string(), name.to_string());
+        let cached = self
             .caches
             .podgroups()
-            .get(&ObjectRef::<DeserializeGuard<PodGroup>>::new(name).within(namespace))?;
-        Some(g.0.as_ref().cloned().map_err(|_| ()))
+            .get(&ObjectRef::<DeserializeGuard<PodGroup>>::new(name).within(namespace));
+        if let Ok(mut w) = self.written.lock()
+            && let Some(mine) = w.podgroups.get(&key)
+        {
+            match cached.as_ref().map(|g| g.0.as_ref()) {
+                Some(Ok(c)) if !older(c, mine) => {
+                    w.podgroups.remove(&key);
+                }
+                // Not listed yet, or still a version before the write.
+                Some(Ok(_)) | None => return Some(Ok(mine.clone())),
+                Some(Err(_)) => {
+                    w.podgroups.remove(&key);
+                }
+            }
+        }
+        Some(cached?.0.as_ref().cloned().map_err(|_| ()))
+    }
+
+    fn remember_podgroup(&self, pg: PodGroup) {
+        if let Ok(mut w) = self.written.lock() {
+            let key = (pg.namespace().unwrap_or_default(), pg.name_any());
+            w.podgroups.insert(key, pg);
+        }
+    }
+
+    fn forget_podgroup(&self, namespace: &str, name: &str) {
+        if let Ok(mut w) = self.written.lock() {
+            w.podgroups
+                .remove(&(namespace.to_string(), name.to_string()));
+        }
     }
 
     fn namespace_queue(&self, namespace: &str) -> Option<String> {
@@ -496,6 +548,7 @@ async fn delete_podgroup(ctx: &Context, ns: &str, name: &str) -> Result<Action, 
         return Ok(Action::AwaitChange);
     }
     let api: Api<PodGroup> = Api::namespaced(ctx.client.clone(), ns);
+    ctx.forget_podgroup(ns, name);
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => {
             ctx.metrics.podgroups.with_label_values(&["deleted"]).inc();
@@ -524,7 +577,8 @@ async fn ensure_podgroup(
         Some(Err(())) => return Ok(()),
         Some(Ok(pg)) => pg,
         None => match api.create(&PostParams::default(), &desired).await {
-            Ok(_) => {
+            Ok(created) => {
+                ctx.remember_podgroup(created);
                 ctx.metrics.podgroups.with_label_values(&["created"]).inc();
                 tracing::debug!(namespace = ns, podgroup = name, "created PodGroup");
                 return Ok(());
@@ -541,7 +595,8 @@ async fn ensure_podgroup(
             return Ok(());
         };
         match api.replace(name, &PostParams::default(), &updated).await {
-            Ok(_) => {
+            Ok(stored) => {
+                ctx.remember_podgroup(stored);
                 ctx.metrics.podgroups.with_label_values(&["updated"]).inc();
                 tracing::info!(namespace = ns, podgroup = name, "updated PodGroup");
                 return Ok(());
@@ -565,13 +620,24 @@ async fn link_pods(
     pods: &[&Pod],
 ) -> Result<(), PodGroupError> {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
-    let todo: Vec<(String, Option<String>)> = pods
-        .iter()
-        .filter(|p| group_name_of(p).is_none())
-        .map(|p| (p.name_any(), p.resource_version()))
-        .collect();
+    let todo: Vec<(String, String, Option<String>)> = {
+        let Ok(mut w) = ctx.written.lock() else {
+            return Ok(());
+        };
+        pods.iter()
+            .filter_map(|p| {
+                let uid = p.uid().unwrap_or_default();
+                if group_name_of(p).is_some() {
+                    // The cache shows the name: nothing to remember any more.
+                    w.pods.remove(&uid);
+                    return None;
+                }
+                (!w.pods.contains(&uid)).then(|| (p.name_any(), uid, p.resource_version()))
+            })
+            .collect()
+    };
     let results: Vec<Result<(), PodGroupError>> = futures::stream::iter(todo)
-        .map(|(name, rv)| {
+        .map(|(name, uid, rv)| {
             let api = api.clone();
             async move {
                 let patch = json!({"metadata": {
@@ -581,7 +647,12 @@ async fn link_pods(
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
                 {
-                    Ok(_) => Ok(()),
+                    Ok(_) => {
+                        if let Ok(mut w) = ctx.written.lock() {
+                            w.pods.insert(uid);
+                        }
+                        Ok(())
+                    }
                     Err(e) if api_code(&e) == Some(404) => Ok(()),
                     Err(e) => Err(kube_err("patch-pod", &name)(e)),
                 }
@@ -663,10 +734,16 @@ pub(crate) fn start(
 ) -> Vec<JoinHandle<()>> {
     let queue: WorkQueue<GroupKey> = WorkQueue::new(shutdown.clone());
     let index = Arc::new(Mutex::new(PodIndex::default()));
+    let written = Arc::new(Mutex::new(Written::default()));
     let names = config.scheduler_names.clone();
     {
-        let (queue, index) = (queue.clone(), index.clone());
+        let (queue, index, written) = (queue.clone(), index.clone(), written.clone());
         feeds.pods(Arc::new(move |ev| {
+            if let watcher::Event::Delete(p) = ev
+                && let Ok(mut w) = written.lock()
+            {
+                w.pods.remove(&p.uid().unwrap_or_default());
+            }
             let fresh = match index.lock() {
                 Ok(mut i) => i.on_event(ev),
                 Err(_) => Vec::new(),
@@ -757,6 +834,7 @@ pub(crate) fn start(
         recorder: EventRecorder::new(client.clone(), NAME),
         metrics: metrics.clone(),
         reported: Mutex::new(HashSet::new()),
+        written,
     });
     super::spawn_workers(
         NAME,

@@ -40,6 +40,8 @@ use state::{Counts, QueueAction};
 
 /// Name of this controller (logs, metrics, Event source).
 pub const NAME: &str = "queue-controller";
+/// How long PodGroup changes are gathered before a queue's counts are written.
+const COUNT_COALESCE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Errors of one reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -320,8 +322,10 @@ pub(crate) fn start(
                 }
                 _ => Vec::new(),
             };
+            // A burst of PodGroup changes (a thousand gangs created at once) makes one status
+            // write per queue, not one per PodGroup.
             for q in touched {
-                queue.add(q);
+                queue.add_after(q, COUNT_COALESCE);
             }
         }));
     }
