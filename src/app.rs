@@ -89,6 +89,9 @@ pub enum AppError {
         /// The names it holds.
         names: certs::CertNames,
     },
+    /// The controllers could not be started.
+    #[error(transparent)]
+    Controllers(#[from] crate::controllers::ControllerError),
 }
 
 /// Installs the global `tracing` subscriber: `--log` (or `RUST_LOG`, default `info`) as the
@@ -357,6 +360,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         metrics.registry(),
     )?;
     scheduler.subscribe(&mut feeds);
+    let _controllers = start_controllers(&args, &client, &caches, &mut feeds, &metrics, &shutdown)?;
     let mut feeds = Some(feeds);
     if !args.embedded
         && let Some(f) = feeds.take()
@@ -473,4 +477,29 @@ fn track_cache_sync(caches: Caches, state: ServerState) {
         tracing::info!("watch caches synced");
         state.set_condition("caches", true);
     });
+}
+
+/// The PodGroup and Queue controllers, as one unit on the shared caches (their subscribers go
+/// on `feeds` before the watches start); they stop with `shutdown`.
+fn start_controllers(
+    args: &ServeArgs,
+    client: &kube::Client,
+    caches: &Caches,
+    feeds: &mut CacheFeeds,
+    metrics: &Metrics,
+    shutdown: &CancellationToken,
+) -> Result<crate::controllers::Controllers, AppError> {
+    let config = crate::controllers::ControllerConfig {
+        scheduler_names: args.scheduler_names.clone(),
+        inherit_owner_annotations: args.inherit_owner_annotations,
+        ..crate::controllers::ControllerConfig::default()
+    };
+    Ok(crate::controllers::start(
+        client,
+        caches,
+        feeds,
+        config,
+        metrics.registry(),
+        shutdown,
+    )?)
 }

@@ -129,6 +129,12 @@ pub struct ServeArgs {
     )]
     pub scheduler_names: Vec<String>,
 
+    /// PodGroup controller: copy the `volcano.sh/` annotations (and read min-member and queue)
+    /// of a pod's owners (ReplicaSet, Deployment, StatefulSet, DaemonSet, Job) onto its
+    /// PodGroup; the pod's own annotations win.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub inherit_owner_annotations: bool,
+
     /// Scheduler session configuration in Volcano's scheduler-conf YAML (actions, tiers,
     /// plugin arguments); Volcano's built-in default without it. Checked at start (a missing or
     /// bad file refuses to start) and reloaded when it changes (a bad new file keeps the old).
@@ -291,6 +297,32 @@ mod tests {
             panic!("not serve")
         };
         assert_eq!(s.scheduler_names, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn inherit_owner_annotations_defaults_on_and_takes_a_bool() {
+        let serve = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).unwrap();
+            let Command::Serve(s) = cli.command else {
+                panic!("not serve")
+            };
+            s.inherit_owner_annotations
+        };
+        assert!(serve(&["tephra", "serve"]));
+        assert!(!serve(&[
+            "tephra",
+            "serve",
+            "--inherit-owner-annotations=false"
+        ]));
+        assert!(serve(&[
+            "tephra",
+            "serve",
+            "--inherit-owner-annotations",
+            "true"
+        ]));
+        assert!(
+            Cli::try_parse_from(["tephra", "serve", "--inherit-owner-annotations=maybe"]).is_err()
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!    ┌──────────────────────────── tephra serve ───────────────────────────────┐
 //!    │ cluster/    the kube client and the shared watch caches                  │
 //!    │    ├──▶ admission/  pure: (review, cluster view) → allow / deny / patch  │
-//!    │    └──▶ (controllers and the scheduler extender: later modules)         │
+//!    │    ├──▶ controllers/  PodGroups for plain workloads, Queue state          │
+//!    │    └──▶ (the scheduler extender: a later module)                       │
 //!    │ server/     axum over rustls: routes, limits, health, /metrics           │
 //!    │ metrics     one Prometheus registry                                       │
 //!    └──────────────────────────────────────────────────────────────────────────┘
@@ -26,6 +27,7 @@ pub mod app;
 pub mod certs;
 pub mod cli;
 pub mod cluster;
+pub mod controllers;
 pub mod embedded;
 pub mod metrics;
 pub mod report;

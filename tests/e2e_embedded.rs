@@ -143,3 +143,62 @@ async fn webhooks_default_valid_jobs_and_deny_invalid_ones_through_the_embedded_
 
     assert_eq!(served.stop(), Some(0), "graceful stop exits 0");
 }
+
+/// The PodGroup controller and `/pods/mutate` agree: the webhook names a ReplicaSet's pods
+/// `podgroup-<rs uid>` at creation, and the controller creates exactly that PodGroup (through
+/// the PodGroup webhooks), with no pod patch needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_named_by_the_webhook_get_that_podgroup() {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::ResourceExt;
+    use tephra::api::PodGroup;
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let served = Served::start();
+    let client = served.ready().await;
+    let rss: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pgs: Api<PodGroup> = Api::namespaced(client, "default");
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "train", "annotations": {"scheduling.volcano.sh/group-min-member": "2"}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "train"}},
+                 "template": {"metadata": {"labels": {"app": "train"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+    }))
+    .unwrap();
+    let rs = rss.create(&PostParams::default(), &rs).await.unwrap();
+    let uid = rs.uid().unwrap();
+    let expected = format!("podgroup-{uid}");
+    for i in 0..2 {
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("train-{i}"), "labels": {"app": "train"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                             "name": "train", "uid": uid, "controller": true}]},
+            "spec": {"schedulerName": "volcano",
+                     "containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"requests": {"cpu": "1"}}}]}
+        }))
+        .unwrap();
+        let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+        assert_eq!(
+            created.annotations().get("scheduling.k8s.io/group-name"),
+            Some(&expected),
+            "named by /pods/mutate at creation"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pg = loop {
+        if let Some(pg) = pgs.get_opt(&expected).await.unwrap() {
+            break pg;
+        }
+        assert!(Instant::now() < deadline, "no PodGroup {expected}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(pg.spec.min_member, Some(2));
+    assert_eq!(pg.spec.queue.as_deref(), Some("default"));
+    assert_eq!(pg.spec.min_resources.unwrap()["cpu"].0, "2");
+    assert_eq!(served.stop(), Some(0), "graceful stop exits 0");
+}

@@ -264,6 +264,8 @@ impl PodGroup {
 }
 
 /// The desired state of a Queue: a share of the cluster that PodGroups are admitted through.
+// clippy reads the repeated `type_ = ...` of the printer columns as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "scheduling.volcano.sh",
@@ -278,6 +280,9 @@ impl PodGroup {
     derive = "Default",
     annotation("helm.sh/resource-policy", "keep"),
     doc = "A Queue (cluster scoped): weight, capability and state of a share of the cluster.",
+    // STATE is tephra's addition (the queue controller writes it); Volcano's CRD shows only
+    // PARENT, and a cluster with Volcano's CRDs installed keeps showing that.
+    printcolumn(name = "STATE", type_ = "string", json_path = ".status.state"),
     printcolumn(name = "PARENT", type_ = "string", json_path = ".spec.parent")
 )]
 #[serde(rename_all = "camelCase")]

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::Job as BatchJob;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::core::DeserializeGuard;
@@ -91,14 +92,26 @@ macro_rules! caches {
             }
 
             /// Waits until every cache has its initial list, or `timeout`.
+            ///
+            /// kube's `Store::wait_until_ready` wakes only the task that polled it last (one
+            /// oneshot receiver behind a mutex), so with several waiters (`/readyz`, each
+            /// controller) the others would sleep until their timeout: the stores are re-polled
+            /// every 50 ms instead.
             pub async fn wait_synced(&self, timeout: Duration) -> Result<(), CacheError> {
-                let all = async {
-                    // An error means the writer was dropped (shutdown): nothing left to wait for.
-                    $( let _ = self.$field.wait_until_ready().await; )*
-                };
-                tokio::time::timeout(timeout, all)
-                    .await
-                    .map_err(|_| CacheError::SyncTimeout(timeout))
+                let deadline = tokio::time::Instant::now() + timeout;
+                loop {
+                    let all = async {
+                        // An error means the writer was dropped (shutdown): nothing left to wait for.
+                        $( let _ = self.$field.wait_until_ready().await; )*
+                    };
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    if tokio::time::timeout(left.min(Duration::from_millis(50)), all).await.is_ok() {
+                        return Ok(());
+                    }
+                    if left.is_zero() {
+                        return Err(CacheError::SyncTimeout(timeout));
+                    }
+                }
             }
 
             $(
@@ -120,6 +133,9 @@ caches! {
     priority_classes: PriorityClass => all,
     replica_sets: ReplicaSet => all,
     stateful_sets: StatefulSet => all,
+    deployments: Deployment => all,
+    daemon_sets: DaemonSet => all,
+    batch_jobs: BatchJob => all,
     jobs: DeserializeGuard<Job> => all,
     commands: DeserializeGuard<Command> => all,
 }

@@ -1,0 +1,412 @@
+//! The Queue controller (Volcano's `pkg/controllers/queue/`): every Queue's `status.state`
+//! (Open, Closed, Closing while PodGroups remain) and its PodGroup counts by phase, and the
+//! `bus.volcano.sh` Commands `OpenQueue` / `CloseQueue` aimed at a queue.
+//!
+//! ```text
+//!   Queue, PodGroup, Command events + a periodic resync ──▶ WorkQueue<queue name>
+//!        ▼
+//!   reconcile: queue, its Commands (oldest first), PodGroup counts (index)
+//!        ── state::next_state / state::status_patch (pure)
+//!        ──▶ merge patch of /status (state + counts only, pinned resourceVersion)
+//!        ──▶ then delete the Commands it applied
+//! ```
+//!
+//! Departures from Volcano (decisions.md): keyed work (one worker per queue), writes pinned
+//! to the resourceVersion they were decided on, counts written to `status`, Closing re-checked
+//! on every PodGroup change and periodically, Commands validated (an unknown action gets a
+//! Warning Event) and deleted only after their action took effect.
+
+pub mod state;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::workqueue::WorkQueue;
+use super::{Action, ControllerConfig, ControllerMetrics, MetricLabel};
+use crate::api::bus::Action as CommandAction;
+use crate::api::scheduling::{PodGroupPhase, QueueState};
+use crate::api::{Command, PodGroup, Queue, keys};
+use crate::cluster::events::{EventRecorder, EventType, object_ref};
+use crate::cluster::{CacheFeeds, Caches};
+use state::{Counts, QueueAction};
+
+/// Name of this controller (logs, metrics, Event source).
+pub const NAME: &str = "queue-controller";
+/// How long PodGroup changes are gathered before a queue's counts are written.
+const COUNT_COALESCE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Errors of one reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// An API call failed (a 409 means the queue changed since it was read: retried).
+    #[error("{op} {name}: {source}")]
+    Kube {
+        /// What was being done.
+        op: &'static str,
+        /// The object.
+        name: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl MetricLabel for QueueError {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            QueueError::Kube { op, .. } => op,
+        }
+    }
+}
+
+/// PodGroups by queue, with their phases; fed by the PodGroup watch. A PodGroup whose
+/// `spec.queue` changes moves (Volcano keeps counting it under the old queue).
+#[derive(Debug, Default)]
+pub struct PodGroupIndex {
+    by_queue: HashMap<String, HashMap<String, PodGroupPhase>>,
+    queue_of: HashMap<String, String>,
+}
+
+impl PodGroupIndex {
+    /// Records a PodGroup; returns the queues whose counts may have changed.
+    pub fn apply(&mut self, pg: &PodGroup) -> Vec<String> {
+        let key = format!("{}/{}", pg.namespace().unwrap_or_default(), pg.name_any());
+        let queue = pg.spec.queue().to_string();
+        let mut touched = vec![queue.clone()];
+        if let Some(old) = self.queue_of.insert(key.clone(), queue.clone())
+            && old != queue
+        {
+            self.remove_from(&old, &key);
+            touched.push(old);
+        }
+        self.by_queue
+            .entry(queue)
+            .or_default()
+            .insert(key, pg.phase());
+        touched
+    }
+
+    /// Forgets a PodGroup; returns its queue.
+    pub fn delete(&mut self, pg: &PodGroup) -> Option<String> {
+        let key = format!("{}/{}", pg.namespace().unwrap_or_default(), pg.name_any());
+        let queue = self.queue_of.remove(&key)?;
+        self.remove_from(&queue, &key);
+        Some(queue)
+    }
+
+    fn remove_from(&mut self, queue: &str, key: &str) {
+        if let Some(m) = self.by_queue.get_mut(queue) {
+            m.remove(key);
+            if m.is_empty() {
+                self.by_queue.remove(queue);
+            }
+        }
+    }
+
+    /// The counts of one queue.
+    pub fn counts(&self, queue: &str) -> Counts {
+        self.by_queue
+            .get(queue)
+            .map(|m| Counts::of(m.values()))
+            .unwrap_or_default()
+    }
+
+    fn reset(&mut self) {
+        *self = Self::default();
+    }
+}
+
+/// Everything a reconcile needs.
+pub struct Context {
+    client: Client,
+    caches: Caches,
+    index: Arc<Mutex<PodGroupIndex>>,
+    recorder: EventRecorder,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").finish_non_exhaustive()
+    }
+}
+
+fn kube_err(op: &'static str, name: &str) -> impl FnOnce(kube::Error) -> QueueError + use<> {
+    let name = name.to_string();
+    move |source| QueueError::Kube { op, name, source }
+}
+
+/// The Commands aimed at queue `name`, oldest first.
+fn commands_for(caches: &Caches, name: &str) -> Vec<Command> {
+    let mut cmds: Vec<Command> = caches
+        .commands()
+        .state()
+        .iter()
+        .filter_map(|g| g.0.as_ref().ok())
+        .filter(|c| c.targets_queue() && c.target().is_some_and(|t| t.name == name))
+        .cloned()
+        .collect();
+    cmds.sort_by_key(|c| (c.creation_timestamp(), c.name_any()));
+    cmds
+}
+
+async fn delete_commands(ctx: &Context, cmds: &[Command]) -> Result<(), QueueError> {
+    for c in cmds {
+        let api: Api<Command> =
+            Api::namespaced(ctx.client.clone(), &c.namespace().unwrap_or_default());
+        match api.delete(&c.name_any(), &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(kube_err("delete-command", &c.name_any())(e)),
+        }
+    }
+    Ok(())
+}
+
+async fn event(ctx: &Context, queue: &Queue, type_: EventType, reason: &str, message: &str) {
+    let r = object_ref(
+        crate::api::scheduling::API_VERSION,
+        "Queue",
+        None,
+        &queue.name_any(),
+        queue.uid().as_deref(),
+    );
+    if let Err(e) = ctx.recorder.record(&r, type_, reason, message).await {
+        tracing::debug!(error = %e, "could not record Event");
+    }
+}
+
+/// One reconcile of a queue.
+pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, QueueError> {
+    let cmds = commands_for(&ctx.caches, &name);
+    let Some(queue) = ctx
+        .caches
+        .queues()
+        .get(&ObjectRef::new(&name))
+        .and_then(|g| g.0.as_ref().ok().cloned())
+    else {
+        if !cmds.is_empty() {
+            tracing::warn!(queue = %name, commands = cmds.len(), "Commands for a missing queue dropped");
+            delete_commands(&ctx, &cmds).await?;
+        }
+        return Ok(Action::AwaitChange);
+    };
+    let counts = ctx
+        .index
+        .lock()
+        .map(|i| i.counts(&name))
+        .unwrap_or_default();
+    let has_podgroups = counts.total() > 0;
+    let mut state = queue.state().cloned();
+    let mut closed_by_command = false;
+    let mut applied = false;
+    for c in &cmds {
+        let action = match c.action() {
+            Some(CommandAction::OpenQueue) => QueueAction::Open,
+            Some(CommandAction::CloseQueue) if name == keys::ROOT_QUEUE => {
+                tracing::warn!(command = %c.name_any(), "the root queue cannot be closed");
+                event(
+                    &ctx,
+                    &queue,
+                    EventType::Warning,
+                    "CloseQueue",
+                    "the root queue cannot be closed",
+                )
+                .await;
+                continue;
+            }
+            Some(CommandAction::CloseQueue) => QueueAction::Close,
+            other => {
+                // Volcano runs an unknown action as a silent sync; tephra says so.
+                let what = other.map(ToString::to_string).unwrap_or_default();
+                let msg = format!(
+                    "Command {} has action {what:?}, not OpenQueue or CloseQueue; ignored",
+                    c.name_any()
+                );
+                tracing::warn!(queue = %name, "{msg}");
+                event(&ctx, &queue, EventType::Warning, "InvalidCommand", &msg).await;
+                continue;
+            }
+        };
+        closed_by_command = action == QueueAction::Close;
+        state = Some(state::next_state(state.as_ref(), &action, has_podgroups));
+        applied = true;
+    }
+    let state = if applied {
+        state.unwrap_or(QueueState::Open)
+    } else {
+        state::next_state(state.as_ref(), &QueueAction::Sync, has_podgroups)
+    };
+    if let Some(patch) = state::status_patch(&queue, &state, &counts) {
+        let api: Api<Queue> = Api::all(ctx.client.clone());
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(kube_err("patch-status", &name))?;
+        tracing::debug!(queue = %name, ?state, ?counts, "queue status written");
+    }
+    if closed_by_command {
+        event(
+            &ctx,
+            &queue,
+            EventType::Normal,
+            "CloseQueue",
+            "Close queue succeed",
+        )
+        .await;
+    }
+    // After the state is written: a crash before this line runs the Command again, which
+    // is harmless (Volcano deletes first and can lose it).
+    delete_commands(&ctx, &cmds).await?;
+    Ok(Action::AwaitChange)
+}
+
+/// Registers the subscribers, the periodic resync and the workers.
+pub(crate) fn start(
+    client: &Client,
+    caches: &Caches,
+    feeds: &mut CacheFeeds,
+    config: &ControllerConfig,
+    metrics: &ControllerMetrics,
+    shutdown: &CancellationToken,
+) -> Vec<JoinHandle<()>> {
+    let queue: WorkQueue<String> = WorkQueue::new(shutdown.clone());
+    let index = Arc::new(Mutex::new(PodGroupIndex::default()));
+    {
+        let queue = queue.clone();
+        feeds.queues(Arc::new(move |ev| {
+            if let watcher::Event::Apply(DeserializeGuard(Ok(q)))
+            | watcher::Event::InitApply(DeserializeGuard(Ok(q))) = ev
+            {
+                queue.add(q.name_any());
+            }
+        }));
+    }
+    {
+        let (queue, index) = (queue.clone(), index.clone());
+        let relist = Arc::new(Mutex::new(Vec::<PodGroup>::new()));
+        feeds.podgroups(Arc::new(move |ev| {
+            let Ok(mut idx) = index.lock() else {
+                return;
+            };
+            let touched = match ev {
+                watcher::Event::Apply(DeserializeGuard(Ok(pg))) => idx.apply(pg),
+                watcher::Event::Delete(DeserializeGuard(Ok(pg))) => {
+                    idx.delete(pg).into_iter().collect()
+                }
+                watcher::Event::Init => {
+                    if let Ok(mut r) = relist.lock() {
+                        r.clear();
+                    }
+                    Vec::new()
+                }
+                watcher::Event::InitApply(DeserializeGuard(Ok(pg))) => {
+                    if let Ok(mut r) = relist.lock() {
+                        r.push(pg.clone());
+                    }
+                    Vec::new()
+                }
+                watcher::Event::InitDone => {
+                    idx.reset();
+                    let list = relist
+                        .lock()
+                        .map(|mut r| std::mem::take(&mut *r))
+                        .unwrap_or_default();
+                    list.iter().flat_map(|pg| idx.apply(pg)).collect()
+                }
+                _ => Vec::new(),
+            };
+            // A burst of PodGroup changes (a thousand gangs created at once) makes one status
+            // write per queue, not one per PodGroup.
+            for q in touched {
+                queue.add_after(q, COUNT_COALESCE);
+            }
+        }));
+    }
+    {
+        let queue = queue.clone();
+        feeds.commands(Arc::new(move |ev| {
+            if let watcher::Event::Apply(DeserializeGuard(Ok(c)))
+            | watcher::Event::InitApply(DeserializeGuard(Ok(c))) = ev
+                && c.targets_queue()
+                && let Some(t) = c.target()
+            {
+                queue.add(t.name.clone());
+            }
+        }));
+    }
+    let mut tasks = Vec::new();
+    {
+        // Closing must end once its PodGroups are gone even if an event was missed.
+        let (queue, caches, stop, period) = (
+            queue.clone(),
+            caches.clone(),
+            shutdown.clone(),
+            config.queue_resync,
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    _ = tick.tick() => {
+                        for q in caches.queues().state() {
+                            if let Ok(q) = &q.0 {
+                                queue.add(q.name_any());
+                            }
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        caches: caches.clone(),
+        index,
+        recorder: EventRecorder::new(client.clone(), NAME),
+    });
+    tasks.extend(super::spawn_workers(
+        NAME,
+        queue,
+        caches.clone(),
+        config.workers.min(4),
+        metrics.clone(),
+        shutdown.clone(),
+        move |name| reconcile(name, ctx.clone()),
+    ));
+    tasks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_counts_moves_and_deletes() {
+        let mut i = PodGroupIndex::default();
+        let a = PodGroup::test("a").in_namespace("ns").in_queue("q1");
+        let b = PodGroup::test("b")
+            .in_namespace("ns")
+            .in_queue("q1")
+            .with_phase(PodGroupPhase::Running);
+        i.apply(&a);
+        i.apply(&b);
+        assert_eq!(i.counts("q1").pending, 1);
+        assert_eq!(i.counts("q1").running, 1);
+        let moved = a.clone().in_queue("q2");
+        let touched = i.apply(&moved);
+        assert_eq!(touched, vec!["q2".to_string(), "q1".to_string()]);
+        assert_eq!(i.counts("q1").total(), 1);
+        assert_eq!(i.counts("q2").total(), 1);
+        assert_eq!(i.delete(&b).as_deref(), Some("q1"));
+        assert_eq!(i.counts("q1").total(), 0);
+    }
+}

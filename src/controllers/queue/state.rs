@@ -1,0 +1,181 @@
+//! The Queue state machine and the status the queue controller owns. Pure code.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::api::Queue;
+use crate::api::scheduling::{PodGroupPhase, QueueState};
+
+/// What a sync is asked to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueueAction {
+    /// Bring state and counts up to date.
+    Sync,
+    /// `OpenQueue` Command.
+    Open,
+    /// `CloseQueue` Command.
+    Close,
+}
+
+/// The next state (Volcano's `QC/state/*.go`): Open always opens; Close closes, through
+/// Closing while PodGroups remain; a sync keeps Open and Closed, finishes a Closing queue
+/// whose PodGroups are gone, and leaves an externally written Unknown alone.
+pub fn next_state(
+    current: Option<&QueueState>,
+    action: &QueueAction,
+    has_podgroups: bool,
+) -> QueueState {
+    let closing_or_closed = if has_podgroups {
+        QueueState::Closing
+    } else {
+        QueueState::Closed
+    };
+    match (action, current) {
+        (QueueAction::Open, _) => QueueState::Open,
+        (QueueAction::Close, Some(QueueState::Closed)) => QueueState::Closed,
+        (QueueAction::Close, _) => closing_or_closed,
+        (QueueAction::Sync, None | Some(QueueState::Open)) => QueueState::Open,
+        (QueueAction::Sync, Some(QueueState::Closed)) => QueueState::Closed,
+        (QueueAction::Sync, Some(QueueState::Closing)) => closing_or_closed,
+        (QueueAction::Sync, Some(QueueState::Unknown)) => QueueState::Unknown,
+        // A state tephra does not know (written by a newer Volcano): treat as Open.
+        (QueueAction::Sync, Some(QueueState::Other(_))) => QueueState::Open,
+    }
+}
+
+/// PodGroups of one queue by phase.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Pending (or no phase yet).
+    pub pending: i32,
+    /// Running.
+    pub running: i32,
+    /// Unknown.
+    pub unknown: i32,
+    /// Inqueue.
+    pub inqueue: i32,
+    /// Completed.
+    pub completed: i32,
+}
+
+impl Counts {
+    /// Counts `phases`.
+    pub fn of<'a>(phases: impl IntoIterator<Item = &'a PodGroupPhase>) -> Self {
+        let mut c = Counts::default();
+        for p in phases {
+            match p {
+                PodGroupPhase::Running => c.running += 1,
+                PodGroupPhase::Unknown => c.unknown += 1,
+                PodGroupPhase::Inqueue => c.inqueue += 1,
+                PodGroupPhase::Completed => c.completed += 1,
+                PodGroupPhase::Pending | PodGroupPhase::Other(_) => c.pending += 1,
+            }
+        }
+        c
+    }
+
+    /// Total.
+    pub fn total(&self) -> i32 {
+        self.pending + self.running + self.unknown + self.inqueue + self.completed
+    }
+}
+
+/// The merge patch of the queue's `status` subresource that brings `state` and the counts up
+/// to date, pinned to the resourceVersion it was decided on, or `None` when nothing differs.
+/// Only these six fields are sent, so the scheduler's `status.allocated` is never touched.
+pub fn status_patch(queue: &Queue, state: &QueueState, counts: &Counts) -> Option<Value> {
+    let s = queue.status.clone().unwrap_or_default();
+    let want: BTreeMap<&str, i32> = [
+        ("pending", counts.pending),
+        ("running", counts.running),
+        ("unknown", counts.unknown),
+        ("inqueue", counts.inqueue),
+        ("completed", counts.completed),
+    ]
+    .into();
+    let have: BTreeMap<&str, i32> = [
+        ("pending", s.pending.unwrap_or(0)),
+        ("running", s.running.unwrap_or(0)),
+        ("unknown", s.unknown.unwrap_or(0)),
+        ("inqueue", s.inqueue.unwrap_or(0)),
+        ("completed", s.completed.unwrap_or(0)),
+    ]
+    .into();
+    // Counts that were never written count as "absent", so a fresh queue gets its zeros once.
+    let absent = s.pending.is_none();
+    if s.state.as_ref() == Some(state) && want == have && !absent {
+        return None;
+    }
+    let mut status = json!({"state": state.to_string()});
+    for (k, v) in want {
+        status[k] = json!(v);
+    }
+    Some(json!({
+        "metadata": {"resourceVersion": queue.metadata.resource_version},
+        "status": status,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::scheduling::QueueStatus;
+
+    #[test]
+    fn state_table() {
+        use QueueAction as A;
+        use QueueState as S;
+        let cases: &[(Option<QueueState>, QueueAction, bool, QueueState)] = &[
+            (None, A::Sync, true, S::Open),
+            (Some(S::Open), A::Sync, false, S::Open),
+            (Some(S::Open), A::Close, true, S::Closing),
+            (Some(S::Open), A::Close, false, S::Closed),
+            (Some(S::Closed), A::Sync, true, S::Closed),
+            (Some(S::Closed), A::Open, true, S::Open),
+            (Some(S::Closed), A::Close, true, S::Closed),
+            (Some(S::Closing), A::Sync, true, S::Closing),
+            (Some(S::Closing), A::Sync, false, S::Closed),
+            (Some(S::Closing), A::Open, true, S::Open),
+            (Some(S::Unknown), A::Sync, true, S::Unknown),
+            (Some(S::Unknown), A::Close, false, S::Closed),
+            (Some(S::Unknown), A::Open, false, S::Open),
+        ];
+        for (cur, action, has, want) in cases {
+            assert_eq!(
+                &next_state(cur.as_ref(), action, *has),
+                want,
+                "{cur:?} {action:?} {has}"
+            );
+        }
+    }
+
+    #[test]
+    fn counts_and_patch_only_on_change() {
+        let c = Counts::of(&[
+            PodGroupPhase::Pending,
+            PodGroupPhase::Running,
+            PodGroupPhase::Running,
+            PodGroupPhase::Other(String::new()),
+        ]);
+        assert_eq!((c.pending, c.running, c.total()), (2, 2, 4));
+        let mut q = crate::api::Queue::test("q");
+        q.metadata.resource_version = Some("5".into());
+        let p = status_patch(&q, &QueueState::Open, &c).unwrap();
+        assert_eq!(p["status"]["state"], "Open");
+        assert_eq!(p["status"]["running"], 2);
+        assert_eq!(p["metadata"]["resourceVersion"], "5");
+        assert!(p["status"].get("allocated").is_none());
+        q.status = Some(QueueStatus {
+            state: Some(QueueState::Open),
+            pending: Some(2),
+            running: Some(2),
+            unknown: Some(0),
+            inqueue: Some(0),
+            completed: Some(0),
+            ..QueueStatus::default()
+        });
+        assert_eq!(status_patch(&q, &QueueState::Open, &c), None);
+        assert!(status_patch(&q, &QueueState::Closing, &c).is_some());
+    }
+}
