@@ -15,6 +15,7 @@ use crate::cli::{ApiserverArgs, CertsArgs, Cli, Command, LogFormat, ServeArgs};
 use crate::cluster::webhooks::WebhookError;
 use crate::cluster::{self, BootstrapError, CacheFeeds, Caches, ClusterError};
 use crate::embedded::{self, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
+use crate::extender::{self, Extender, ExtenderOptions};
 use crate::metrics::{Metrics, MetricsError};
 use crate::scheduler::{Scheduler, SchedulerOptions};
 use crate::server::{self, ServerConfig, ServerError, ServerState, TlsSource};
@@ -70,6 +71,12 @@ pub enum AppError {
     /// Starting embedded mode failed.
     #[error("embedded mode: {0}")]
     Embedded(String),
+    /// The scheduler extender could not be built.
+    #[error(transparent)]
+    Extender(#[from] crate::extender::ExtenderError),
+    /// The kube-scheduler stand-in could not start.
+    #[error(transparent)]
+    SimScheduler(#[from] crate::embedded::scheduler::SimSchedulerError),
     /// `--config` is missing or invalid.
     #[error(transparent)]
     SchedulerConfig(#[from] crate::scheduler::ConfigError),
@@ -264,7 +271,18 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     if args.embedded {
         config.self_signed_names = certs::service_dns_names(WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1);
     }
-    let bound = server::bind(config, admission::router(admission), state.clone())?;
+    let extender = Arc::new(Extender::new(
+        client.clone(),
+        scheduler.clone(),
+        ExtenderOptions {
+            bind_hold_timeout: args.extender.bind_hold_timeout,
+            plan_wait: args.extender.extender_plan_wait,
+        },
+        metrics.registry(),
+    )?);
+    extender.clone().spawn_nudger(shutdown.clone());
+    let routes = admission::router(admission).merge(extender::router(extender));
+    let bound = server::bind(config, routes, state.clone())?;
     let https_addr = bound.https_addr();
     tracing::info!(https = %https_addr, metrics = ?bound.metrics_addr(), "serving");
     let running = tokio::spawn(bound.run(shutdown.clone()));
@@ -276,6 +294,9 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             &client, listener, options, https_addr, &ca, feeds, &shutdown,
         )
         .await?;
+        if !args.no_sim_scheduler {
+            start_sim_scheduler(&client, &args, https_addr, ca, &shutdown)?;
+        }
     }
     cluster::ensure_default_queues(&client).await?;
     // The scheduling session runs from the shared caches; its status writer uses the client.
@@ -339,6 +360,35 @@ async fn start_embedded(
         %url,
         "embedded API ready with tephra's webhooks registered; try: kubectl --server {url} get queues"
     );
+    Ok(())
+}
+
+/// Starts the kube-scheduler stand-in against our own extender, reached as kube-scheduler
+/// reaches it in a cluster: over HTTPS at the Service name, verified with the served CA.
+fn start_sim_scheduler(
+    client: &kube::Client,
+    args: &ServeArgs,
+    https_addr: SocketAddr,
+    ca_pem: String,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    let ip = if https_addr.ip().is_unspecified() {
+        std::net::Ipv4Addr::LOCALHOST.into()
+    } else {
+        https_addr.ip()
+    };
+    embedded::scheduler::start(
+        client.clone(),
+        embedded::scheduler::SimSchedulerOptions {
+            scheduler_names: args.scheduler_names.clone(),
+            host: format!("{}.{}.svc", WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1),
+            addr: SocketAddr::new(ip, https_addr.port()),
+            ca_pem,
+            http_timeout: embedded::scheduler::HTTP_TIMEOUT,
+        },
+        shutdown.clone(),
+    )?;
+    tracing::info!("kube-scheduler stand-in started (extender over HTTPS)");
     Ok(())
 }
 

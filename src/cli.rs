@@ -36,6 +36,8 @@ pub enum LogFormat {
 }
 
 /// The subcommands.
+// Parsed once per process: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the admission webhooks, scheduler extender and controllers against a cluster (or,
@@ -127,6 +129,26 @@ pub struct ServeArgs {
     /// Embedded mode: inject API faults, e.g. `write-error=0.1,conflict=0.05,watch-cut=30,seed=7`.
     #[arg(long, value_name = "SPEC")]
     pub faults: Option<String>,
+
+    /// Scheduler extender flags.
+    #[command(flatten)]
+    pub extender: ExtenderFlags,
+}
+
+/// Flags of the scheduler extender.
+#[derive(Debug, Args)]
+pub struct ExtenderFlags {
+    /// Scheduler extender: how long a gang member's bind is held waiting for binds of the rest
+    /// of its gang's minMember members; then every held bind is answered with an error and its
+    /// placement released. Keep it below the extender httpTimeout of kube-scheduler's
+    /// configuration (manifests/scheduler-config.yaml sets 5s).
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    pub bind_hold_timeout: std::time::Duration,
+
+    /// Scheduler extender: how long a filter request for a pod the plan has not seen yet waits
+    /// for an on-demand scheduling session before answering.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub extender_plan_wait: std::time::Duration,
 }
 
 /// Flags of `tephra apiserver`.

@@ -27,6 +27,7 @@ pub mod certs;
 pub mod cli;
 pub mod cluster;
 pub mod embedded;
+pub mod extender;
 pub mod metrics;
 pub mod scheduler;
 pub mod server;
