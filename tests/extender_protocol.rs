@@ -463,14 +463,16 @@ async fn preempt_accepts_only_victims_that_keep_gangs_whole_in_both_forms() {
     }
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let idx = env.scheduler.index();
-        if pods.iter().all(|p| {
-            idx.task(&uid(p))
-                .is_some_and(|t| !t.assumed && t.node.is_some())
-        }) {
+        let all_bound = {
+            let idx = env.scheduler.index();
+            pods.iter().all(|p| {
+                idx.task(&uid(p))
+                    .is_some_and(|t| !t.assumed && t.node.is_some())
+            })
+        };
+        if all_bound {
             break;
         }
-        drop(idx);
         assert!(Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
