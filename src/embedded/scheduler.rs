@@ -486,42 +486,12 @@ impl Sim {
         if !write {
             return;
         }
-        let ns = pod.metadata.namespace.clone().unwrap_or_default();
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let mut conditions: Vec<serde_json::Value> = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .map(|cs| {
-                cs.iter()
-                    .filter(|c| c.type_ != "PodScheduled")
-                    .filter_map(|c| serde_json::to_value(c).ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        conditions.push(json!({
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastTransitionTime": crate::embedded::now_rfc3339(),
-        }));
-        let patch = json!({ "status": { "conditions": conditions } });
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-        if let Err(e) = api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "writing PodScheduled failed");
-        }
-        let obj = object_ref("v1", "Pod", Some(&ns), &name, Some(uid));
-        if let Err(e) = self
-            .recorder
-            .record(&obj, EventType::Warning, "FailedScheduling", &message)
-            .await
-        {
-            tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "recording FailedScheduling failed");
-        }
+        // Written off the scheduling cycle, as kube-scheduler's status updater and event
+        // broadcaster do, so the next cycle does not wait for the API.
+        let client = self.client.clone();
+        let recorder = self.recorder.clone();
+        let uid = uid.to_string();
+        tokio::spawn(async move { write_unschedulable(client, recorder, pod, uid, message).await });
     }
 
     /// Its own fit checks, as kube-scheduler's NodeResourcesFit, NodeName, NodeUnschedulable,
@@ -698,6 +668,52 @@ impl Sim {
                 self.wake.notify_one();
             }
         }
+    }
+}
+
+/// `PodScheduled=False` with the reason, and a `FailedScheduling` Event, as kube-scheduler
+/// writes them for a pod it cannot place.
+async fn write_unschedulable(
+    client: Client,
+    recorder: EventRecorder,
+    pod: Arc<Pod>,
+    uid: String,
+    message: String,
+) {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let mut conditions: Vec<serde_json::Value> = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .map(|cs| {
+            cs.iter()
+                .filter(|c| c.type_ != "PodScheduled")
+                .filter_map(|c| serde_json::to_value(c).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    conditions.push(json!({
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastTransitionTime": crate::embedded::now_rfc3339(),
+    }));
+    let patch = json!({ "status": { "conditions": conditions } });
+    let api: Api<Pod> = Api::namespaced(client, &ns);
+    if let Err(e) = api
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "writing PodScheduled failed");
+    }
+    let obj = object_ref("v1", "Pod", Some(&ns), &name, Some(&uid));
+    if let Err(e) = recorder
+        .record(&obj, EventType::Warning, "FailedScheduling", &message)
+        .await
+    {
+        tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "recording FailedScheduling failed");
     }
 }
 

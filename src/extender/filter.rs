@@ -92,7 +92,10 @@ pub fn decide(
     // The assumed placement is the plan in force for this pod: a session assumes what it places
     // before it publishes the plan, and an expired placement is released from the index.
     if let Some(node) = idx.assumed_node(uid) {
-        let usable = idx.node(node).is_some();
+        // Stale when the node is gone or the pod changed so that the node no longer suits it.
+        let usable = idx
+            .node(node)
+            .is_some_and(|n| node_constraints(task, n).is_ok());
         return match names.iter().position(|n| *n == node) {
             Some(i) if usable => Decision::keep_one(i),
             _ => Decision::Replan {
@@ -156,6 +159,22 @@ pub enum Unfit {
 /// The session's node predicates and resource fit, for one pod on one node. Kept in step with
 /// `scheduler::plugins::predicates` (same checks, same reasons).
 pub fn fits(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
+    node_constraints(task, node)?;
+    let max_pods = node.allocatable.get(PODS) / 1000.0;
+    if max_pods > 0.0 && f64::from(node.task_count) >= max_pods {
+        return Err(Unfit::Resolvable("Too many pods".into()));
+    }
+    let mut want = task.resreq.clone();
+    want.scalars.remove(PODS);
+    if let Some(r) = want.first_exceeding(&node.idle()) {
+        return Err(Unfit::Resolvable(format!("Insufficient {r}")));
+    }
+    Ok(())
+}
+
+/// The predicates that do not depend on what else runs on the node: readiness, cordon, node
+/// name, selector and affinity, taints.
+pub fn node_constraints(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
     let c = &task.constraints;
     if !node.ready {
         return Err(Unfit::Unresolvable("node(s) were not ready".into()));
@@ -191,15 +210,6 @@ pub fn fits(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
             taint.key,
             taint.value.as_deref().unwrap_or("")
         )));
-    }
-    let max_pods = node.allocatable.get(PODS) / 1000.0;
-    if max_pods > 0.0 && f64::from(node.task_count) >= max_pods {
-        return Err(Unfit::Resolvable("Too many pods".into()));
-    }
-    let mut want = task.resreq.clone();
-    want.scalars.remove(PODS);
-    if let Some(r) = want.first_exceeding(&node.idle()) {
-        return Err(Unfit::Resolvable(format!("Insufficient {r}")));
     }
     Ok(())
 }

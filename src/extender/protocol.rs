@@ -258,3 +258,62 @@ pub struct ExtenderPreemptionResult {
     #[serde(rename = "NodeNameToMetaVictims", default)]
     pub node_name_to_meta_victims: BTreeMap<String, MetaVictims>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn results_use_go_field_names() {
+        let r = serde_json::to_value(ExtenderFilterResult {
+            node_names: Some(vec!["n1".into()]),
+            ..ExtenderFilterResult::default()
+        })
+        .unwrap();
+        assert_eq!(
+            r,
+            json!({"Nodes": null, "NodeNames": ["n1"], "FailedNodes": {},
+                   "FailedAndUnresolvableNodes": {}, "Error": ""})
+        );
+        let h = serde_json::to_value(HostPriority {
+            host: "n1".into(),
+            score: 10,
+        })
+        .unwrap();
+        assert_eq!(h, json!({"Host": "n1", "Score": 10}));
+        let b = serde_json::to_value(ExtenderBindingResult::default()).unwrap();
+        assert_eq!(b, json!({"Error": ""}));
+    }
+
+    #[test]
+    fn requests_parse_as_go_marshals_them() {
+        let args: ExtenderArgs = serde_json::from_value(json!({
+            "Pod": {"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": {}},
+            "Nodes": null, "NodeNames": ["a", "b"]
+        }))
+        .unwrap();
+        assert_eq!(args.candidate_names(), Some(vec!["a", "b"]));
+        assert_eq!(args.pod_ref().unwrap().metadata.uid, "u");
+        let full: ExtenderArgs = serde_json::from_value(json!({
+            "Pod": {"metadata": {"uid": "u"}},
+            "Nodes": {"metadata": {}, "items": [{"metadata": {"name": "a", "uid": "x"}}]},
+            "NodeNames": null
+        }))
+        .unwrap();
+        assert_eq!(full.candidate_names(), Some(vec!["a"]));
+        let bind: ExtenderBindingArgs = serde_json::from_value(json!({
+            "PodName": "p", "PodNamespace": "ns", "PodUID": "u", "Node": "a"
+        }))
+        .unwrap();
+        assert_eq!((bind.pod_uid.as_str(), bind.node.as_str()), ("u", "a"));
+        let pre: ExtenderPreemptionArgs = serde_json::from_value(json!({
+            "Pod": {}, "NodeNameToVictims": {"a": {"Pods": [{"metadata": {"uid": "v"}}], "NumPDBViolations": 1}},
+            "NodeNameToMetaVictims": null
+        }))
+        .unwrap();
+        let m = pre.meta_victims();
+        assert_eq!(m["a"].pods, vec![MetaPod { uid: "v".into() }]);
+        assert_eq!(m["a"].num_pdb_violations, 1);
+    }
+}
