@@ -115,7 +115,14 @@ struct Inner {
     metrics: ExtenderMetrics,
     holds: Mutex<HashMap<String, Hold>>,
     generation: AtomicU64,
+    /// Gang members this binder has posted (or is posting) Bindings for: gang → uid → when.
+    /// They count as bound before the watch shows them bound, so a member beyond minMember
+    /// that arrives right after its gang's flush binds at once instead of waiting alone.
+    committed: Mutex<HashMap<String, HashMap<String, Instant>>>,
 }
+
+/// How long a posted Binding counts from the binder's own memory; by then the watch shows it.
+const COMMITTED_TTL: Duration = Duration::from_secs(120);
 
 /// The gang-atomic binder; cheap to clone.
 #[derive(Clone)]
@@ -137,7 +144,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// What the index says about a bind request.
 enum Admit {
-    Now,
+    /// Bind at once (the gang, if any, for the binder's memory).
+    Now(Option<String>),
     Hold {
         job: String,
         bound: usize,
@@ -161,6 +169,7 @@ impl Binder {
                 metrics,
                 holds: Mutex::new(HashMap::new()),
                 generation: AtomicU64::new(0),
+                committed: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -177,9 +186,15 @@ impl Binder {
     pub async fn bind(&self, args: &ExtenderBindingArgs) -> Result<(), BindError> {
         let admit = self.admit(args)?;
         let (job, bound, min) = match admit {
-            Admit::Now => {
+            Admit::Now(job) => {
+                if let Some(j) = &job {
+                    self.commit(j, &args.pod_uid);
+                }
                 let r = self.post(args).await;
                 if r.is_err() {
+                    if let Some(j) = &job {
+                        self.uncommit(j, &args.pod_uid);
+                    }
                     self.inner.scheduler.index().forget(&args.pod_uid);
                     self.inner.scheduler.request();
                 }
@@ -220,7 +235,13 @@ impl Binder {
             hold.members.push(held);
             m.held_now.inc();
             if hold.bound + hold.members.len() >= hold.min {
-                holds.remove(&job).map(|h| h.members)
+                let members = holds.remove(&job).map(|h| h.members);
+                // Counted as bound before the holds lock is released, so a member arriving
+                // now binds at once rather than starting a new hold.
+                for h in members.iter().flatten() {
+                    self.commit(&job, &h.uid);
+                }
+                members
             } else {
                 None
             }
@@ -261,22 +282,27 @@ impl Binder {
             return Err(BindError::UnknownNode(args.node.clone()));
         }
         let Some(job) = task.job.clone() else {
-            return Ok(Admit::Now);
+            return Ok(Admit::Now(None));
         };
         let min = idx
             .podgroup(&job)
             .map_or(0, |pg| pg.spec.min_member.unwrap_or(0))
             .max(0) as usize;
-        let bound = idx
+        let mut bound: HashSet<String> = idx
             .job_tasks(&job)
             .filter(|t| {
                 t.node.is_some()
                     && !t.assumed
                     && t.status != crate::scheduler::model::TaskStatus::Releasing
             })
-            .count();
+            .map(|t| t.uid.clone())
+            .collect();
+        if let Some(c) = lock(&self.inner.committed).get(&job) {
+            bound.extend(c.keys().filter(|u| **u != args.pod_uid).cloned());
+        }
+        let bound = bound.len();
         if bound >= min {
-            return Ok(Admit::Now);
+            return Ok(Admit::Now(Some(job)));
         }
         // The pod counts against its node while held (kube-scheduler may have picked a node
         // other than the plan's, or the placement may have expired).
@@ -330,6 +356,24 @@ impl Binder {
         });
     }
 
+    fn commit(&self, job: &str, uid: &str) {
+        let now = Instant::now();
+        let mut c = lock(&self.inner.committed);
+        for m in c.values_mut() {
+            m.retain(|_, t| now.duration_since(*t) < COMMITTED_TTL);
+        }
+        c.retain(|_, m| !m.is_empty());
+        c.entry(job.to_string())
+            .or_default()
+            .insert(uid.to_string(), now);
+    }
+
+    fn uncommit(&self, job: &str, uid: &str) {
+        if let Some(m) = lock(&self.inner.committed).get_mut(job) {
+            m.remove(uid);
+        }
+    }
+
     async fn flush(&self, job: String, members: Vec<Held>) {
         let posts = members.into_iter().map(|h| {
             let me = self.clone();
@@ -352,6 +396,7 @@ impl Binder {
             m.gang_binds.with_label_values(&[&job, outcome]).inc();
             if r.is_err() {
                 failed = true;
+                self.uncommit(&job, &h.uid);
                 self.inner.scheduler.index().forget(&h.uid);
             }
             let _ = h.reply.send(r);
