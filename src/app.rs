@@ -17,6 +17,7 @@ use crate::cli::{
 use crate::cluster::webhooks::{self, WebhookError, WebhookHost, WebhookTarget};
 use crate::cluster::{self, BootstrapError, CacheFeeds, Caches, ClusterError};
 use crate::embedded::{self, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
+use crate::extender::{self, Extender, ExtenderOptions};
 use crate::metrics::{Metrics, MetricsError};
 use crate::report::report;
 use crate::scheduler::{Scheduler, SchedulerOptions};
@@ -73,6 +74,12 @@ pub enum AppError {
     /// Starting embedded mode failed.
     #[error("embedded mode: {0}")]
     Embedded(String),
+    /// The scheduler extender could not be built.
+    #[error(transparent)]
+    Extender(#[from] crate::extender::ExtenderError),
+    /// The kube-scheduler stand-in could not start.
+    #[error(transparent)]
+    SimScheduler(#[from] crate::embedded::scheduler::SimSchedulerError),
     /// `--config` is missing or invalid.
     #[error(transparent)]
     SchedulerConfig(#[from] crate::scheduler::ConfigError),
@@ -380,7 +387,18 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     if args.embedded {
         config.self_signed_names = certs::service_dns_names(WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1);
     }
-    let bound = server::bind(config, admission::router(admission), state.clone())?;
+    let extender = Arc::new(Extender::new(
+        client.clone(),
+        scheduler.clone(),
+        ExtenderOptions {
+            bind_hold_timeout: args.extender.bind_hold_timeout,
+            plan_wait: args.extender.extender_plan_wait,
+        },
+        metrics.registry(),
+    )?);
+    extender.clone().spawn_nudger(shutdown.clone());
+    let routes = admission::router(admission).merge(extender::router(extender));
+    let bound = server::bind(config, routes, state.clone())?;
     let https_addr = bound.https_addr();
     let metrics_at = bound
         .metrics_addr()
@@ -406,6 +424,9 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             target: &target,
         };
         start_embedded(&client, listener, options, webhooks, feeds, &shutdown).await?;
+        if !args.no_sim_scheduler {
+            start_sim_scheduler(&client, &args, https_addr, ca, &shutdown)?;
+        }
     }
     cluster::ensure_default_queues(&client).await?;
     // The scheduling session runs from the shared caches; its status writer uses the client.
@@ -463,6 +484,35 @@ async fn start_embedded(
         %url,
         "embedded API ready with tephra's webhooks registered; try: kubectl --server {url} get queues"
     );
+    Ok(())
+}
+
+/// Starts the kube-scheduler stand-in against our own extender, reached as kube-scheduler
+/// reaches it in a cluster: over HTTPS at the Service name, verified with the served CA.
+fn start_sim_scheduler(
+    client: &kube::Client,
+    args: &ServeArgs,
+    https_addr: SocketAddr,
+    ca_pem: String,
+    shutdown: &CancellationToken,
+) -> Result<(), AppError> {
+    let ip = if https_addr.ip().is_unspecified() {
+        std::net::Ipv4Addr::LOCALHOST.into()
+    } else {
+        https_addr.ip()
+    };
+    embedded::scheduler::start(
+        client.clone(),
+        embedded::scheduler::SimSchedulerOptions {
+            scheduler_names: args.scheduler_names.clone(),
+            host: format!("{}.{}.svc", WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1),
+            addr: SocketAddr::new(ip, https_addr.port()),
+            ca_pem,
+            http_timeout: embedded::scheduler::HTTP_TIMEOUT,
+        },
+        shutdown.clone(),
+    )?;
+    tracing::info!("kube-scheduler stand-in started (extender over HTTPS)");
     Ok(())
 }
 

@@ -39,12 +39,12 @@ pub enum LogFormat {
 /// two never disagree. Update it here when the scheduler extender and the controllers land.
 pub const SERVE_RUNS: &str = "the admission webhooks (vcJobs, Pods, PodGroups, Queues, \
      Deployments and StatefulSets), the gang scheduling session (PodGroup and Queue status, \
-     the placement plan) and the built-in `default` and `root` queues; with --embedded also \
-     the in-memory Kubernetes API with its kubelet stand-in";
+     the placement plan), the kube-scheduler extender (filter, prioritize, bind, preempt), \
+     the PodGroup and Queue controllers and the built-in `default` and `root` queues; with \
+     --embedded also the in-memory Kubernetes API with its kubelet and kube-scheduler stand-ins";
 
 /// What `tephra serve` does not run yet (see [`SERVE_RUNS`]).
-pub const SERVE_NOT_YET: &str = "the scheduler extender endpoints (and their kube-scheduler \
-     stand-in) and the Job and PodGroup controllers";
+pub const SERVE_NOT_YET: &str = "the Job controller (vcJobs are admitted and stored, not run)";
 
 /// `tephra serve --help`'s first line.
 const SERVE_ABOUT: &str = "Run tephra's admission webhooks against a cluster (or, with \
@@ -161,6 +161,26 @@ pub struct ServeArgs {
     /// Embedded mode: inject API faults, e.g. `write-error=0.1,conflict=0.05,watch-cut=30,seed=7`.
     #[arg(long, value_name = "SPEC")]
     pub faults: Option<String>,
+
+    /// Scheduler extender flags.
+    #[command(flatten)]
+    pub extender: ExtenderFlags,
+}
+
+/// Flags of the scheduler extender.
+#[derive(Debug, Args)]
+pub struct ExtenderFlags {
+    /// Scheduler extender: how long a gang member's bind is held waiting for binds of the rest
+    /// of its gang's minMember members; then every held bind is answered with an error and its
+    /// placement released. Keep it below the extender httpTimeout of kube-scheduler's
+    /// configuration (manifests/scheduler-config.yaml sets 5s).
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    pub bind_hold_timeout: std::time::Duration,
+
+    /// Scheduler extender: how long a filter request for a pod the plan has not seen yet waits
+    /// for an on-demand scheduling session before answering.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub extender_plan_wait: std::time::Duration,
 }
 
 /// Flags of `tephra apiserver`.

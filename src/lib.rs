@@ -29,6 +29,7 @@ pub mod cli;
 pub mod cluster;
 pub mod controllers;
 pub mod embedded;
+pub mod extender;
 pub mod metrics;
 pub mod report;
 pub mod scheduler;

@@ -201,7 +201,7 @@ pub(crate) fn spawn_workers<K, E, F, Fut>(
 ) -> Vec<JoinHandle<()>>
 where
     K: Clone + Eq + Hash + Send + Sync + std::fmt::Debug + 'static,
-    E: std::fmt::Display + MetricLabel + Send + 'static,
+    E: std::error::Error + MetricLabel + Send + 'static,
     F: Fn(K) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
 {
@@ -243,7 +243,7 @@ where
                                 .with_label_values(&[name, e.metric_label()])
                                 .inc();
                             let delay = queue.add_rate_limited(key.clone());
-                            tracing::warn!(controller = name, ?key, error = %e, retry_in = ?delay, "reconcile failed");
+                            tracing::warn!(controller = name, ?key, error = %crate::report::report(&e), retry_in = ?delay, "reconcile failed");
                         }
                     }
                     queue.done(&key);

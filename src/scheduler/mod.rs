@@ -26,6 +26,7 @@ pub mod model;
 pub mod outcome;
 
 pub mod plugins;
+pub mod replan;
 pub mod resource;
 pub mod runner;
 pub mod session;

@@ -356,7 +356,7 @@ impl Scheduler {
                     m.status_writes
                         .with_label_values(&["podgroup", "error"])
                         .inc();
-                    tracing::warn!(podgroup = %name, error = %e, "writing PodGroup status failed; retrying next session");
+                    tracing::warn!(podgroup = %name, error = %crate::report::report(&e), "writing PodGroup status failed; retrying next session");
                 }
             }
         }
@@ -382,7 +382,7 @@ impl Scheduler {
                 Err(e) => {
                     failed = true;
                     m.status_writes.with_label_values(&["queue", "error"]).inc();
-                    tracing::warn!(queue = %u.name, error = %e, "writing Queue status failed; retrying next session");
+                    tracing::warn!(queue = %u.name, error = %crate::report::report(&e), "writing Queue status failed; retrying next session");
                 }
             }
         }
@@ -416,7 +416,7 @@ impl Scheduler {
                 Ok(()) => m.status_writes.with_label_values(&["event", "ok"]).inc(),
                 Err(e) => {
                     m.status_writes.with_label_values(&["event", "error"]).inc();
-                    tracing::debug!(podgroup = %key.0, error = %e, "recording an Event failed");
+                    tracing::debug!(podgroup = %key.0, error = %crate::report::report(&e), "recording an Event failed");
                 }
             }
         }
@@ -432,7 +432,7 @@ impl Scheduler {
                     tracing::info!(pod = %format!("{}/{}", e.namespace, e.name), reason = %e.reason, "evicted")
                 }
                 Err(err) => {
-                    tracing::warn!(pod = %format!("{}/{}", e.namespace, e.name), error = %err, "eviction failed")
+                    tracing::warn!(pod = %format!("{}/{}", e.namespace, e.name), error = %crate::report::report(&err), "eviction failed")
                 }
             }
         }

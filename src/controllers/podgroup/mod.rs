@@ -693,7 +693,7 @@ async fn report_foreign(ctx: &Context, pg_name: &str, pods: &[&Pod]) {
             .record(&r, EventType::Warning, REASON_GROUP_CONFLICT, &message)
             .await
         {
-            tracing::debug!(error = %e, "could not record Event");
+            tracing::debug!(error = %crate::report::report(&e), "could not record Event");
         }
     }
 }

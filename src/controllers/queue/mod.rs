@@ -179,7 +179,7 @@ async fn event(ctx: &Context, queue: &Queue, type_: EventType, reason: &str, mes
         queue.uid().as_deref(),
     );
     if let Err(e) = ctx.recorder.record(&r, type_, reason, message).await {
-        tracing::debug!(error = %e, "could not record Event");
+        tracing::debug!(error = %crate::report::report(&e), "could not record Event");
     }
 }
 

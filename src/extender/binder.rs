@@ -1,0 +1,450 @@
+//! `/scheduler/bind`, gang-atomic: no gang is ever partly bound.
+//!
+//! kube-scheduler runs one binding cycle per pod, concurrently, and each calls this verb and
+//! waits for its answer. A gang member's bind is *held* (its request stays open) until binds
+//! for `minMember` members of its gang are in flight, counting members already bound; then all
+//! held binds are posted (Binding subresource) together and each request is answered with its
+//! own result. If the rest do not arrive within `--bind-hold-timeout` (below kube-scheduler's
+//! extender `httpTimeout`), every held bind is answered with an `Error`, its placement is
+//! released, and kube-scheduler retries the pods later; nothing of the gang was bound.
+//!
+//! ```text
+//!  bind(a) ─┐ hold[gang] = {a}            ┌─ timer (hold timeout): all Error, placements released
+//!  bind(b) ─┤ hold[gang] = {a,b}          │
+//!  bind(c) ─┘ bound + held ≥ minMember ───┴─ post a, b, c concurrently ─ answer each
+//! ```
+//! Members beyond `minMember` (the gang already has that many bound) and pods outside any gang
+//! are bound at once.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use super::metrics::ExtenderMetrics;
+use super::protocol::ExtenderBindingArgs;
+use crate::scheduler::Scheduler;
+use crate::scheduler::runner::DEFAULT_ASSUME_TTL;
+
+/// Attempts per Binding post when the API answers a server error (5xx or transport): a
+/// transient failure inside a gang flush would otherwise leave the gang partly bound.
+const BIND_ATTEMPTS: u32 = 3;
+
+/// Why a bind is answered with an error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    /// The pod is not in the index (never seen, or deleted).
+    #[error("pod {0} is unknown (not found or deleted)")]
+    UnknownPod(String),
+    /// The uid does not match the pod of that name.
+    #[error("uid {uid} is pod {actual}, not {sent}")]
+    UidMismatch {
+        /// The uid sent.
+        uid: String,
+        /// The pod that uid belongs to.
+        actual: String,
+        /// The `namespace/name` sent.
+        sent: String,
+    },
+    /// The pod is bound already.
+    #[error("pod {pod} is already bound to {node}")]
+    AlreadyBound {
+        /// `namespace/name`.
+        pod: String,
+        /// Its node.
+        node: String,
+    },
+    /// The pod has finished.
+    #[error("pod {0} has finished")]
+    Finished(String),
+    /// The node is not known.
+    #[error("node {0} not found")]
+    UnknownNode(String),
+    /// The gang's other members did not arrive in time.
+    #[error(
+        "gang {gang}: binds for {held} of minMember {min} members arrived within {timeout:?} ({bound} already bound); nothing was bound and the placement is released"
+    )]
+    HoldTimedOut {
+        /// The gang.
+        gang: String,
+        /// Binds held when the time ran out.
+        held: usize,
+        /// Members bound before.
+        bound: usize,
+        /// `minMember`.
+        min: usize,
+        /// The hold bound.
+        timeout: Duration,
+    },
+    /// A newer bind for the same pod replaced this one.
+    #[error("a newer bind request for this pod replaced this one")]
+    Superseded,
+    /// The API refused the Binding.
+    #[error("binding refused by the API: {0}")]
+    Api(String),
+    /// The service is stopping.
+    #[error("bind abandoned (shutting down)")]
+    Abandoned,
+}
+
+struct Held {
+    uid: String,
+    namespace: String,
+    name: String,
+    node: String,
+    reply: oneshot::Sender<Result<(), BindError>>,
+}
+
+struct Hold {
+    generation: u64,
+    bound: usize,
+    min: usize,
+    members: Vec<Held>,
+}
+
+struct Inner {
+    client: Client,
+    scheduler: Scheduler,
+    hold_timeout: Duration,
+    metrics: ExtenderMetrics,
+    holds: Mutex<HashMap<String, Hold>>,
+    generation: AtomicU64,
+    /// Gang members this binder has posted (or is posting) Bindings for: gang → uid → when.
+    /// They count as bound before the watch shows them bound, so a member beyond minMember
+    /// that arrives right after its gang's flush binds at once instead of waiting alone.
+    committed: Mutex<HashMap<String, HashMap<String, Instant>>>,
+}
+
+/// How long a posted Binding counts from the binder's own memory; by then the watch shows it.
+const COMMITTED_TTL: Duration = Duration::from_secs(120);
+
+/// The gang-atomic binder; cheap to clone.
+#[derive(Clone)]
+pub struct Binder {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Binder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Binder")
+            .field("hold_timeout", &self.inner.hold_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What the index says about a bind request.
+enum Admit {
+    /// Bind at once (the gang, if any, for the binder's memory).
+    Now(Option<String>),
+    Hold {
+        job: String,
+        bound: usize,
+        min: usize,
+    },
+}
+
+impl Binder {
+    /// A binder posting Bindings with `client`, holding gang binds at most `hold_timeout`.
+    pub fn new(
+        client: Client,
+        scheduler: Scheduler,
+        hold_timeout: Duration,
+        metrics: ExtenderMetrics,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                client,
+                scheduler,
+                hold_timeout,
+                metrics,
+                holds: Mutex::new(HashMap::new()),
+                generation: AtomicU64::new(0),
+                committed: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// Uids whose binds are held now for `job` (a re-plan keeps their placements).
+    pub fn held_uids(&self, job: &str) -> HashSet<String> {
+        lock(&self.inner.holds)
+            .get(job)
+            .map(|h| h.members.iter().map(|m| m.uid.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Binds one pod, holding it for its gang as the module docs describe.
+    pub async fn bind(&self, args: &ExtenderBindingArgs) -> Result<(), BindError> {
+        let admit = self.admit(args)?;
+        let (job, bound, min) = match admit {
+            Admit::Now(job) => {
+                if let Some(j) = &job {
+                    self.commit(j, &args.pod_uid);
+                }
+                let r = self.post(args).await;
+                if r.is_err() {
+                    if let Some(j) = &job {
+                        self.uncommit(j, &args.pod_uid);
+                    }
+                    self.inner.scheduler.index().forget(&args.pod_uid);
+                    self.inner.scheduler.request();
+                }
+                return r;
+            }
+            Admit::Hold { job, bound, min } => (job, bound, min),
+        };
+        let (tx, rx) = oneshot::channel();
+        let held = Held {
+            uid: args.pod_uid.clone(),
+            namespace: args.pod_namespace.clone(),
+            name: args.pod_name.clone(),
+            node: args.node.clone(),
+            reply: tx,
+        };
+        let m = &self.inner.metrics;
+        m.gang_binds.with_label_values(&[&job, "held"]).inc();
+        let flush = {
+            let mut holds = lock(&self.inner.holds);
+            let hold = holds.entry(job.clone()).or_insert_with(|| {
+                let generation = self.inner.generation.fetch_add(1, Ordering::Relaxed);
+                self.start_timer(job.clone(), generation);
+                Hold {
+                    generation,
+                    bound,
+                    min,
+                    members: Vec::new(),
+                }
+            });
+            // The latest counts win: members may have been bound since the hold began.
+            hold.bound = bound;
+            hold.min = min;
+            if let Some(i) = hold.members.iter().position(|h| h.uid == held.uid) {
+                let old = hold.members.swap_remove(i);
+                let _ = old.reply.send(Err(BindError::Superseded));
+                m.held_now.dec();
+            }
+            hold.members.push(held);
+            m.held_now.inc();
+            if hold.bound + hold.members.len() >= hold.min {
+                let members = holds.remove(&job).map(|h| h.members);
+                // Counted as bound before the holds lock is released, so a member arriving
+                // now binds at once rather than starting a new hold.
+                for h in members.iter().flatten() {
+                    self.commit(&job, &h.uid);
+                }
+                members
+            } else {
+                None
+            }
+        };
+        if let Some(members) = flush {
+            m.held_now.sub(members.len() as i64);
+            // Its own task: the flush must finish even if this request is dropped.
+            let me = self.clone();
+            tokio::spawn(async move { me.flush(job, members).await });
+        }
+        rx.await.unwrap_or(Err(BindError::Abandoned))
+    }
+
+    /// Checks the request against the index and counts the gang's bound members.
+    fn admit(&self, args: &ExtenderBindingArgs) -> Result<Admit, BindError> {
+        let key = format!("{}/{}", args.pod_namespace, args.pod_name);
+        let mut idx = self.inner.scheduler.index();
+        let task = idx
+            .task(&args.pod_uid)
+            .ok_or_else(|| BindError::UnknownPod(key.clone()))?;
+        if task.namespace != args.pod_namespace || task.name != args.pod_name {
+            return Err(BindError::UidMismatch {
+                uid: args.pod_uid.clone(),
+                actual: task.key(),
+                sent: key,
+            });
+        }
+        if task.status.is_completed() {
+            return Err(BindError::Finished(key));
+        }
+        if let Some(node) = task.node.as_deref().filter(|_| !task.assumed) {
+            return Err(BindError::AlreadyBound {
+                pod: key,
+                node: node.to_string(),
+            });
+        }
+        if idx.node(&args.node).is_none() {
+            return Err(BindError::UnknownNode(args.node.clone()));
+        }
+        let Some(job) = task.job.clone() else {
+            return Ok(Admit::Now(None));
+        };
+        let min = idx
+            .podgroup(&job)
+            .map_or(0, |pg| pg.spec.min_member.unwrap_or(0))
+            .max(0) as usize;
+        let mut bound: HashSet<String> = idx
+            .job_tasks(&job)
+            .filter(|t| {
+                t.node.is_some()
+                    && !t.assumed
+                    && t.status != crate::scheduler::model::TaskStatus::Releasing
+            })
+            .map(|t| t.uid.clone())
+            .collect();
+        if let Some(c) = lock(&self.inner.committed).get(&job) {
+            bound.extend(c.keys().filter(|u| **u != args.pod_uid).cloned());
+        }
+        let bound = bound.len();
+        if bound >= min {
+            return Ok(Admit::Now(Some(job)));
+        }
+        // The pod counts against its node while held (kube-scheduler may have picked a node
+        // other than the plan's, or the placement may have expired).
+        if idx.assumed_node(&args.pod_uid) != Some(args.node.as_str()) {
+            idx.forget(&args.pod_uid);
+            idx.assume(
+                &args.pod_uid,
+                &args.node,
+                DEFAULT_ASSUME_TTL,
+                Instant::now(),
+            );
+        }
+        Ok(Admit::Hold { job, bound, min })
+    }
+
+    fn start_timer(&self, job: String, generation: u64) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(me.inner.hold_timeout).await;
+            let hold = {
+                let mut holds = lock(&me.inner.holds);
+                match holds.get(&job) {
+                    Some(h) if h.generation == generation => holds.remove(&job),
+                    _ => None,
+                }
+            };
+            let Some(hold) = hold else { return };
+            let n = hold.members.len();
+            let m = &me.inner.metrics;
+            m.held_now.sub(n as i64);
+            m.gang_binds
+                .with_label_values(&[&job, "timed_out"])
+                .inc_by(n as u64);
+            tracing::info!(gang = %job, held = n, min = hold.min, bound = hold.bound, "gang binds timed out; placements released");
+            {
+                let mut idx = me.inner.scheduler.index();
+                for h in &hold.members {
+                    idx.forget(&h.uid);
+                }
+            }
+            for h in hold.members {
+                let _ = h.reply.send(Err(BindError::HoldTimedOut {
+                    gang: job.clone(),
+                    held: n,
+                    bound: hold.bound,
+                    min: hold.min,
+                    timeout: me.inner.hold_timeout,
+                }));
+            }
+            me.inner.scheduler.request();
+        });
+    }
+
+    fn commit(&self, job: &str, uid: &str) {
+        let now = Instant::now();
+        let mut c = lock(&self.inner.committed);
+        for m in c.values_mut() {
+            m.retain(|_, t| now.duration_since(*t) < COMMITTED_TTL);
+        }
+        c.retain(|_, m| !m.is_empty());
+        c.entry(job.to_string())
+            .or_default()
+            .insert(uid.to_string(), now);
+    }
+
+    fn uncommit(&self, job: &str, uid: &str) {
+        if let Some(m) = lock(&self.inner.committed).get_mut(job) {
+            m.remove(uid);
+        }
+    }
+
+    async fn flush(&self, job: String, members: Vec<Held>) {
+        let posts = members.into_iter().map(|h| {
+            let me = self.clone();
+            async move {
+                let args = ExtenderBindingArgs {
+                    pod_name: h.name.clone(),
+                    pod_namespace: h.namespace.clone(),
+                    pod_uid: h.uid.clone(),
+                    node: h.node.clone(),
+                };
+                let r = me.post(&args).await;
+                (h, r)
+            }
+        });
+        let results = futures::future::join_all(posts).await;
+        let m = &self.inner.metrics;
+        let mut failed = false;
+        for (h, r) in results {
+            let outcome = if r.is_ok() { "completed" } else { "failed" };
+            m.gang_binds.with_label_values(&[&job, outcome]).inc();
+            if r.is_err() {
+                failed = true;
+                self.uncommit(&job, &h.uid);
+                self.inner.scheduler.index().forget(&h.uid);
+            }
+            let _ = h.reply.send(r);
+        }
+        if failed {
+            self.inner.scheduler.request();
+        }
+    }
+
+    /// Posts the Binding, retrying server errors a few times.
+    async fn post(&self, args: &ExtenderBindingArgs) -> Result<(), BindError> {
+        let started = Instant::now();
+        let api: Api<Pod> = Api::namespaced(self.inner.client.clone(), &args.pod_namespace);
+        let body = json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {
+                "name": args.pod_name,
+                "namespace": args.pod_namespace,
+                "uid": args.pod_uid,
+            },
+            "target": { "apiVersion": "v1", "kind": "Node", "name": args.node },
+        });
+        let mut attempt = 0;
+        let result = loop {
+            attempt += 1;
+            let r = api
+                .create_subresource::<_, serde_json::Value>(
+                    "binding",
+                    &args.pod_name,
+                    &PostParams::default(),
+                    &body,
+                )
+                .await;
+            match r {
+                Ok(_) => break Ok(()),
+                Err(kube::Error::Api(s)) if s.code < 500 || attempt >= BIND_ATTEMPTS => {
+                    break Err(BindError::Api(s.message));
+                }
+                Err(e) if attempt >= BIND_ATTEMPTS => break Err(BindError::Api(e.to_string())),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20 << attempt)).await,
+            }
+        };
+        self.inner
+            .metrics
+            .stage
+            .with_label_values(&["Bind"])
+            .observe(started.elapsed().as_secs_f64() * 1000.0);
+        result
+    }
+}

@@ -1,0 +1,215 @@
+//! `/scheduler/filter`, decided from memory: the index (pods, nodes, assumed placements) and
+//! the latest plan. No API call is made while kube-scheduler waits.
+//!
+//! * A gang pod keeps only the node its gang's plan assumed it on. When that node is not among
+//!   the names sent (kube-scheduler sampled, or its own fit checks dropped it) or is gone, the
+//!   handler re-plans the gang within the names sent ([`Decision::Replan`]).
+//! * A gang that cannot fit whole fails every node sent with the gang's reason, the same words
+//!   as its PodGroup condition (`N/M tasks in gang unschedulable: ...`).
+//! * A pod the plan has not seen yet asks for a session first ([`Decision::NeedSession`]).
+//! * A pod outside any gang keeps every node that passes the predicates.
+
+use super::protocol::FailedNodesMap;
+use crate::scheduler::ClusterIndex;
+use crate::scheduler::model::{NodeInfo, TaskInfo};
+use crate::scheduler::outcome::{Plan, Verdict};
+use k8s_openapi::api::core::v1::Taint;
+
+use crate::scheduler::plugins::predicates::{term_matches, tolerates, untolerated};
+use crate::scheduler::resource::PODS;
+
+/// What to answer, or what to do before answering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Answer now: the indices of the names kept, and the nodes failed with their reasons.
+    Answer {
+        /// Indices into the names sent.
+        keep: Vec<usize>,
+        /// Failed, preemption may help.
+        failed: FailedNodesMap,
+        /// Failed, preemption will not help.
+        unresolvable: FailedNodesMap,
+    },
+    /// The pod or its gang is not in the plan yet: run a session, then decide again.
+    NeedSession,
+    /// The gang's planned node is not usable among the names sent: re-plan the gang within them.
+    Replan {
+        /// The gang.
+        job: String,
+    },
+}
+
+impl Decision {
+    fn fail_all(names: &[&str], reason: &str) -> Self {
+        Decision::Answer {
+            keep: Vec::new(),
+            failed: names
+                .iter()
+                .map(|n| ((*n).to_string(), reason.to_string()))
+                .collect(),
+            unresolvable: FailedNodesMap::new(),
+        }
+    }
+
+    fn keep_one(i: usize) -> Self {
+        // The other nodes are simply left out: kube-scheduler drops a node missing from both
+        // the kept list and the failed maps, and a 5,000-entry failed map on every answer would
+        // cost more than the decision itself.
+        Decision::Answer {
+            keep: vec![i],
+            failed: FailedNodesMap::new(),
+            unresolvable: FailedNodesMap::new(),
+        }
+    }
+}
+
+/// Decides a filter request for pod `uid` over `names`. `may_wait` is true while no session has
+/// run since the extender first saw this pod: a pod without a place then asks for one instead
+/// of failing.
+pub fn decide(
+    uid: &str,
+    names: &[&str],
+    idx: &ClusterIndex,
+    plan: &Plan,
+    may_wait: bool,
+) -> Decision {
+    let Some(task) = idx.task(uid) else {
+        if may_wait {
+            return Decision::NeedSession;
+        }
+        return Decision::fail_all(names, "pod is not known to the scheduler yet");
+    };
+    let Some(job) = task.job.as_deref() else {
+        return predicates_only(task, names, idx);
+    };
+    if let Some(node) = task.node.as_deref().filter(|_| !task.assumed) {
+        // Already bound: only its own node can be right.
+        return match names.iter().position(|n| *n == node) {
+            Some(i) => Decision::keep_one(i),
+            None => Decision::fail_all(names, &format!("pod is already bound to {node}")),
+        };
+    }
+    // The assumed placement is the plan in force for this pod: a session assumes what it places
+    // before it publishes the plan, and an expired placement is released from the index.
+    if let Some(node) = idx.assumed_node(uid) {
+        // Stale when the node is gone or the pod changed so that the node no longer suits it.
+        let usable = idx
+            .node(node)
+            .is_some_and(|n| node_constraints(task, n).is_ok());
+        return match names.iter().position(|n| *n == node) {
+            Some(i) if usable => Decision::keep_one(i),
+            _ => Decision::Replan {
+                job: job.to_string(),
+            },
+        };
+    }
+    if may_wait {
+        return Decision::NeedSession;
+    }
+    match plan.gangs.get(job) {
+        Some(Verdict::Waiting(reason)) => Decision::fail_all(names, reason),
+        Some(Verdict::Ready) => Decision::fail_all(
+            names,
+            &format!("gang {job} is ready; this pod has no place in the plan yet"),
+        ),
+        None if idx.podgroup(job).is_none() => {
+            Decision::fail_all(names, &format!("podgroup {job} not found"))
+        }
+        None => Decision::fail_all(names, &format!("gang {job} is not planned yet")),
+    }
+}
+
+/// Every node sent that passes the predicates and has room (pods outside any gang).
+fn predicates_only(task: &TaskInfo, names: &[&str], idx: &ClusterIndex) -> Decision {
+    let mut keep = Vec::new();
+    let mut failed = FailedNodesMap::new();
+    let mut unresolvable = FailedNodesMap::new();
+    for (i, name) in names.iter().enumerate() {
+        match idx.node(name) {
+            None => {
+                unresolvable.insert((*name).to_string(), "node(s) not found".into());
+            }
+            Some(node) => match fits(task, node) {
+                Ok(()) => keep.push(i),
+                Err(Unfit::Resolvable(r)) => {
+                    failed.insert((*name).to_string(), r);
+                }
+                Err(Unfit::Unresolvable(r)) => {
+                    unresolvable.insert((*name).to_string(), r);
+                }
+            },
+        }
+    }
+    Decision::Answer {
+        keep,
+        failed,
+        unresolvable,
+    }
+}
+
+/// Why a node does not fit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unfit {
+    /// Evicting pods could make room.
+    Resolvable(String),
+    /// Evicting pods would not help.
+    Unresolvable(String),
+}
+
+/// The session's node predicates and resource fit, for one pod on one node. Kept in step with
+/// `scheduler::plugins::predicates` (same checks, same reasons).
+pub fn fits(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
+    node_constraints(task, node)?;
+    let max_pods = node.allocatable.get(PODS) / 1000.0;
+    if max_pods > 0.0 && f64::from(node.task_count) >= max_pods {
+        return Err(Unfit::Resolvable("Too many pods".into()));
+    }
+    let mut want = task.resreq.clone();
+    want.scalars.remove(PODS);
+    if let Some(r) = want.first_exceeding(&node.idle()) {
+        return Err(Unfit::Resolvable(format!("Insufficient {r}")));
+    }
+    Ok(())
+}
+
+/// The predicates that do not depend on what else runs on the node: readiness, cordon, node
+/// name, selector and affinity, taints.
+pub fn node_constraints(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
+    let c = &task.constraints;
+    if !node.ready {
+        return Err(Unfit::Unresolvable("node(s) were not ready".into()));
+    }
+    let cordon = Taint {
+        key: "node.kubernetes.io/unschedulable".into(),
+        effect: "NoSchedule".into(),
+        ..Taint::default()
+    };
+    if node.unschedulable && !c.tolerations.iter().any(|t| tolerates(t, &cordon)) {
+        return Err(Unfit::Unresolvable("node(s) were unschedulable".into()));
+    }
+    if let Some(name) = &c.node_name
+        && name != &node.name
+    {
+        return Err(Unfit::Unresolvable(
+            "node(s) didn't match the requested node name".into(),
+        ));
+    }
+    if !c
+        .node_selector
+        .iter()
+        .all(|(k, v)| node.labels.get(k) == Some(v))
+        || (!c.required_terms.is_empty() && !c.required_terms.iter().any(|t| term_matches(t, node)))
+    {
+        return Err(Unfit::Unresolvable(
+            "node(s) didn't match Pod's node affinity/selector".into(),
+        ));
+    }
+    if let Some(taint) = untolerated(&node.taints, &c.tolerations) {
+        return Err(Unfit::Unresolvable(format!(
+            "node(s) had untolerated taint {{{}: {}}}",
+            taint.key,
+            taint.value.as_deref().unwrap_or("")
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,179 @@
+//! The axum adapter: one POST route per verb. Bodies are read as bytes and decoded here, so an
+//! unreadable body is a 400 with a one-line Kubernetes `Status`, and a readable one is always a
+//! 200 with the verb's result (its `Error` field, where the verb has one, carries any problem).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde::Serialize;
+use serde_json::json;
+
+use super::Extender;
+use super::preempt;
+use super::prioritize;
+use super::protocol::{
+    ExtenderArgs, ExtenderBindingArgs, ExtenderBindingResult, ExtenderPreemptionArgs,
+};
+
+/// The extender routes, with their state applied.
+pub fn router(ext: Arc<Extender>) -> Router {
+    Router::new()
+        .route("/scheduler/filter", post(filter))
+        .route("/scheduler/prioritize", post(prioritize))
+        .route("/scheduler/bind", post(bind))
+        .route("/scheduler/preempt", post(preempt))
+        .with_state(ext)
+}
+
+fn json_response<T: Serialize>(body: &T) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            bytes,
+        )
+            .into_response(),
+        // Our own result types always serialise; answer 400 rather than 5xx if one did not.
+        Err(e) => bad_request(&e.to_string()),
+    }
+}
+
+fn bad_request(reason: &str) -> Response {
+    let message = reason.replace(['\n', '\r'], " ");
+    let body = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": "BadRequest",
+        "code": 400,
+    });
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(&body).unwrap_or_default(),
+    )
+        .into_response()
+}
+
+fn observe(ext: &Extender, verb: &str, stage: Option<&str>, result: &str, started: Instant) {
+    let secs = started.elapsed().as_secs_f64();
+    let m = ext.metrics();
+    m.requests.with_label_values(&[verb, result]).inc();
+    m.duration.with_label_values(&[verb]).observe(secs);
+    if let Some(stage) = stage {
+        m.stage.with_label_values(&[stage]).observe(secs * 1000.0);
+    }
+}
+
+async fn filter(State(ext): State<Arc<Extender>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let args: ExtenderArgs = match serde_json::from_slice(&body) {
+        Ok(a) => a,
+        Err(e) => {
+            observe(&ext, "filter", None, "bad_request", started);
+            return bad_request(&format!("filter: {e}"));
+        }
+    };
+    let r = ext.filter(&args).await;
+    let kept =
+        r.node_names.as_ref().map_or(0, Vec::len) + r.nodes.as_ref().map_or(0, |n| n.items.len());
+    let result = if !r.error.is_empty() {
+        "error"
+    } else if kept == 0 {
+        "unschedulable"
+    } else {
+        "ok"
+    };
+    let response = json_response(&r);
+    observe(&ext, "filter", Some("Predicate"), result, started);
+    response
+}
+
+async fn prioritize(State(ext): State<Arc<Extender>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let args: ExtenderArgs = match serde_json::from_slice(&body) {
+        Ok(a) => a,
+        Err(e) => {
+            observe(&ext, "prioritize", None, "bad_request", started);
+            return bad_request(&format!("prioritize: {e}"));
+        }
+    };
+    let uid = args.pod_ref().map(|p| p.metadata.uid).unwrap_or_default();
+    let names = args.candidate_names().unwrap_or_default();
+    let scores = {
+        let plan = ext.scheduler.plan();
+        let idx = ext.scheduler.index();
+        prioritize::scores(&uid, &names, &idx, &plan)
+    };
+    let response = json_response(&scores);
+    observe(&ext, "prioritize", Some("Scoring"), "ok", started);
+    response
+}
+
+async fn bind(State(ext): State<Arc<Extender>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let args: ExtenderBindingArgs = match serde_json::from_slice(&body) {
+        Ok(a) => a,
+        Err(e) => {
+            observe(&ext, "bind", None, "bad_request", started);
+            return bad_request(&format!("bind: {e}"));
+        }
+    };
+    let (r, result) = if args.pod_uid.is_empty() || args.pod_name.is_empty() || args.node.is_empty()
+    {
+        (
+            ExtenderBindingResult {
+                error: "PodName, PodUID and Node are required".into(),
+            },
+            "error",
+        )
+    } else {
+        match ext.binder().bind(&args).await {
+            Ok(()) => (ExtenderBindingResult::default(), "ok"),
+            Err(e) => {
+                tracing::debug!(pod = %format!("{}/{}", args.pod_namespace, args.pod_name), node = %args.node, error = %e, "bind answered with an error");
+                (
+                    ExtenderBindingResult {
+                        error: e.to_string(),
+                    },
+                    "error",
+                )
+            }
+        }
+    };
+    observe(&ext, "bind", None, result, started);
+    json_response(&r)
+}
+
+async fn preempt(State(ext): State<Arc<Extender>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let args: ExtenderPreemptionArgs = match serde_json::from_slice(&body) {
+        Ok(a) => a,
+        Err(e) => {
+            observe(&ext, "preempt", None, "bad_request", started);
+            return bad_request(&format!("preempt: {e}"));
+        }
+    };
+    let proposed = args.meta_victims();
+    let r = {
+        let idx = ext.scheduler.index();
+        preempt::accept(proposed, &idx)
+    };
+    let m = ext.metrics();
+    m.preemption_attempts.inc();
+    m.preemption_victims.set(
+        r.node_name_to_meta_victims
+            .values()
+            .map(|v| v.pods.len() as i64)
+            .sum(),
+    );
+    observe(&ext, "preempt", None, "ok", started);
+    json_response(&r)
+}

@@ -1,0 +1,397 @@
+//! The kube-scheduler extender: kube-scheduler (configured with
+//! `manifests/scheduler-config.yaml`) asks tephra to filter, score, bind and vet preemption for
+//! pods whose `schedulerName` tephra serves, and tephra answers from its gang plan so a gang's
+//! pods start all together or not at all.
+//!
+//! ```text
+//!  kube-scheduler ──HTTPS JSON (extender/v1, Go field names)──▶ http.rs (thin axum handlers)
+//!      │ POST /scheduler/filter      ─▶ filter.rs      decide(pod, names, index, plan)
+//!      │                                   ├─ NeedSession: Scheduler::request + bounded wait
+//!      │                                   └─ Replan: scheduler::replan (gang alone, names only)
+//!      │ POST /scheduler/prioritize  ─▶ prioritize.rs  planned node 10, others 0
+//!      │ POST /scheduler/bind        ─▶ binder.rs      hold until minMember binds, then Binding
+//!      │ POST /scheduler/preempt     ─▶ preempt.rs     victims that keep gangs whole
+//!      ▼
+//!  scheduler::Scheduler: index (pods, nodes, assumed placements) + plan of the last session
+//! ```
+//! Filter, prioritize and preempt read memory only (no API call while kube-scheduler waits);
+//! bind posts the `pods/binding` subresource.
+
+pub mod binder;
+pub mod filter;
+mod http;
+pub mod metrics;
+pub mod preempt;
+pub mod prioritize;
+pub mod protocol;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use binder::{BindError, Binder};
+pub use http::router;
+pub use metrics::ExtenderMetrics;
+
+use crate::scheduler::Scheduler;
+use crate::scheduler::replan::{Replanned, replan_gang};
+use filter::Decision;
+use protocol::{ExtenderArgs, ExtenderFilterResult, FailedNodesMap, NodeList};
+
+/// Default `--bind-hold-timeout`: below kube-scheduler's default extender `httpTimeout` (5 s)
+/// and the 4 s the shipped manifest sets, so a held bind is answered before kube-scheduler
+/// gives up on it.
+pub const DEFAULT_BIND_HOLD_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Default `--extender-plan-wait`: how long a filter for a pod the plan has not seen waits for
+/// an on-demand session, well under kube-scheduler's extender timeout.
+pub const DEFAULT_PLAN_WAIT: Duration = Duration::from_secs(2);
+
+/// At most this many pods are remembered as "seen by the filter"; beyond it the memory is
+/// dropped (a pod then waits for one more session, nothing worse).
+const SEEN_LIMIT: usize = 200_000;
+
+/// Pods by uid: uid → (namespace, name).
+type PodsByUid = HashMap<String, (String, String)>;
+
+/// The annotation written on turned-down gang pods when their gang is placed
+/// ([`Extender::spawn_nudger`]).
+pub const NUDGE_ANNOTATION: &str = "scheduling.tephra.io/plan";
+
+/// Settings of the extender.
+#[derive(Clone, Debug)]
+pub struct ExtenderOptions {
+    /// `--bind-hold-timeout`.
+    pub bind_hold_timeout: Duration,
+    /// `--extender-plan-wait`.
+    pub plan_wait: Duration,
+}
+
+impl Default for ExtenderOptions {
+    fn default() -> Self {
+        Self {
+            bind_hold_timeout: DEFAULT_BIND_HOLD_TIMEOUT,
+            plan_wait: DEFAULT_PLAN_WAIT,
+        }
+    }
+}
+
+/// Errors building the extender.
+#[derive(Debug, thiserror::Error)]
+pub enum ExtenderError {
+    /// Its series could not be registered.
+    #[error("registering extender metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+}
+
+/// The extender's state: the scheduler handle, the binder, the series.
+pub struct Extender {
+    scheduler: Scheduler,
+    binder: Binder,
+    metrics: ExtenderMetrics,
+    options: ExtenderOptions,
+    /// Pod uid → session count when the filter first saw it.
+    first_seen: Mutex<HashMap<String, u64>>,
+    /// One re-plan at a time: several members of a gang may ask at once.
+    replan_lock: tokio::sync::Mutex<()>,
+    /// Gang pods whose filter failed: gang → uid → (namespace, name). See [`Extender::spawn_nudger`].
+    rejected: Mutex<HashMap<String, PodsByUid>>,
+    client: kube::Client,
+}
+
+impl std::fmt::Debug for Extender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extender")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Extender {
+    /// An extender over `scheduler`, binding through `client`.
+    pub fn new(
+        client: kube::Client,
+        scheduler: Scheduler,
+        options: ExtenderOptions,
+        registry: &prometheus::Registry,
+    ) -> Result<Self, ExtenderError> {
+        let metrics = ExtenderMetrics::new(registry)?;
+        let binder = Binder::new(
+            client.clone(),
+            scheduler.clone(),
+            options.bind_hold_timeout,
+            metrics.clone(),
+        );
+        Ok(Self {
+            scheduler,
+            binder,
+            metrics,
+            options,
+            first_seen: Mutex::new(HashMap::new()),
+            replan_lock: tokio::sync::Mutex::new(()),
+            rejected: Mutex::new(HashMap::new()),
+            client,
+        })
+    }
+
+    /// The binder.
+    pub fn binder(&self) -> &Binder {
+        &self.binder
+    }
+
+    /// The series.
+    pub fn metrics(&self) -> &ExtenderMetrics {
+        &self.metrics
+    }
+
+    /// `true` while no session has finished since the filter first saw `uid`.
+    fn may_wait(&self, uid: &str) -> bool {
+        let now = self.scheduler.session_count();
+        let mut seen = self.first_seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() >= SEEN_LIMIT {
+            seen.clear();
+        }
+        let first = *seen.entry(uid.to_string()).or_insert(now);
+        now <= first
+    }
+
+    /// Answers a filter request.
+    pub async fn filter(&self, args: &ExtenderArgs) -> ExtenderFilterResult {
+        let pod = match args.pod_ref() {
+            Ok(p) => p,
+            Err(e) => return error_result(format!("Pod: {e}")),
+        };
+        let uid = pod.metadata.uid.as_str();
+        if uid.is_empty() {
+            return error_result("Pod has no metadata.uid".into());
+        }
+        let Some(names) = args.candidate_names() else {
+            return error_result("the request has neither NodeNames nor Nodes".into());
+        };
+        let mut may_wait = self.may_wait(uid);
+        let mut replanned = false;
+        // Bounded: at most one wait for a session and one re-plan.
+        for _ in 0..4 {
+            let decision = {
+                let plan = self.scheduler.plan();
+                let idx = self.scheduler.index();
+                filter::decide(uid, &names, &idx, &plan, may_wait)
+            };
+            match decision {
+                Decision::Answer {
+                    keep,
+                    failed,
+                    unresolvable,
+                } => {
+                    if keep.is_empty() {
+                        self.note_rejected(uid, &pod.metadata);
+                    }
+                    return answer(args, &names, &keep, failed, unresolvable);
+                }
+                Decision::NeedSession => {
+                    let n = self.scheduler.session_count();
+                    self.scheduler.request();
+                    self.scheduler
+                        .wait_session_after(n, self.options.plan_wait)
+                        .await;
+                    may_wait = false;
+                }
+                Decision::Replan { job } if !replanned => {
+                    replanned = true;
+                    match self.replan(uid, &job, &names).await {
+                        Replanned::Placed(_) => {}
+                        Replanned::Unfit(reason) => {
+                            self.note_rejected(uid, &pod.metadata);
+                            return answer(
+                                args,
+                                &names,
+                                &[],
+                                fail_all(&names, &reason),
+                                FailedNodesMap::new(),
+                            );
+                        }
+                        Replanned::Unknown => {
+                            let reason = format!("gang {job} is not known to the scheduler");
+                            return answer(
+                                args,
+                                &names,
+                                &[],
+                                fail_all(&names, &reason),
+                                FailedNodesMap::new(),
+                            );
+                        }
+                    }
+                }
+                Decision::Replan { job } => {
+                    let reason = format!("gang {job}: its plan changed while re-planning; retry");
+                    return answer(
+                        args,
+                        &names,
+                        &[],
+                        fail_all(&names, &reason),
+                        FailedNodesMap::new(),
+                    );
+                }
+            }
+        }
+        answer(
+            args,
+            &names,
+            &[],
+            fail_all(&names, "no decision could be reached; retry"),
+            FailedNodesMap::new(),
+        )
+    }
+
+    /// Remembers a gang pod the filter turned down, so it can be nudged once its gang is placed.
+    fn note_rejected(&self, uid: &str, meta: &protocol::PodMeta) {
+        let job = match self.scheduler.index().task(uid).and_then(|t| t.job.clone()) {
+            Some(j) => j,
+            None => return,
+        };
+        let mut r = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+        if r.len() >= SEEN_LIMIT {
+            r.clear();
+        }
+        r.entry(job)
+            .or_default()
+            .insert(uid.to_string(), (meta.namespace.clone(), meta.name.clone()));
+    }
+
+    /// Nudges turned-down gang pods once a session has placed their gang.
+    ///
+    /// kube-scheduler parks a pod the extender turned down in its unschedulable queue until a
+    /// cluster event (a node added, a pod deleted, the pod itself updated) or five minutes pass.
+    /// A gang is placed when its *last* member arrives, which is no such event for the members
+    /// turned down before; without a nudge the last member's bind would be held in vain. So
+    /// after each session, the pods of newly placed gangs that the filter turned down get an
+    /// annotation (`scheduling.tephra.io/plan: <session>`), an update of the pod itself that
+    /// moves it back to kube-scheduler's active queue. This writes to the API after a session,
+    /// never while kube-scheduler waits on an answer.
+    pub fn spawn_nudger(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
+        tokio::spawn(async move {
+            let mut seen = self.scheduler.session_count();
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    _ = self.scheduler.wait_session_after(seen, Duration::from_secs(1)) => {}
+                }
+                seen = self.scheduler.session_count();
+                let due: Vec<(String, String)> = {
+                    let idx = self.scheduler.index();
+                    let mut r = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+                    let jobs: Vec<String> = r
+                        .iter()
+                        .filter(|(_, pods)| pods.keys().any(|u| idx.assumed_node(u).is_some()))
+                        .map(|(j, _)| j.clone())
+                        .collect();
+                    // Gangs whose pods are all gone are forgotten.
+                    r.retain(|_, pods| pods.keys().any(|u| idx.task(u).is_some()));
+                    jobs.iter()
+                        .filter_map(|j| r.remove(j))
+                        .flat_map(|pods| pods.into_values())
+                        .collect()
+                };
+                if due.is_empty() {
+                    continue;
+                }
+                let session = self.scheduler.plan().session_id.clone();
+                let patch = serde_json::json!({
+                    "metadata": { "annotations": { NUDGE_ANNOTATION: session } }
+                });
+                let writes = due.into_iter().map(|(ns, name)| {
+                    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+                        kube::Api::namespaced(self.client.clone(), &ns);
+                    let patch = patch.clone();
+                    async move {
+                        if let Err(e) = api
+                            .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+                            .await
+                        {
+                            tracing::debug!(pod = %format!("{ns}/{name}"), error = %crate::report::report(&e), "nudging a gang pod failed");
+                        }
+                    }
+                });
+                futures::StreamExt::for_each_concurrent(futures::stream::iter(writes), 16, |f| f)
+                    .await;
+            }
+        });
+    }
+
+    /// Re-plans `job` within `names`, one re-plan at a time.
+    async fn replan(&self, uid: &str, job: &str, names: &[&str]) -> Replanned {
+        let _one = self.replan_lock.lock().await;
+        // A re-plan for another member may have placed this pod meanwhile.
+        {
+            let idx = self.scheduler.index();
+            if let Some(node) = idx.assumed_node(uid)
+                && idx.node(node).is_some()
+                && names.contains(&node)
+            {
+                return Replanned::Placed(HashMap::new());
+            }
+        }
+        let nodes: HashSet<String> = names.iter().map(|s| (*s).to_string()).collect();
+        let keep = self.binder.held_uids(job);
+        let scheduler = self.scheduler.clone();
+        let job_owned = job.to_string();
+        let r =
+            tokio::task::spawn_blocking(move || replan_gang(&scheduler, &job_owned, &nodes, &keep))
+                .await
+                .unwrap_or(Replanned::Unknown);
+        let label = match &r {
+            Replanned::Placed(_) => "placed",
+            Replanned::Unfit(_) => "unfit",
+            Replanned::Unknown => "unknown",
+        };
+        self.metrics.replans.with_label_values(&[label]).inc();
+        r
+    }
+}
+
+fn fail_all(names: &[&str], reason: &str) -> FailedNodesMap {
+    names
+        .iter()
+        .map(|n| ((*n).to_string(), reason.to_string()))
+        .collect()
+}
+
+fn error_result(error: String) -> ExtenderFilterResult {
+    ExtenderFilterResult {
+        error,
+        ..ExtenderFilterResult::default()
+    }
+}
+
+/// The result in the form the request came in: names for names, node objects for nodes.
+fn answer(
+    args: &ExtenderArgs,
+    names: &[&str],
+    keep: &[usize],
+    failed: FailedNodesMap,
+    unresolvable: FailedNodesMap,
+) -> ExtenderFilterResult {
+    let mut r = ExtenderFilterResult {
+        failed_nodes: failed,
+        failed_and_unresolvable_nodes: unresolvable,
+        ..ExtenderFilterResult::default()
+    };
+    match (&args.node_names, &args.nodes) {
+        (Some(_), _) | (None, None) => {
+            r.node_names = Some(
+                keep.iter()
+                    .filter_map(|&i| names.get(i).map(|s| (*s).to_string()))
+                    .collect(),
+            );
+        }
+        (None, Some(list)) => {
+            r.nodes = Some(NodeList {
+                items: keep
+                    .iter()
+                    .filter_map(|&i| list.items.get(i).cloned())
+                    .collect(),
+            });
+        }
+    }
+    r
+}

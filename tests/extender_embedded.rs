@@ -1,0 +1,249 @@
+//! End to end in `tephra serve --embedded` (the real binary) with both stand-ins: the
+//! kube-scheduler stand-in calls tephra's extender over HTTPS exactly as kube-scheduler with
+//! `manifests/scheduler-config.yaml` would, and the kubelet stand-in runs the bound pods.
+//! A gang is a PodGroup plus pods carrying its group name (the vcJob controller is not built).
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tephra::api::PodGroup;
+
+struct Served {
+    child: Child,
+    api_url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Served {
+    fn start(nodes: usize) -> Self {
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_tephra"))
+            .args(["serve", "--embedded", "--listen", "127.0.0.1:0"])
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .args(["--embedded-api-listen", &format!("127.0.0.1:{port}")])
+            .args(["--embedded-nodes", &nodes.to_string()])
+            .args(["--schedule-period", "200ms"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Self {
+            child,
+            api_url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    async fn ready(&self) -> Client {
+        let config = kube::Config::new(self.api_url.parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let queues: Api<tephra::api::Queue> = Api::all(client.clone());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(_)) = queues.get_opt("default").await {
+                return client;
+            }
+            assert!(Instant::now() < deadline, "serve --embedded not ready");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn gang(c: &Client, name: &str, size: usize, cpu: u32, run_seconds: u32) {
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": size, "queue": "default"}
+    }))
+    .unwrap();
+    Api::<PodGroup>::namespaced(c.clone(), "default")
+        .create(&PostParams::default(), &pg)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for i in 0..size {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("{name}-{i}"), "labels": {"gang": name},
+                "annotations": {
+                    "scheduling.k8s.io/group-name": name,
+                    "simulation.tephra.io/run-seconds": run_seconds.to_string()
+                }},
+            "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": cpu.to_string()}}}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+}
+
+/// Per gang label: (pods bound to a node, pods finished).
+async fn by_gang(c: &Client) -> BTreeMap<String, (usize, usize)> {
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let mut m: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for p in pods.list(&ListParams::default()).await.unwrap().items {
+        let g = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("gang"))
+            .cloned()
+            .unwrap_or_default();
+        let e = m.entry(g).or_default();
+        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+            e.0 += 1;
+        }
+        let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
+        if phase == "Succeeded" || phase == "Failed" {
+            e.1 += 1;
+        }
+    }
+    m
+}
+
+async fn pg_phase(c: &Client, name: &str) -> String {
+    Api::<PodGroup>::namespaced(c.clone(), "default")
+        .get(name)
+        .await
+        .ok()
+        .and_then(|pg| pg.status)
+        .and_then(|s| s.phase)
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_default()
+}
+
+/// Polls until every named gang is Completed, checking that no gang is ever partly bound;
+/// returns the order in which the gangs were bound.
+async fn run_to_completion(c: &Client, gangs: &[(&str, usize)], limit: Duration) -> Vec<String> {
+    let deadline = Instant::now() + limit;
+    let mut order = Vec::new();
+    loop {
+        let state = by_gang(c).await;
+        for (g, size) in gangs {
+            let (bound, _) = state.get(*g).copied().unwrap_or_default();
+            assert!(
+                bound == 0 || bound == *size,
+                "gang {g} partly bound: {state:?}"
+            );
+            if bound == *size && !order.contains(&g.to_string()) {
+                order.push(g.to_string());
+            }
+        }
+        let mut done = true;
+        for (g, _) in gangs {
+            done &= pg_phase(c, g).await == "Completed";
+        }
+        if done {
+            return order;
+        }
+        assert!(Instant::now() < deadline, "not completed: {state:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Each story runs a whole `serve --embedded` with its stand-ins; three at once on a 2-core
+/// machine measure the machine, not tephra (the kube-scheduler stand-in's backoff stretches
+/// under CPU starvation), so they take turns.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_runs_to_completed_through_the_stand_in_and_the_extender() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let served = Served::start(3);
+    let c = served.ready().await;
+    gang(&c, "train", 4, 1, 1).await;
+    run_to_completion(&c, &[("train", 4)], Duration::from_secs(60)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gangs_that_cannot_both_fit_run_one_after_the_other_each_whole() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // 3 nodes × 8 cpu; a 3-cpu pod fits twice per node: 6 slots, each gang needs 4.
+    let served = Served::start(3);
+    let c = served.ready().await;
+    gang(&c, "first", 4, 3, 2).await;
+    gang(&c, "second", 4, 3, 2).await;
+    let order =
+        run_to_completion(&c, &[("first", 4), ("second", 4)], Duration::from_secs(60)).await;
+    assert_eq!(order.len(), 2, "{order:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_waits_pending_and_starts_when_a_node_is_added() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // 4 pods of 5 cpu: one per 8-cpu node, 3 nodes. A fourth node lets it start.
+    let served = Served::start(3);
+    let c = served.ready().await;
+    gang(&c, "wide", 4, 5, 1).await;
+    // It waits, with the gang's reason on the pods.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    loop {
+        let p = pods.get("wide-0").await.unwrap();
+        let cond = p
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "PodScheduled");
+        if let Some(cond) = cond {
+            assert_eq!(cond.status, "False");
+            assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+            if cond
+                .message
+                .as_deref()
+                .unwrap_or("")
+                .contains("tasks in gang unschedulable")
+            {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no PodScheduled=False with the gang's reason"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(by_gang(&c).await.get("wide").map(|s| s.0), Some(0));
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
+    let failed = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+        .count();
+    assert!(failed > 0, "no FailedScheduling Event");
+
+    let mut node: serde_json::Value =
+        serde_json::to_value(Api::<Node>::all(c.clone()).get("node-1").await.unwrap()).unwrap();
+    node["metadata"] = json!({"name": "node-4", "labels": {"kubernetes.io/hostname": "node-4"}});
+    let node: Node = serde_json::from_value(node).unwrap();
+    let status = json!({"status": node.status});
+    let nodes: Api<Node> = Api::all(c.clone());
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    // Whatever the create kept of the status, the kubelet would report it.
+    let _ = nodes
+        .patch_status("node-4", &PatchParams::default(), &Patch::Merge(&status))
+        .await;
+    run_to_completion(&c, &[("wide", 4)], Duration::from_secs(40)).await;
+}

@@ -1,0 +1,510 @@
+//! The extender's four verbs, in process, with bodies exactly as kube-scheduler sends them
+//! (`k8s.io/kube-scheduler/extender/v1` as Go marshals it: Go field names, `null` for the form
+//! not used), against the embedded API and a running scheduler. The test plays kube-scheduler.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+use tephra::api::PodGroup;
+use tephra::cluster::Caches;
+use tephra::embedded::{self, ApiServer, EmbeddedOptions};
+use tephra::extender::{self, Extender, ExtenderOptions};
+use tephra::scheduler::{Scheduler, SchedulerConf, SchedulerOptions};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+struct Env {
+    _api: Arc<ApiServer>,
+    client: Client,
+    scheduler: Scheduler,
+    router: Router,
+    shutdown: CancellationToken,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+const HOLD: Duration = Duration::from_millis(800);
+
+async fn start(nodes: usize, sim_kubelet: bool) -> Env {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shutdown = CancellationToken::new();
+    let api = ApiServer::start(
+        EmbeddedOptions {
+            nodes,
+            sim_kubelet,
+            ..Default::default()
+        },
+        shutdown.clone(),
+    );
+    let client = Client::new(embedded::router(api.clone()), "default");
+    tephra::cluster::bootstrap::install_crds(&client)
+        .await
+        .unwrap();
+    tephra::cluster::ensure_default_queues(&client)
+        .await
+        .unwrap();
+    let (caches, mut feeds) = Caches::new();
+    let registry = prometheus::Registry::new();
+    let scheduler = Scheduler::new(
+        SchedulerOptions {
+            period: Duration::from_millis(100),
+            ..SchedulerOptions::default()
+        },
+        SchedulerConf::builtin(),
+        &registry,
+    )
+    .unwrap();
+    scheduler.subscribe(&mut feeds);
+    feeds.run(&client, &shutdown);
+    caches.wait_synced(Duration::from_secs(10)).await.unwrap();
+    scheduler.clone().spawn(client.clone(), shutdown.clone());
+    let ext = Extender::new(
+        client.clone(),
+        scheduler.clone(),
+        ExtenderOptions {
+            bind_hold_timeout: HOLD,
+            plan_wait: Duration::from_millis(500),
+        },
+        &registry,
+    )
+    .unwrap();
+    Env {
+        _api: api,
+        client,
+        scheduler,
+        router: extender::router(Arc::new(ext)),
+        shutdown,
+    }
+}
+
+async fn post(env: &Env, path: &str, body: impl Into<Body>) -> (StatusCode, Value) {
+    let req = Request::post(path)
+        .header("content-type", "application/json")
+        .body(body.into())
+        .unwrap();
+    let resp = env.router.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 24)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// A PodGroup of `min` and `size` pods of `cpu` cores each.
+async fn gang(c: &Client, name: &str, min: usize, size: usize, cpu: u32) -> Vec<Pod> {
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": min, "queue": "default"}
+    }))
+    .unwrap();
+    Api::<PodGroup>::namespaced(c.clone(), "default")
+        .create(&PostParams::default(), &pg)
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for i in 0..size {
+        out.push(pod(c, &format!("{name}-{i}"), Some(name), cpu).await);
+    }
+    out
+}
+
+async fn pod(c: &Client, name: &str, group: Option<&str>, cpu: u32) -> Pod {
+    let mut annotations = json!({});
+    if let Some(g) = group {
+        annotations = json!({"scheduling.k8s.io/group-name": g});
+    }
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox",
+                "resources": {"requests": {"cpu": cpu.to_string()}}}]}
+    }))
+    .unwrap();
+    Api::<Pod>::namespaced(c.clone(), "default")
+        .create(&PostParams::default(), &p)
+        .await
+        .unwrap()
+}
+
+fn uid(p: &Pod) -> String {
+    p.metadata.uid.clone().unwrap()
+}
+
+/// Waits (bounded) until every pod has an assumed placement; returns the nodes.
+async fn planned(env: &Env, pods: &[Pod]) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let nodes: Vec<Option<String>> = {
+            let idx = env.scheduler.index();
+            pods.iter()
+                .map(|p| idx.assumed_node(&uid(p)).map(str::to_string))
+                .collect()
+        };
+        if nodes.iter().all(Option::is_some) {
+            return nodes.into_iter().flatten().collect();
+        }
+        assert!(Instant::now() < deadline, "no plan for {nodes:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The filter body in the `nodeCacheCapable: true` form, as Go marshals `ExtenderArgs`.
+fn names_body(pod: &Pod, names: &[&str]) -> String {
+    json!({"Pod": pod, "Nodes": null, "NodeNames": names}).to_string()
+}
+
+/// The filter body in the full form: a `v1.NodeList` with whole nodes, `NodeNames: null`.
+fn nodes_body(pod: &Pod, names: &[&str]) -> String {
+    let items: Vec<Value> = names
+        .iter()
+        .map(|n| json!({
+            "metadata": {"name": n, "uid": format!("uid-{n}"), "labels": {"kubernetes.io/hostname": n}},
+            "spec": {},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .collect();
+    json!({"Pod": pod, "Nodes": {"metadata": {}, "items": items}, "NodeNames": null}).to_string()
+}
+
+const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filter_keeps_the_planned_node_in_both_forms_and_prioritize_scores_it_highest() {
+    let env = start(3, false).await;
+    let pods = gang(&env.client, "g", 2, 2, 1).await;
+    let nodes = planned(&env, &pods).await;
+
+    let (status, r) = post(&env, "/scheduler/filter", names_body(&pods[0], &NODES)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(r["NodeNames"], json!([nodes[0]]), "{r}");
+    assert_eq!(r["Nodes"], Value::Null);
+    assert_eq!(r["Error"], "");
+
+    let (status, r) = post(&env, "/scheduler/filter", nodes_body(&pods[1], &NODES)).await;
+    assert_eq!(status, StatusCode::OK);
+    let items = r["Nodes"]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{r}");
+    assert_eq!(items[0]["metadata"]["name"], nodes[1]);
+    // The node object is echoed as sent.
+    assert_eq!(items[0]["metadata"]["uid"], format!("uid-{}", nodes[1]));
+    assert_eq!(r["NodeNames"], Value::Null);
+
+    let (status, r) = post(&env, "/scheduler/prioritize", names_body(&pods[0], &NODES)).await;
+    assert_eq!(status, StatusCode::OK);
+    let scores = r.as_array().unwrap();
+    assert_eq!(scores.len(), 3);
+    for s in scores {
+        let score = s["Score"].as_i64().unwrap();
+        assert!((0..=10).contains(&score));
+        let expected = if s["Host"] == nodes[0] { 10 } else { 0 };
+        assert_eq!(score, expected, "{r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filter_replans_the_gang_within_the_nodes_sent() {
+    let env = start(3, false).await;
+    let pods = gang(&env.client, "g", 2, 2, 1).await;
+    let nodes = planned(&env, &pods).await;
+    // kube-scheduler sampled one node that is not the planned one.
+    let other = NODES.iter().find(|n| **n != nodes[0]).unwrap();
+    let (status, r) = post(&env, "/scheduler/filter", names_body(&pods[0], &[other])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(r["NodeNames"], json!([other]), "{r}");
+    assert_eq!(
+        env.scheduler.index().assumed_node(&uid(&pods[0])),
+        Some(*other)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_that_cannot_fit_fails_every_node_with_the_podgroup_reason() {
+    let env = start(3, false).await;
+    // 4 pods of 5 cpu: one per 8-cpu node at most, 3 nodes.
+    let pods = gang(&env.client, "big", 4, 4, 5).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let condition = loop {
+        let pg = Api::<PodGroup>::namespaced(env.client.clone(), "default")
+            .get("big")
+            .await
+            .unwrap();
+        let msg = pg
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable"))
+            .and_then(|c| c.message);
+        if let Some(m) = msg.filter(|m| m.starts_with("1/4 ") || m.contains("Insufficient")) {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "no Unschedulable condition");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Once the plan has seen the pod (a session after its first filter), the answer is the
+    // gang's reason on every node.
+    let mut last = Value::Null;
+    for _ in 0..20 {
+        let (status, r) = post(&env, "/scheduler/filter", names_body(&pods[0], &NODES)).await;
+        assert_eq!(status, StatusCode::OK);
+        last = r;
+        if last["FailedNodes"]["node-1"] == json!(condition) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["NodeNames"], json!([]), "{last}");
+    for n in NODES {
+        let reason = last["FailedNodes"][n].as_str().unwrap();
+        assert!(reason.contains("tasks in gang unschedulable: "), "{reason}");
+    }
+    assert_eq!(last["FailedNodes"]["node-1"], json!(condition));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_pods_and_malformed_bodies_get_error_or_400_never_5xx() {
+    let env = start(3, false).await;
+    let ghost: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "ghost", "namespace": "default", "uid": "no-such-uid"},
+        "spec": {"schedulerName": "volcano", "containers": [{"name": "c", "image": "x"}]}
+    }))
+    .unwrap();
+    let started = Instant::now();
+    let (status, r) = post(&env, "/scheduler/filter", names_body(&ghost, &NODES)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(started.elapsed() < Duration::from_secs(3), "bounded wait");
+    assert_eq!(r["NodeNames"], json!([]));
+    assert!(
+        r["FailedNodes"]["node-1"]
+            .as_str()
+            .unwrap()
+            .contains("not known")
+    );
+
+    let bodies: [&[u8]; 7] = [
+        b"",
+        b"{",
+        b"[]",
+        b"{\"Pod\": 3}",
+        b"\xff\xfe",
+        b"{\"NodeNames\": [\"node-1\"]}",
+        b"{\"Pod\": {\"metadata\": {\"name\": 1}}, \"NodeNames\": null}",
+    ];
+    for verb in ["filter", "prioritize", "bind", "preempt"] {
+        for b in bodies {
+            let (status, _) = post(&env, &format!("/scheduler/{verb}"), b.to_vec()).await;
+            assert!(
+                status == StatusCode::OK || status == StatusCode::BAD_REQUEST,
+                "{verb} {:?}: {status}",
+                String::from_utf8_lossy(b)
+            );
+        }
+    }
+    // A pod without a uid, and a request without nodes: Error in a 200.
+    let (status, r) = post(
+        &env,
+        "/scheduler/filter",
+        json!({"Pod": {"metadata": {"name": "x"}}, "Nodes": null, "NodeNames": ["node-1"]})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!r["Error"].as_str().unwrap().is_empty());
+    let (status, r) = post(
+        &env,
+        "/scheduler/filter",
+        json!({"Pod": {"metadata": {"uid": "u"}}, "Nodes": null, "NodeNames": null}).to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!r["Error"].as_str().unwrap().is_empty());
+
+    // Binds of unknown pods: Error, HTTP 200.
+    let (status, r) = post(
+        &env,
+        "/scheduler/bind",
+        json!({"PodName": "ghost", "PodNamespace": "default", "PodUID": "no-such-uid", "Node": "node-1"}).to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(r["Error"].as_str().unwrap().contains("unknown"), "{r}");
+}
+
+async fn bind(env: &Env, p: &Pod, node: &str) -> Value {
+    let body = json!({
+        "PodName": p.metadata.name, "PodNamespace": "default",
+        "PodUID": uid(p), "Node": node
+    });
+    post(env, "/scheduler/bind", body.to_string()).await.1
+}
+
+async fn bound_nodes(c: &Client) -> Vec<(String, Option<String>)> {
+    let mut v: Vec<_> = Api::<Pod>::namespaced(c.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| {
+            (
+                p.metadata.name.clone().unwrap_or_default(),
+                p.spec.and_then(|s| s.node_name),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gang_bind_is_atomic_three_of_four_bind_nothing_four_in_any_order_bind_all() {
+    let env = start(3, false).await;
+    let pods = gang(&env.client, "g", 4, 4, 1).await;
+    let nodes = planned(&env, &pods).await;
+
+    // Three binds arrive together; the fourth never does.
+    let started = Instant::now();
+    let answers = futures::future::join_all((0..3).map(|i| bind(&env, &pods[i], &nodes[i]))).await;
+    assert!(started.elapsed() >= HOLD && started.elapsed() < HOLD * 4);
+    for a in &answers {
+        assert!(
+            a["Error"].as_str().unwrap().contains("nothing was bound"),
+            "{a}"
+        );
+    }
+    assert!(
+        bound_nodes(&env.client)
+            .await
+            .iter()
+            .all(|(_, n)| n.is_none())
+    );
+    {
+        // Their placements are released: the capacity is free again.
+        let idx = env.scheduler.index();
+        for p in &pods[..3] {
+            assert!(idx.assumed_node(&uid(p)).is_none());
+        }
+    }
+
+    // A later session plans the gang again; now all four arrive, in reverse order.
+    let nodes = planned(&env, &pods).await;
+    let answers = futures::future::join_all((0..4).rev().map(|i| {
+        let env = &env;
+        let p = &pods[i];
+        let n = nodes[i].clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(50 * (3 - i as u64))).await;
+            bind(env, p, &n).await
+        }
+    }))
+    .await;
+    for a in &answers {
+        assert_eq!(a["Error"], "", "{a}");
+    }
+    let bound = bound_nodes(&env.client).await;
+    assert!(bound.iter().all(|(_, n)| n.is_some()), "{bound:?}");
+
+    // Already bound: Error, not 5xx (from the cache, or from the API when the watch has not
+    // shown the bind yet: "already assigned").
+    let a = bind(&env, &pods[0], &nodes[0]).await;
+    assert!(a["Error"].as_str().unwrap().contains("already"), "{a}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_outside_gangs_get_every_fitting_node_and_bind_at_once() {
+    let env = start(3, false).await;
+    let p = pod(&env.client, "solo", None, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while env.scheduler.index().task(&uid(&p)).is_none() {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, r) = post(&env, "/scheduler/filter", names_body(&p, &NODES)).await;
+    assert_eq!(r["NodeNames"], json!(NODES), "{r}");
+    let big = pod(&env.client, "huge", None, 64).await;
+    while env.scheduler.index().task(&uid(&big)).is_none() {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, r) = post(&env, "/scheduler/filter", names_body(&big, &NODES)).await;
+    assert_eq!(r["NodeNames"], json!([]), "{r}");
+    assert_eq!(r["FailedNodes"]["node-2"], "Insufficient cpu");
+    let a = bind(&env, &p, "node-2").await;
+    assert_eq!(a["Error"], "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preempt_accepts_only_victims_that_keep_gangs_whole_in_both_forms() {
+    let env = start(3, false).await;
+    let pods = gang(&env.client, "g", 2, 3, 1).await;
+    let nodes = planned(&env, &pods).await;
+    let answers =
+        futures::future::join_all(pods.iter().zip(&nodes).map(|(p, n)| bind(&env, p, n))).await;
+    for a in &answers {
+        assert_eq!(a["Error"], "", "{a}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let all_bound = {
+            let idx = env.scheduler.index();
+            pods.iter().all(|p| {
+                idx.task(&uid(p))
+                    .is_some_and(|t| !t.assumed && t.node.is_some())
+            })
+        };
+        if all_bound {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let preemptor = pod(&env.client, "vip", None, 1).await;
+    let meta = |uids: &[String]| json!({"Pods": uids.iter().map(|u| json!({"UID": u})).collect::<Vec<_>>(), "NumPDBViolations": 0});
+    // One victim leaves 2 ≥ minMember 2; two leave 1 < 2; all three take the whole gang.
+    let one = vec![uid(&pods[0])];
+    let two = vec![uid(&pods[0]), uid(&pods[1])];
+    let all: Vec<String> = pods.iter().map(uid).collect();
+    let body = json!({
+        "Pod": preemptor, "NodeNameToVictims": null,
+        "NodeNameToMetaVictims": {"node-1": meta(&one), "node-2": meta(&two), "node-3": meta(&all)}
+    });
+    let (status, r) = post(&env, "/scheduler/preempt", body.to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    let accepted = r["NodeNameToMetaVictims"].as_object().unwrap();
+    assert!(
+        accepted.contains_key("node-1") && accepted.contains_key("node-3"),
+        "{r}"
+    );
+    assert!(!accepted.contains_key("node-2"), "{r}");
+
+    // The full form: whole victim pods.
+    let body = json!({
+        "Pod": preemptor,
+        "NodeNameToVictims": {
+            "node-1": {"Pods": [pods[0]], "NumPDBViolations": 0},
+            "node-2": {"Pods": [pods[0], pods[1]], "NumPDBViolations": 1}
+        },
+        "NodeNameToMetaVictims": null
+    });
+    let (status, r) = post(&env, "/scheduler/preempt", body.to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    let accepted = r["NodeNameToMetaVictims"].as_object().unwrap();
+    assert_eq!(accepted.len(), 1, "{r}");
+    assert_eq!(accepted["node-1"]["Pods"][0]["UID"], json!(uid(&pods[0])));
+}
