@@ -658,3 +658,37 @@ fn a_kube_api_error_is_one_sentence_per_cause() {
     drop(api);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_missing_or_bad_scheduler_config_is_refused_before_anything_starts() {
+    let dir = std::env::temp_dir().join(format!("tephra-cli-conf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("missing.yaml");
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrdr: true\n",
+    )
+    .unwrap();
+    for (file, needle) in [(&missing, "cannot read"), (&bad, "enableJobOrdr")] {
+        let out = tephra()
+            .args(["serve", "--embedded", "--listen", "127.0.0.1:0"])
+            .args([
+                "--metrics-listen",
+                "127.0.0.1:0",
+                "--embedded-api-listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--config")
+            .arg(file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr_of(&out);
+        let errors = error_lines(&err);
+        assert_eq!(errors.len(), 1, "{err}");
+        assert!(errors[0].contains(&file.display().to_string()), "{err}");
+        assert!(errors[0].contains(needle), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
