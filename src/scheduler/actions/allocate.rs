@@ -146,6 +146,8 @@ pub fn allocate_job(
     let n_nodes = ssn.state.nodes.len();
     let want = nodes_to_find(n_nodes);
     let mut failed_roles: BTreeSet<String> = BTreeSet::new();
+    let mut candidates: Option<Candidates> = None;
+    let mut last_node: Option<usize> = None;
     while let Some(t) = tasks.pop() {
         if !ssn.plugins.allocatable(&ssn.state, q, t) {
             // Volcano skips such a task without a word; the user is told which queue is full.
@@ -176,45 +178,81 @@ pub fn allocate_job(
             );
             continue;
         }
-        // Feasible nodes, searched from where the last search stopped.
-        let mut feasible: Vec<usize> = Vec::new();
-        let mut errors = FitErrors::default();
-        let mut checked = 0;
-        while checked < n_nodes && feasible.len() < want {
-            let n = (*cursor + checked) % n_nodes;
-            checked += 1;
+        // The tasks of a gang are mostly alike (same role, request and constraints): after
+        // the first, only the node just used has changed, so the candidates found for the
+        // previous task are kept and that one node is looked at again. This is what makes a
+        // gang of ten cost about one search instead of ten.
+        let reusable = candidates
+            .as_ref()
+            .is_some_and(|c| c.matches(&ssn.state.tasks[t]));
+        if reusable
+            && let (Some(c), Some(n)) = (candidates.as_mut(), last_node)
+            && let Some(pos) = c.nodes.iter().position(|e| e.node == n)
+        {
             match ssn.predicate(t, n) {
-                Ok(()) => feasible.push(n),
-                Err(Unfit { reason, .. }) => errors.add(&ssn.state.nodes[n].name, &reason),
+                Ok(()) => {
+                    c.nodes[pos] = Candidate {
+                        node: n,
+                        score: ssn.plugins.node_score(&ssn.state, t, n),
+                        idle: ssn.state.fits_idle(t, n),
+                    }
+                }
+                Err(_) => {
+                    c.nodes.remove(pos);
+                }
             }
         }
-        if n_nodes > 0 {
-            *cursor = (*cursor + checked) % n_nodes;
-        }
-        if feasible.is_empty() {
-            ssn.state.job_state[j].fit_errors.insert(t, errors);
-            failed_roles.insert(role);
-            if need_continue(ssn, j, &failed_roles) {
-                continue;
+        if !reusable || candidates.as_ref().is_none_or(|c| c.nodes.is_empty()) {
+            // Feasible nodes, searched from where the last search stopped.
+            let mut found: Vec<Candidate> = Vec::new();
+            let mut errors = FitErrors::default();
+            let mut checked = 0;
+            while checked < n_nodes && found.len() < want {
+                let n = (*cursor + checked) % n_nodes;
+                checked += 1;
+                match ssn.predicate(t, n) {
+                    Ok(()) => found.push(Candidate {
+                        node: n,
+                        score: ssn.plugins.node_score(&ssn.state, t, n),
+                        idle: ssn.state.fits_idle(t, n),
+                    }),
+                    Err(Unfit { reason, .. }) => errors.add(&ssn.state.nodes[n].name, &reason),
+                }
             }
-            break;
+            if n_nodes > 0 {
+                *cursor = (*cursor + checked) % n_nodes;
+            }
+            if found.is_empty() {
+                candidates = None;
+                ssn.state.job_state[j].fit_errors.insert(t, errors);
+                failed_roles.insert(role);
+                if need_continue(ssn, j, &failed_roles) {
+                    continue;
+                }
+                break;
+            }
+            candidates = Some(Candidates::new(&ssn.state.tasks[t], found));
         }
-        let idle: Vec<usize> = feasible
-            .iter()
-            .copied()
-            .filter(|&n| ssn.state.fits_idle(t, n))
-            .collect();
-        let (gradient, on_idle) = if idle.is_empty() {
-            (feasible, false)
-        } else {
-            (idle, true)
+        let Some(c) = candidates.as_ref() else {
+            continue;
         };
-        let best = best_node(ssn, t, &gradient);
+        // Nodes with idle room first; among them the best score, the first on a tie.
+        let on_idle = c.nodes.iter().any(|e| e.idle);
+        let mut best: Option<&Candidate> = None;
+        for e in c.nodes.iter().filter(|e| e.idle || !on_idle) {
+            if best.is_none_or(|b| e.score > b.score) {
+                best = Some(e);
+            }
+        }
+        let Some(best) = best.map(|b| b.node) else {
+            continue;
+        };
         if on_idle {
             ssn.allocate(&mut stmt, t, best);
         } else {
             ssn.pipeline(&mut stmt, t, best);
         }
+        last_node = Some(best);
         if ssn.plugins.job_ready(&ssn.state, j) {
             break;
         }
@@ -227,6 +265,42 @@ pub fn allocate_job(
     }
     ssn.discard(stmt);
     Turn::Discarded
+}
+
+/// A feasible node with its score and whether the task fits its idle resources now.
+#[derive(Clone, Debug)]
+struct Candidate {
+    node: usize,
+    score: f64,
+    idle: bool,
+}
+
+/// The candidates found for one kind of task (role, request, constraints).
+#[derive(Debug)]
+struct Candidates {
+    role: String,
+    resreq: crate::scheduler::resource::Resource,
+    constraints: std::sync::Arc<crate::scheduler::model::Constraints>,
+    nodes: Vec<Candidate>,
+}
+
+impl Candidates {
+    fn new(task: &crate::scheduler::model::TaskInfo, nodes: Vec<Candidate>) -> Self {
+        Self {
+            role: task.role.clone(),
+            resreq: task.resreq.clone(),
+            constraints: task.constraints.clone(),
+            nodes,
+        }
+    }
+
+    /// Would every predicate and score come out the same for `task`?
+    fn matches(&self, task: &crate::scheduler::model::TaskInfo) -> bool {
+        self.role == task.role
+            && self.resreq == task.resreq
+            && (std::sync::Arc::ptr_eq(&self.constraints, &task.constraints)
+                || *self.constraints == *task.constraints)
+    }
 }
 
 /// The highest-scored node; ties go to the first in `nodes` (so the same snapshot always
