@@ -501,3 +501,56 @@ fn rand_id() -> u64 {
     );
     h.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_config_file_is_reloaded_and_a_bad_one_keeps_the_old() {
+        let dir = std::env::temp_dir().join(format!("tephra-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("conf.yaml");
+        std::fs::write(&path, config::DEFAULT_CONFIG).unwrap();
+        let registry = prometheus::Registry::new();
+        let s = Scheduler::new(
+            SchedulerOptions {
+                config_path: Some(path.clone()),
+                ..SchedulerOptions::default()
+            },
+            config::load(&path).unwrap(),
+            &registry,
+        )
+        .unwrap();
+        // Unchanged file: nothing happens.
+        s.reload_config_if_changed();
+        assert_eq!(
+            s.metrics().config_reloads.with_label_values(&["ok"]).get(),
+            0
+        );
+        // A bad new file: refused, the old configuration stays.
+        std::fs::write(&path, "actions: \"enqueue, alocate\"\n").unwrap();
+        s.reload_config_if_changed();
+        assert_eq!(
+            s.metrics()
+                .config_reloads
+                .with_label_values(&["error"])
+                .get(),
+            1
+        );
+        assert_eq!(s.conf().action_names(), ["enqueue", "allocate", "backfill"]);
+        // A good new file: in force.
+        std::fs::write(
+            &path,
+            "actions: \"allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n",
+        )
+        .unwrap();
+        s.reload_config_if_changed();
+        assert_eq!(
+            s.metrics().config_reloads.with_label_values(&["ok"]).get(),
+            1
+        );
+        assert_eq!(s.conf().action_names(), ["allocate"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
