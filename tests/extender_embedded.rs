@@ -3,7 +3,6 @@
 //! `manifests/scheduler-config.yaml` would, and the kubelet stand-in runs the bound pods.
 //! A gang is a PodGroup plus pods carrying its group name (the vcJob controller is not built).
 
-use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -11,7 +10,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tephra::api::PodGroup;
+
+mod common;
+use common::gangs::{Gang, by_gang, pg_phase};
 
 struct Served {
     child: Child,
@@ -67,69 +68,6 @@ impl Served {
     }
 }
 
-async fn gang(c: &Client, name: &str, size: usize, cpu: u32, run_seconds: u32) {
-    let pg: PodGroup = serde_json::from_value(json!({
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"minMember": size, "queue": "default"}
-    }))
-    .unwrap();
-    Api::<PodGroup>::namespaced(c.clone(), "default")
-        .create(&PostParams::default(), &pg)
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
-    for i in 0..size {
-        let p: Pod = serde_json::from_value(json!({
-            "metadata": {"name": format!("{name}-{i}"), "labels": {"gang": name},
-                "annotations": {
-                    "scheduling.k8s.io/group-name": name,
-                    "simulation.tephra.io/run-seconds": run_seconds.to_string()
-                }},
-            "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "busybox",
-                    "resources": {"requests": {"cpu": cpu.to_string()}}}]}
-        }))
-        .unwrap();
-        pods.create(&PostParams::default(), &p).await.unwrap();
-    }
-}
-
-/// Per gang label: (pods bound to a node, pods finished).
-async fn by_gang(c: &Client) -> BTreeMap<String, (usize, usize)> {
-    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
-    let mut m: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    for p in pods.list(&ListParams::default()).await.unwrap().items {
-        let g = p
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("gang"))
-            .cloned()
-            .unwrap_or_default();
-        let e = m.entry(g).or_default();
-        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
-            e.0 += 1;
-        }
-        let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
-        if phase == "Succeeded" || phase == "Failed" {
-            e.1 += 1;
-        }
-    }
-    m
-}
-
-async fn pg_phase(c: &Client, name: &str) -> String {
-    Api::<PodGroup>::namespaced(c.clone(), "default")
-        .get(name)
-        .await
-        .ok()
-        .and_then(|pg| pg.status)
-        .and_then(|s| s.phase)
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_default()
-}
-
 /// Polls until every named gang is Completed, checking that no gang is ever partly bound;
 /// returns the order in which the gangs were bound.
 async fn run_to_completion(c: &Client, gangs: &[(&str, usize)], limit: Duration) -> Vec<String> {
@@ -169,7 +107,16 @@ async fn a_gang_runs_to_completed_through_the_stand_in_and_the_extender() {
     let _one = ONE_AT_A_TIME.lock().await;
     let served = Served::start(3);
     let c = served.ready().await;
-    gang(&c, "train", 4, 1, 1).await;
+    Gang {
+        name: "train",
+        queue: "default",
+        size: 4,
+        cpu: 1,
+        run_seconds: 1,
+        min_resources: false,
+    }
+    .create(&c)
+    .await;
     run_to_completion(&c, &[("train", 4)], Duration::from_secs(60)).await;
 }
 
@@ -179,8 +126,26 @@ async fn two_gangs_that_cannot_both_fit_run_one_after_the_other_each_whole() {
     // 3 nodes × 8 cpu; a 3-cpu pod fits twice per node: 6 slots, each gang needs 4.
     let served = Served::start(3);
     let c = served.ready().await;
-    gang(&c, "first", 4, 3, 2).await;
-    gang(&c, "second", 4, 3, 2).await;
+    Gang {
+        name: "first",
+        queue: "default",
+        size: 4,
+        cpu: 3,
+        run_seconds: 2,
+        min_resources: false,
+    }
+    .create(&c)
+    .await;
+    Gang {
+        name: "second",
+        queue: "default",
+        size: 4,
+        cpu: 3,
+        run_seconds: 2,
+        min_resources: false,
+    }
+    .create(&c)
+    .await;
     let order =
         run_to_completion(&c, &[("first", 4), ("second", 4)], Duration::from_secs(60)).await;
     assert_eq!(order.len(), 2, "{order:?}");
@@ -192,7 +157,16 @@ async fn a_gang_waits_pending_and_starts_when_a_node_is_added() {
     // 4 pods of 5 cpu: one per 8-cpu node, 3 nodes. A fourth node lets it start.
     let served = Served::start(3);
     let c = served.ready().await;
-    gang(&c, "wide", 4, 5, 1).await;
+    Gang {
+        name: "wide",
+        queue: "default",
+        size: 4,
+        cpu: 5,
+        run_seconds: 1,
+        min_resources: false,
+    }
+    .create(&c)
+    .await;
     // It waits, with the gang's reason on the pods.
     let deadline = Instant::now() + Duration::from_secs(20);
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");

@@ -2,7 +2,6 @@
 //! a real cluster. The test plays kube-scheduler: it binds each pod to the node the session
 //! placed it on (what the extender will answer), and the kubelet stand-in runs the pods.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,6 +14,9 @@ use tephra::cluster::Caches;
 use tephra::embedded::{self, ApiServer, EmbeddedOptions};
 use tephra::scheduler::{Scheduler, SchedulerConf, SchedulerOptions, config};
 use tokio_util::sync::CancellationToken;
+
+mod common;
+use common::gangs::{Gang, by_gang, pg_phase};
 
 struct Cluster {
     _api: Arc<ApiServer>,
@@ -93,36 +95,6 @@ async fn queue(c: &Client, name: &str, weight: i32) {
         .unwrap();
 }
 
-/// A PodGroup of `size` pods, each `cpu` cores, all needed; the pods run for `run_seconds`.
-async fn gang(c: &Client, name: &str, queue: &str, size: usize, cpu: u32, run_seconds: u32) {
-    let pg: PodGroup = serde_json::from_value(json!({
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"minMember": size, "queue": queue,
-                 "minResources": {"cpu": (cpu as usize * size).to_string()}}
-    }))
-    .unwrap();
-    Api::<PodGroup>::namespaced(c.clone(), "default")
-        .create(&PostParams::default(), &pg)
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
-    for i in 0..size {
-        let p: Pod = serde_json::from_value(json!({
-            "metadata": {"name": format!("{name}-{i}"), "labels": {"gang": name},
-                "annotations": {
-                    "scheduling.k8s.io/group-name": name,
-                    "simulation.tephra.io/run-seconds": run_seconds.to_string()
-                }},
-            "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "busybox",
-                    "resources": {"requests": {"cpu": cpu.to_string()}}}]}
-        }))
-        .unwrap();
-        pods.create(&PostParams::default(), &p).await.unwrap();
-    }
-}
-
 /// Plays kube-scheduler once: binds every pending pod the session placed. Returns how many.
 async fn bind_planned(cl: &Cluster) -> usize {
     let pods: Api<Pod> = Api::namespaced(cl.client.clone(), "default");
@@ -151,51 +123,30 @@ async fn bind_planned(cl: &Cluster) -> usize {
     bound
 }
 
-/// Pods per gang label: (placed on a node, finished).
-async fn by_gang(c: &Client) -> BTreeMap<String, (usize, usize)> {
-    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
-    let mut m: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    for p in pods.list(&ListParams::default()).await.unwrap().items {
-        let gang = p
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("gang"))
-            .cloned()
-            .unwrap_or_default();
-        let e = m.entry(gang).or_default();
-        if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
-            e.0 += 1;
-        }
-        let phase = p
-            .status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default();
-        if phase == "Succeeded" || phase == "Failed" {
-            e.1 += 1;
-        }
-    }
-    m
-}
-
-async fn pg_phase(c: &Client, name: &str) -> String {
-    Api::<PodGroup>::namespaced(c.clone(), "default")
-        .get(name)
-        .await
-        .ok()
-        .and_then(|pg| pg.status)
-        .and_then(|s| s.phase)
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gangs_that_cannot_both_fit_run_one_after_the_other_each_whole() {
     // 3 nodes × 8 cpu = 24 cpu; each gang needs 4 × 4 = 16 cpu.
     let cl = start(3, SchedulerConf::builtin()).await;
-    gang(&cl.client, "first", "default", 4, 4, 2).await;
-    gang(&cl.client, "second", "default", 4, 4, 2).await;
+    Gang {
+        name: "first",
+        queue: "default",
+        size: 4,
+        cpu: 4,
+        run_seconds: 2,
+        min_resources: true,
+    }
+    .create(&cl.client)
+    .await;
+    Gang {
+        name: "second",
+        queue: "default",
+        size: 4,
+        cpu: 4,
+        run_seconds: 2,
+        min_resources: true,
+    }
+    .create(&cl.client)
+    .await;
     let deadline = Instant::now() + Duration::from_secs(40);
     let mut order: Vec<String> = Vec::new();
     let mut pending_seen = false;
@@ -246,7 +197,16 @@ async fn two_gangs_that_cannot_both_fit_run_one_after_the_other_each_whole() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_too_big_waits_with_a_reason_in_its_condition_and_events() {
     let cl = start(1, SchedulerConf::builtin()).await;
-    gang(&cl.client, "huge", "default", 4, 4, 1).await;
+    Gang {
+        name: "huge",
+        queue: "default",
+        size: 4,
+        cpu: 4,
+        run_seconds: 1,
+        min_resources: true,
+    }
+    .create(&cl.client)
+    .await;
     let pgs: Api<PodGroup> = Api::namespaced(cl.client.clone(), "default");
     let mut message = String::new();
     for _ in 0..100 {
@@ -340,8 +300,26 @@ async fn queues_weighted_one_to_three_share_a_full_cluster_one_to_three() {
     queue(&api.1, "q1", 1).await;
     queue(&api.1, "q3", 3).await;
     for i in 0..12 {
-        gang(&api.1, &format!("a{i:02}"), "q1", 2, 1, 60).await;
-        gang(&api.1, &format!("b{i:02}"), "q3", 2, 1, 60).await;
+        Gang {
+            name: &format!("a{i:02}"),
+            queue: "q1",
+            size: 2,
+            cpu: 1,
+            run_seconds: 60,
+            min_resources: true,
+        }
+        .create(&api.1)
+        .await;
+        Gang {
+            name: &format!("b{i:02}"),
+            queue: "q3",
+            size: 2,
+            cpu: 1,
+            run_seconds: 60,
+            min_resources: true,
+        }
+        .create(&api.1)
+        .await;
     }
     let cl = start_scheduler(api, conf).await;
     let mut last = (0, 0);

@@ -95,3 +95,15 @@ pub(crate) fn applied(req: &Request, decision: &super::review::Decision) -> Valu
         Verdict::Deny { message, .. } => panic!("denied: {message}"),
     }
 }
+
+/// Asserts that every operation of a patch, applied alone and in order to `input`, changes the
+/// document: a minimal patch has no operation that does nothing.
+pub fn assert_every_op_changes(input: &serde_json::Value, ops: &super::patch::Ops) {
+    let mut doc = input.clone();
+    for op in ops.ops() {
+        let before = doc.clone();
+        let one = super::patch::Ops::from_ops(vec![op.clone()]);
+        json_patch::patch(&mut doc, &one.to_patch()).unwrap();
+        assert_ne!(doc, before, "{input}: {op:?} changes nothing");
+    }
+}

@@ -466,13 +466,7 @@ mod tests {
                 // Minimal: no operation when nothing changes, and no operation that changes
                 // nothing (each one, applied alone in order, alters the document).
                 assert_eq!(ops.is_empty(), want == input, "{input}: {ops:?}");
-                let mut doc = input.clone();
-                for op in ops.ops() {
-                    let before = doc.clone();
-                    let one = patch::Ops::from_ops(vec![op.clone()]);
-                    json_patch::patch(&mut doc, &one.to_patch()).unwrap();
-                    assert_ne!(doc, before, "{input}: {op:?} changes nothing");
-                }
+                crate::admission::testutil::assert_every_op_changes(&input, ops);
             }
         }
     }
