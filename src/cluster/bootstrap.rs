@@ -128,26 +128,10 @@ pub async fn ensure_default_queues(
             },
         };
         if needs_state {
-            // The queue controller may open the queue at the same moment; a conflict means
-            // someone else wrote its status: look again rather than fail the start.
             let patch = json!({ "status": { "state": "Open" } });
-            let mut attempts = 0;
-            loop {
-                match api
-                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => break,
-                    Err(kube::Error::Api(s)) if s.code == 409 && attempts < 5 => {
-                        attempts += 1;
-                        let now = api.get_opt(name).await.map_err(err)?;
-                        if now.as_ref().is_some_and(|q| q.state().is_some()) {
-                            break;
-                        }
-                    }
-                    Err(e) => return Err(err(e)),
-                }
-            }
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(err)?;
             if action == QueueAction::Kept {
                 action = QueueAction::Opened;
             }

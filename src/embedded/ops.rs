@@ -566,7 +566,11 @@ impl ApiServer {
                     }
                     return Ok(stored);
                 }
-                Err(StoreError::Conflict) if pinned.is_none() => continue,
+                // Someone wrote in between: compute again on the fresh object. A
+                // resourceVersion the client pinned is caught by the check above on the next
+                // pass; one a patch merely carried over from the old object moves with it, so
+                // an unpinned patch is retried as kube-apiserver retries it, never a 409.
+                Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(store_err(res, name, e)),
             }
         }
