@@ -19,6 +19,7 @@
 //! [`start`] starts both as one unit whose [`Controllers`] handle stops them (what leader
 //! election will switch on and off).
 
+pub mod job;
 pub mod podgroup;
 pub mod queue;
 pub mod workqueue;
