@@ -542,6 +542,10 @@ fn start_controllers(
     let config = crate::controllers::ControllerConfig {
         scheduler_names: args.scheduler_names.clone(),
         inherit_owner_annotations: args.inherit_owner_annotations,
+        job: crate::controllers::job::JobConfig {
+            workers: usize::from(args.job_workers),
+            max_requeue: args.max_requeue,
+        },
         ..crate::controllers::ControllerConfig::default()
     };
     Ok(crate::controllers::start(

@@ -40,11 +40,11 @@ pub enum LogFormat {
 pub const SERVE_RUNS: &str = "the admission webhooks (vcJobs, Pods, PodGroups, Queues, \
      Deployments and StatefulSets), the gang scheduling session (PodGroup and Queue status, \
      the placement plan), the kube-scheduler extender (filter, prioritize, bind, preempt), \
-     the PodGroup and Queue controllers and the built-in `default` and `root` queues; with \
+     the Job, PodGroup and Queue controllers and the built-in `default` and `root` queues; with \
      --embedded also the in-memory Kubernetes API with its kubelet and kube-scheduler stand-ins";
 
 /// What `tephra serve` does not run yet (see [`SERVE_RUNS`]).
-pub const SERVE_NOT_YET: &str = "the Job controller (vcJobs are admitted and stored, not run)";
+pub const SERVE_NOT_YET: &str = "leader election (run a single replica)";
 
 /// `tephra serve --help`'s first line.
 const SERVE_ABOUT: &str = "Run tephra's admission webhooks against a cluster (or, with \
@@ -134,6 +134,17 @@ pub struct ServeArgs {
     /// PodGroup; the pod's own annotations win.
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub inherit_owner_annotations: bool,
+
+    /// Job controller: number of workers. A job is always handled by the same worker
+    /// (FNV-32 of `namespace/name` modulo N), so two transitions of one job never race.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    pub job_workers: u16,
+
+    /// Job controller: after this many failed attempts in a row at one request of a job, the
+    /// job is terminated (Volcano's --max-requeue-num); -1 never gives up. A queue or PVC the
+    /// job names that does not exist yet never counts: the job waits for it.
+    #[arg(long, value_name = "N", default_value_t = 15, allow_negative_numbers = true)]
+    pub max_requeue: i32,
 
     /// Scheduler session configuration in Volcano's scheduler-conf YAML (actions, tiers,
     /// plugin arguments); Volcano's built-in default without it. Checked at start (a missing or

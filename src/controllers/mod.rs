@@ -49,6 +49,8 @@ pub struct ControllerConfig {
     pub workers: usize,
     /// How often every Queue is re-checked even without events.
     pub queue_resync: Duration,
+    /// The Job controller's settings.
+    pub job: job::JobConfig,
 }
 
 impl Default for ControllerConfig {
@@ -58,6 +60,7 @@ impl Default for ControllerConfig {
             inherit_owner_annotations: true,
             workers: 8,
             queue_resync: Duration::from_secs(60),
+            job: job::JobConfig::default(),
         }
     }
 }
@@ -172,10 +175,21 @@ pub fn start(
     tasks.extend(queue::start(
         client, caches, feeds, &config, &metrics, &token,
     ));
+    let (_, job_tasks) = job::start(
+        client,
+        caches,
+        feeds,
+        config.job.clone(),
+        &metrics,
+        registry,
+        &token,
+    )?
+    .into_parts();
+    tasks.extend(job_tasks);
     tracing::info!(
         workers = config.workers,
         inherit_owner_annotations = config.inherit_owner_annotations,
-        "PodGroup and Queue controllers started"
+        "PodGroup, Queue and Job controllers started"
     );
     Ok(Controllers {
         shutdown: token,

@@ -27,6 +27,8 @@ struct State<K> {
     /// Waiting for a delayed add (a second delayed add of the same key is dropped).
     delayed: HashSet<K>,
     failures: HashMap<K, u32>,
+    /// Longest backoff of this queue.
+    max_delay: Duration,
 }
 
 /// The queue; cheap to clone (shared).
@@ -63,10 +65,18 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 dirty: HashSet::new(),
                 delayed: HashSet::new(),
                 failures: HashMap::new(),
+                max_delay: MAX_DELAY,
             })),
             notify: Arc::new(Notify::new()),
             shutdown,
         }
+    }
+
+    /// The same queue with backoff capped at `max` instead of [`MAX_DELAY`] (the Job
+    /// controller's pod-deletion retries cap at 180 s, as Volcano's).
+    pub fn with_max_delay(self, max: Duration) -> Self {
+        self.lock().max_delay = max;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State<K>> {
@@ -108,17 +118,19 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         });
     }
 
-    /// Queues `key` after its backoff (5 ms doubling per failure, capped at [`MAX_DELAY`]).
+    /// Queues `key` after its backoff (5 ms doubling per failure, capped at [`MAX_DELAY`] or
+    /// [`WorkQueue::with_max_delay`]).
     pub fn add_rate_limited(&self, key: K) -> Duration {
-        let n = {
+        let (n, max) = {
             let mut s = self.lock();
+            let max = s.max_delay;
             let n = s.failures.entry(key.clone()).or_default();
             *n += 1;
-            *n
+            (*n, max)
         };
         let delay = BASE_DELAY
             .saturating_mul(2u32.saturating_pow(n.saturating_sub(1).min(31)))
-            .min(MAX_DELAY);
+            .min(max);
         self.add_after(key, delay);
         delay
     }

@@ -19,3 +19,481 @@ pub mod plugins;
 pub mod policy;
 pub mod request;
 pub mod state;
+mod commands;
+mod context;
+mod execute;
+pub mod index;
+pub mod metrics;
+pub mod status;
+mod writes;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::DeserializeGuard;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use prometheus::Registry;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::workqueue::WorkQueue;
+use super::{ControllerMetrics, MetricLabel};
+use crate::api::Job;
+use crate::api::batch::{Action as JobAction, Event};
+use crate::cluster::events::{EventRecorder, EventType};
+use crate::cluster::{CacheFeeds, Caches};
+pub use context::{fnv32, worker_of};
+use context::{Context, Router};
+use delay::DelayedActions;
+use index::JobPodIndex;
+use metrics::JobMetrics;
+use request::Request;
+
+/// Name of this controller (logs, metrics, Event source; Volcano's is `vc-controller-manager`).
+pub const NAME: &str = "job-controller";
+
+/// Pod deletions that failed are retried this many times (Volcano's error-task queue).
+const DELETE_RETRIES: u32 = 10;
+
+/// How the Job controller runs (from `tephra serve`'s flags).
+#[derive(Clone, Debug)]
+pub struct JobConfig {
+    /// `--job-workers`: a job is always handled by worker FNV-32(`namespace/name`) mod N.
+    pub workers: usize,
+    /// `--max-requeue`: a job whose processing failed this many times in a row is
+    /// terminated; negative never gives up. Missing user objects (queue, PVC) never count.
+    pub max_requeue: i32,
+}
+
+impl Default for JobConfig {
+    fn default() -> Self {
+        Self {
+            workers: 8,
+            max_requeue: 15,
+        }
+    }
+}
+
+/// Why processing a job request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// An API call failed.
+    #[error("{op} {name}: {source}")]
+    Kube {
+        /// What was being done.
+        op: &'static str,
+        /// The object.
+        name: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// The job changed between reading and writing it.
+    #[error("job {0} changed while it was processed")]
+    Conflict(String),
+    /// An object the user must provide does not exist (yet).
+    #[error("{kind} {name} does not exist; the job waits for it")]
+    Missing {
+        /// Its kind.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+    },
+    /// A job plugin refused.
+    #[error("job plugin: {0}")]
+    Plugin(#[source] plugins::PluginError),
+    /// Writing the PodGroup failed.
+    #[error("PodGroup {0}: {1}")]
+    PodGroup(String, #[source] kube::Error),
+    /// Some pods could not be created or deleted.
+    #[error("failed to {verb} {failed} pod(s): {first}")]
+    Pods {
+        /// `create`, `delete` or `kill`.
+        verb: &'static str,
+        /// How many.
+        failed: usize,
+        /// The first error.
+        first: String,
+    },
+    /// A bug of ours.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl MetricLabel for JobError {
+    fn metric_label(&self) -> &'static str {
+        match self {
+            JobError::Kube { op, .. } => op,
+            JobError::Conflict(_) => "conflict",
+            JobError::Missing { .. } => "missing-object",
+            JobError::Plugin(_) => "plugin",
+            JobError::PodGroup(..) => "podgroup",
+            JobError::Pods { .. } => "pods",
+            JobError::Internal(_) => "internal",
+        }
+    }
+}
+
+/// The running Job controller; [`JobController::stop`] stops it as one unit (what leader
+/// election switches on and off).
+#[derive(Debug)]
+pub struct JobController {
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl JobController {
+    /// Stops every worker and timer.
+    pub fn stop(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Stops and waits for the workers to finish their current request.
+    pub async fn join(self) {
+        self.shutdown.cancel();
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// The worker tasks (for the controllers' common handle).
+    pub(crate) fn into_parts(self) -> (CancellationToken, Vec<JoinHandle<()>>) {
+        (self.shutdown, self.tasks)
+    }
+}
+
+fn pod_of(ev: &watcher::Event<Pod>) -> Option<&Pod> {
+    match ev {
+        watcher::Event::Apply(p) | watcher::Event::Delete(p) | watcher::Event::InitApply(p) => Some(p),
+        _ => None,
+    }
+}
+
+/// Registers the Job controller's subscribers on `feeds` (call before `feeds.run`) and starts
+/// its workers, which wait for the caches to sync.
+pub fn start(
+    client: &Client,
+    caches: &Caches,
+    feeds: &mut CacheFeeds,
+    config: JobConfig,
+    base: &ControllerMetrics,
+    registry: &Registry,
+    shutdown: &CancellationToken,
+) -> Result<JobController, prometheus::Error> {
+    let token = shutdown.child_token();
+    let metrics = JobMetrics::new(registry)?;
+    let router = Router::new(config.workers, &token);
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        caches: caches.clone(),
+        config: config.clone(),
+        index: Arc::new(Mutex::new(JobPodIndex::default())),
+        inflight: Arc::default(),
+        delays: Arc::new(DelayedActions::default()),
+        recorder: EventRecorder::new(client.clone(), "vc-controller-manager"),
+        metrics,
+        base: base.clone(),
+        router: router.clone(),
+        retry_deletes: WorkQueue::new(token.clone()).with_max_delay(Duration::from_secs(180)),
+        shutdown: token.clone(),
+    });
+    subscribe(&ctx, feeds);
+    let commands: WorkQueue<(String, String)> = WorkQueue::new(token.clone());
+    {
+        let commands = commands.clone();
+        feeds.commands(Arc::new(move |ev| {
+            if let watcher::Event::Apply(DeserializeGuard(Ok(c)))
+            | watcher::Event::InitApply(DeserializeGuard(Ok(c))) = ev
+                && c.targets_job()
+            {
+                commands.add((c.namespace().unwrap_or_default(), c.name_any()));
+            }
+        }));
+    }
+    let mut tasks = Vec::new();
+    for (i, queue) in router.queues().iter().enumerate() {
+        tasks.push(tokio::spawn(worker(ctx.clone(), i, queue.clone())));
+    }
+    {
+        let ctx2 = ctx.clone();
+        tasks.extend(super::spawn_workers(
+            "job-commands",
+            commands,
+            caches.clone(),
+            1,
+            base.clone(),
+            token.clone(),
+            move |key| commands::handle(ctx2.clone(), key),
+        ));
+    }
+    tasks.push(tokio::spawn(retry_deletes(ctx.clone())));
+    tracing::info!(
+        workers = config.workers,
+        max_requeue = config.max_requeue,
+        "Job controller started"
+    );
+    Ok(JobController {
+        shutdown: token,
+        tasks,
+    })
+}
+
+/// Maps watch events to requests (Volcano's informer handlers).
+fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
+    {
+        let ctx = ctx.clone();
+        // The previous version of each job, to tell what an update changed.
+        let seen: Arc<Mutex<HashMap<(String, String), Job>>> = Arc::default();
+        feeds.jobs(Arc::new(move |ev| {
+            let Ok(mut seen) = seen.lock() else { return };
+            match ev {
+                watcher::Event::Apply(DeserializeGuard(Ok(job)))
+                | watcher::Event::InitApply(DeserializeGuard(Ok(job))) => {
+                    let key = (job.namespace().unwrap_or_default(), job.name_any());
+                    let req = match seen.get(&key) {
+                        None => Some(Request::job(&key.0, &key.1, Event::OutOfSync)),
+                        Some(old) => policy::job_updated(old, job),
+                    };
+                    set_phase_gauge(&ctx, seen.get(&key), Some(job));
+                    seen.insert(key, job.clone());
+                    if let Some(r) = req {
+                        ctx.router.add(r);
+                    }
+                }
+                watcher::Event::Delete(DeserializeGuard(Ok(job))) => {
+                    let key = (job.namespace().unwrap_or_default(), job.name_any());
+                    set_phase_gauge(&ctx, seen.get(&key), None);
+                    seen.remove(&key);
+                    ctx.delays.forget_job(&format!("{}/{}", key.0, key.1));
+                    ctx.forget_job(&key.0, &key.1);
+                    let queue = job.spec.queue().to_string();
+                    let _ = ctx.metrics.completed.remove_label_values(&[&key.1, &queue]);
+                    let _ = ctx.metrics.failed.remove_label_values(&[&key.1, &queue]);
+                }
+                _ => {}
+            }
+        }));
+    }
+    {
+        let ctx = ctx.clone();
+        feeds.pods(Arc::new(move |ev| {
+            let was_cached = match (ev, pod_of(ev)) {
+                (watcher::Event::Delete(_), Some(p)) => {
+                    let cached = ctx.index.lock().is_ok_and(|i| {
+                        index::job_of(p).is_some_and(|j| {
+                            i.pods_of(&p.namespace().unwrap_or_default(), j)
+                                .contains(&p.name_any())
+                        })
+                    });
+                    ctx.pod_gone(p);
+                    cached
+                }
+                _ => true,
+            };
+            if let Ok(mut i) = ctx.index.lock() {
+                i.on_event(ev);
+            }
+            let req = match ev {
+                watcher::Event::Apply(p) => {
+                    let ns = p.namespace().unwrap_or_default();
+                    // Pods the watch shows for the first time are "added".
+                    let old = ctx.last_pod(&ns, &p.name_any(), p);
+                    match old {
+                        None => policy::pod_added(p),
+                        Some(old) => {
+                            let job = index::job_of(p).and_then(|j| ctx.job(&ns, j));
+                            let siblings = job
+                                .as_ref()
+                                .map(|j| ctx.pods_of(j))
+                                .unwrap_or_default();
+                            let task = p
+                                .annotations()
+                                .get(crate::api::keys::TASK_SPEC)
+                                .cloned()
+                                .unwrap_or_default();
+                            let sib: Vec<&Pod> = siblings
+                                .iter()
+                                .filter(|s| {
+                                    s.annotations().get(crate::api::keys::TASK_SPEC) == Some(&task)
+                                })
+                                .collect();
+                            policy::pod_updated(job.as_ref(), &old, p, &sib)
+                        }
+                    }
+                }
+                watcher::Event::InitApply(p) => {
+                    let _ = ctx.last_pod(&p.namespace().unwrap_or_default(), &p.name_any(), p);
+                    policy::pod_added(p)
+                }
+                watcher::Event::Delete(p) => {
+                    ctx.forget_last_pod(p);
+                    policy::pod_deleted(p, was_cached)
+                }
+                _ => None,
+            };
+            if let Some(r) = req {
+                ctx.router.add(r);
+            }
+        }));
+    }
+    {
+        let ctx = ctx.clone();
+        let seen: Arc<Mutex<HashMap<(String, String), crate::api::PodGroup>>> = Arc::default();
+        feeds.podgroups(Arc::new(move |ev| {
+            let Ok(mut seen) = seen.lock() else { return };
+            match ev {
+                watcher::Event::Apply(DeserializeGuard(Ok(pg)))
+                | watcher::Event::InitApply(DeserializeGuard(Ok(pg))) => {
+                    let key = (pg.namespace().unwrap_or_default(), pg.name_any());
+                    if let Some(old) = seen.get(&key)
+                        && let Some(r) = policy::pod_group_updated(old, pg)
+                    {
+                        ctx.router.add(r);
+                    }
+                    seen.insert(key, pg.clone());
+                }
+                watcher::Event::Delete(DeserializeGuard(Ok(pg))) => {
+                    seen.remove(&(pg.namespace().unwrap_or_default(), pg.name_any()));
+                }
+                _ => {}
+            }
+        }));
+    }
+}
+
+fn set_phase_gauge(ctx: &Context, old: Option<&Job>, new: Option<&Job>) {
+    let phase = |j: Option<&Job>| j.map(|j| j.phase().map(|p| p.to_string()).unwrap_or_default());
+    let (o, n) = (phase(old), phase(new));
+    if o == n {
+        return;
+    }
+    if let Some(o) = o {
+        ctx.metrics.jobs.with_label_values(&[&o]).dec();
+    }
+    if let Some(n) = n {
+        ctx.metrics.jobs.with_label_values(&[&n]).inc();
+    }
+}
+
+/// One job worker: takes requests from its queue and processes them one at a time, so no two
+/// transitions of a job ever race.
+async fn worker(ctx: Arc<Context>, i: usize, queue: WorkQueue<Request>) {
+    if !super::wait_for_caches(&ctx.caches, &ctx.shutdown).await {
+        return;
+    }
+    while let Some(req) = queue.next().await {
+        // A request routed here by mistake goes to its own worker (Volcano does the same).
+        if worker_of(&req.key(), ctx.router.queues().len()) != i {
+            queue.done(&req);
+            ctx.router.add(req);
+            continue;
+        }
+        let start = Instant::now();
+        let result = tokio::select! {
+            () = ctx.shutdown.cancelled() => { queue.done(&req); return; }
+            r = process_fresh(&ctx, &req) => r,
+        };
+        ctx.base
+            .reconcile
+            .with_label_values(&[NAME])
+            .observe(start.elapsed().as_secs_f64());
+        match result {
+            Ok(()) => queue.forget(&req),
+            Err(e) => handle_error(&ctx, &queue, &req, e).await,
+        }
+        queue.done(&req);
+    }
+}
+
+/// [`execute::process`], retried on fresh data when the job changed underneath.
+async fn process_fresh(ctx: &Arc<Context>, req: &Request) -> Result<(), JobError> {
+    let mut attempt = 0;
+    loop {
+        match execute::process(ctx, req).await {
+            Err(JobError::Conflict(_)) if attempt < 3 => {
+                attempt += 1;
+                ctx.refresh_job(&req.namespace, &req.job).await?;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Volcano's `handleJobError`: retry with backoff; past `--max-requeue` failures terminate
+/// the job. Missing user objects are retried (capped backoff) without ever counting.
+async fn handle_error(ctx: &Arc<Context>, queue: &WorkQueue<Request>, req: &Request, e: JobError) {
+    ctx.base
+        .errors
+        .with_label_values(&[NAME, e.metric_label()])
+        .inc();
+    let failures = queue.failures(req);
+    let counts = !matches!(e, JobError::Missing { .. });
+    let give_up = counts && ctx.config.max_requeue >= 0 && failures >= ctx.config.max_requeue as u32;
+    if let Some(job) = ctx.job(&req.namespace, &req.job) {
+        let reason = match &e {
+            JobError::Missing { kind: "PersistentVolumeClaim", .. } => Some(crate::api::keys::job_events::PVC_ERROR),
+            JobError::Plugin(_) => Some(crate::api::keys::job_events::PLUGIN_ERROR),
+            JobError::PodGroup(..) => Some(crate::api::keys::job_events::POD_GROUP_ERROR),
+            JobError::Missing { .. } => Some("QueueNotFound"),
+            _ => None,
+        };
+        // One Event per failure streak, not one per retry.
+        if let Some(reason) = reason.filter(|_| failures == 0) {
+            let msg = crate::report::report(&e).to_string();
+            ctx.event(&job, EventType::Warning, reason, &msg).await;
+        }
+        if give_up {
+            tracing::warn!(job = %req.key(), error = %crate::report::report(&e), "retry limit reached, terminating the job");
+            let msg = format!(
+                "Job failed on action {} for retry limit reached",
+                req.action.as_ref().map(|a| a.to_string()).unwrap_or_else(|| "SyncJob".into())
+            );
+            ctx.event(&job, EventType::Warning, crate::api::keys::job_events::EXECUTE_ACTION, &msg)
+                .await;
+            queue.forget(req);
+            if let Err(e2) = execute::execute(ctx, job, &JobAction::TerminateJob, req).await {
+                tracing::warn!(job = %req.key(), error = %crate::report::report(&e2), "terminating failed");
+            }
+            return;
+        }
+    }
+    if !counts {
+        // Keep the streak from growing past the cap of the backoff without counting it.
+        ctx.metrics.requeues.inc();
+        let d = queue.add_rate_limited(req.clone());
+        tracing::info!(job = %req.key(), error = %crate::report::report(&e), retry_in = ?d, "job waits");
+        return;
+    }
+    ctx.metrics.requeues.inc();
+    let d = queue.add_rate_limited(req.clone());
+    tracing::warn!(job = %req.key(), error = %crate::report::report(&e), retry_in = ?d, "job request failed");
+}
+
+/// Retries failed pod deletions with backoff (5 ms → 180 s), giving up after
+/// [`DELETE_RETRIES`]; a pod gone meanwhile is done.
+async fn retry_deletes(ctx: Arc<Context>) {
+    let queue = ctx.retry_deletes.clone();
+    while let Some(key) = queue.next().await {
+        let (ns, name) = key.clone();
+        let result = match ctx.pod(&ns, &name) {
+            None => Ok(()),
+            Some(p) if p.metadata.deletion_timestamp.is_some() => Ok(()),
+            Some(p) => ctx.delete_pod(&p).await,
+        };
+        match result {
+            Ok(()) => queue.forget(&key),
+            Err(e) if queue.failures(&key) < DELETE_RETRIES => {
+                let d = queue.add_rate_limited(key.clone());
+                tracing::warn!(pod = %format!("{ns}/{name}"), error = %crate::report::report(&e), retry_in = ?d, "pod deletion failed");
+            }
+            Err(e) => {
+                queue.forget(&key);
+                tracing::warn!(pod = %format!("{ns}/{name}"), error = %crate::report::report(&e), "pod deletion given up");
+            }
+        }
+        queue.done(&key);
+    }
+}

@@ -1,0 +1,427 @@
+//! What every job request is processed with: the client, the shared caches, this
+//! controller's pod index, and what it wrote that the caches may not show yet.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::core::DeserializeGuard;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use super::JobConfig;
+use super::delay::DelayedActions;
+use super::index::JobPodIndex;
+use super::metrics::JobMetrics;
+use super::request::Request;
+use crate::api::{Job, PodGroup, Queue};
+use crate::cluster::Caches;
+use crate::cluster::events::{EventRecorder, EventType, object_ref};
+use crate::controllers::ControllerMetrics;
+use crate::controllers::workqueue::WorkQueue;
+
+/// Writes of this controller the watch has not delivered yet. Without them a request right
+/// after a write would decide on the old object: write a status again on a stale
+/// resourceVersion (a 409), create a pod or PodGroup again (AlreadyExists). Entries go once
+/// the cache has caught up.
+#[derive(Debug, Default)]
+pub(crate) struct Inflight {
+    jobs: HashMap<(String, String), Job>,
+    podgroups: HashMap<(String, String), PodGroup>,
+    /// Pods created, by namespace/name.
+    created: HashMap<(String, String), Pod>,
+    /// Pods deleted (by uid) that the cache still lists.
+    deleted: HashSet<String>,
+    /// The last version the watch showed of each job pod, to tell what an update changed
+    /// (the shared store already holds the new one when subscribers run).
+    last_pods: HashMap<(String, String), Pod>,
+    /// ConfigMap data last written, by namespace/name.
+    config_maps: HashMap<(String, String), std::collections::BTreeMap<String, String>>,
+}
+
+/// Whether `cached` is older than `written` by resourceVersion. Kube-apiserver's (etcd
+/// revisions) and the embedded API's are increasing integers; anything else counts as caught
+/// up, so the cache wins.
+pub(crate) fn older(cached: Option<&str>, written: Option<&str>) -> bool {
+    let parse = |s: Option<&str>| s?.parse::<u64>().ok();
+    matches!((parse(cached), parse(written)), (Some(c), Some(w)) if c < w)
+}
+
+/// The job workers' queues: a job always goes to the same one.
+#[derive(Clone, Debug)]
+pub struct Router {
+    queues: Vec<WorkQueue<Request>>,
+}
+
+/// FNV-32 (the original, multiply-then-xor; not FNV-1a) of `bytes`, as Volcano's `genHash`
+/// uses to spread jobs over workers. Written out here because the `fnv` crate only has 1a.
+pub fn fnv32(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in bytes {
+        h = h.wrapping_mul(0x0100_0193);
+        h ^= u32::from(*b);
+    }
+    h
+}
+
+/// The worker (0-based) of job `namespace/name` among `workers`.
+pub fn worker_of(key: &str, workers: usize) -> usize {
+    (fnv32(key.as_bytes()) as usize) % workers.max(1)
+}
+
+impl Router {
+    /// `workers` queues, stopping with `shutdown`.
+    pub fn new(workers: usize, shutdown: &CancellationToken) -> Self {
+        Self {
+            queues: (0..workers.max(1))
+                .map(|_| WorkQueue::new(shutdown.clone()))
+                .collect(),
+        }
+    }
+
+    /// The queue of a job.
+    pub fn queue_of(&self, req: &Request) -> &WorkQueue<Request> {
+        &self.queues[worker_of(&req.key(), self.queues.len())]
+    }
+
+    /// Queues a request on its job's worker.
+    pub fn add(&self, req: Request) {
+        self.queue_of(&req).add(req);
+    }
+
+    /// Every queue, by worker.
+    pub fn queues(&self) -> &[WorkQueue<Request>] {
+        &self.queues
+    }
+}
+
+/// Everything a request is processed with.
+pub struct Context {
+    pub(crate) client: Client,
+    pub(crate) caches: Caches,
+    pub(crate) config: JobConfig,
+    pub(crate) index: Arc<Mutex<JobPodIndex>>,
+    pub(crate) inflight: Arc<Mutex<Inflight>>,
+    pub(crate) delays: Arc<DelayedActions>,
+    pub(crate) recorder: EventRecorder,
+    pub(crate) metrics: JobMetrics,
+    pub(crate) base: ControllerMetrics,
+    pub(crate) router: Router,
+    /// Pods whose deletion failed, retried with backoff.
+    pub(crate) retry_deletes: WorkQueue<(String, String)>,
+    pub(crate) shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    pub(crate) fn inflight(&self) -> MutexGuard<'_, Inflight> {
+        // Every step under this lock is one insert or remove: a poisoned lock is consistent.
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The job as the cache has it, or as this controller last wrote it while the cache lags.
+    pub(crate) fn job(&self, namespace: &str, name: &str) -> Option<Job> {
+        let cached = self
+            .caches
+            .jobs()
+            .get(&ObjectRef::<DeserializeGuard<Job>>::new(name).within(namespace))
+            .and_then(|g| g.0.as_ref().ok().cloned());
+        let key = (namespace.to_string(), name.to_string());
+        let mut w = self.inflight();
+        match (cached, w.jobs.get(&key)) {
+            (Some(c), Some(mine))
+                if c.metadata.uid == mine.metadata.uid
+                    && older(
+                        c.metadata.resource_version.as_deref(),
+                        mine.metadata.resource_version.as_deref(),
+                    ) =>
+            {
+                Some(mine.clone())
+            }
+            (c, _) => {
+                w.jobs.remove(&key);
+                c
+            }
+        }
+    }
+
+    /// Records a job this controller wrote (the API's answer).
+    pub(crate) fn remember_job(&self, job: &Job) {
+        let key = (job.namespace().unwrap_or_default(), job.name_any());
+        self.inflight().jobs.insert(key, job.clone());
+    }
+
+    /// Drops what was remembered of a job (after a conflict, a fresh read replaces it).
+    pub(crate) fn forget_job(&self, namespace: &str, name: &str) {
+        self.inflight()
+            .jobs
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// A PodGroup, from the cache or this controller's last write.
+    pub(crate) fn podgroup(&self, namespace: &str, name: &str) -> Option<PodGroup> {
+        let cached = self
+            .caches
+            .podgroups()
+            .get(&ObjectRef::<DeserializeGuard<PodGroup>>::new(name).within(namespace))
+            .and_then(|g| g.0.as_ref().ok().cloned());
+        let key = (namespace.to_string(), name.to_string());
+        let mut w = self.inflight();
+        match (cached, w.podgroups.get(&key)) {
+            (None, Some(mine)) => Some(mine.clone()),
+            (Some(c), Some(mine))
+                if older(
+                    c.metadata.resource_version.as_deref(),
+                    mine.metadata.resource_version.as_deref(),
+                ) =>
+            {
+                // Our spec, the scheduler's status as the cache has it.
+                let mut merged = mine.clone();
+                merged.status = c.status.clone();
+                Some(merged)
+            }
+            (c, _) => {
+                w.podgroups.remove(&key);
+                c
+            }
+        }
+    }
+
+    pub(crate) fn remember_podgroup(&self, pg: &PodGroup) {
+        let key = (pg.namespace().unwrap_or_default(), pg.name_any());
+        self.inflight().podgroups.insert(key, pg.clone());
+    }
+
+    pub(crate) fn forget_podgroup(&self, namespace: &str, name: &str) {
+        self.inflight()
+            .podgroups
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// A queue from the cache.
+    pub(crate) fn queue(&self, name: &str) -> Option<Queue> {
+        self.caches
+            .queues()
+            .get(&ObjectRef::<DeserializeGuard<Queue>>::new(name))
+            .and_then(|g| g.0.as_ref().ok().cloned())
+    }
+
+    /// The value of a PriorityClass.
+    pub(crate) fn priority(&self, name: &str) -> Option<i32> {
+        self.caches
+            .priority_classes()
+            .get(&ObjectRef::new(name))
+            .and_then(|pc| pc.value)
+    }
+
+    /// A pod from the cache (or created by this controller and not yet listed).
+    pub(crate) fn pod(&self, namespace: &str, name: &str) -> Option<Pod> {
+        if let Some(p) = self.caches.pods().get(&ObjectRef::new(name).within(namespace)) {
+            return Some(p.as_ref().clone());
+        }
+        self.inflight()
+            .created
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// The pods of a job incarnation (controller ownerRef uid = the job's): the cache's, plus
+    /// pods created but not listed yet; pods deleted but still listed come with a
+    /// deletionTimestamp so they count as terminating.
+    pub(crate) fn pods_of(&self, job: &Job) -> Vec<Pod> {
+        let ns = job.namespace().unwrap_or_default();
+        let name = job.name_any();
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        let names = self
+            .index
+            .lock()
+            .map(|i| i.pods_of(&ns, &name))
+            .unwrap_or_default();
+        let mut out = Vec::with_capacity(names.len());
+        let mut seen = HashSet::new();
+        let mut w = self.inflight();
+        for n in names {
+            let Some(p) = self.caches.pods().get(&ObjectRef::new(&n).within(&ns)) else {
+                continue;
+            };
+            if !owned_by(&p, &uid) {
+                continue;
+            }
+            let key = (ns.clone(), n.clone());
+            if w.created.get(&key).is_some_and(|c| c.metadata.uid == p.metadata.uid) {
+                w.created.remove(&key);
+            }
+            let mut p = p.as_ref().clone();
+            if let Some(u) = &p.metadata.uid
+                && w.deleted.contains(u)
+                && p.metadata.deletion_timestamp.is_none()
+            {
+                p.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+            }
+            seen.insert(n);
+            out.push(p);
+        }
+        for ((pns, pname), p) in &w.created {
+            if *pns == ns && !seen.contains(pname) && owned_by(p, &uid) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+
+    pub(crate) fn remember_created(&self, pod: &Pod) {
+        let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+        self.inflight().created.insert(key, pod.clone());
+    }
+
+    pub(crate) fn remember_deleted(&self, pod: &Pod) {
+        let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+        let mut w = self.inflight();
+        w.created.remove(&key);
+        if let Some(u) = &pod.metadata.uid {
+            w.deleted.insert(u.clone());
+        }
+    }
+
+    /// The pod watch saw a pod go: nothing about it is in flight any more.
+    pub(crate) fn pod_gone(&self, pod: &Pod) {
+        let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+        let mut w = self.inflight();
+        if let Some(u) = &pod.metadata.uid {
+            w.deleted.remove(u);
+            if w.created.get(&key).is_some_and(|c| c.metadata.uid.as_ref() == Some(u)) {
+                w.created.remove(&key);
+            }
+        }
+    }
+
+    /// Whether `data` is what this controller last wrote into ConfigMap `namespace/name`.
+    pub(crate) fn config_map_current(
+        &self,
+        namespace: &str,
+        name: &str,
+        data: &std::collections::BTreeMap<String, String>,
+    ) -> bool {
+        self.inflight()
+            .config_maps
+            .get(&(namespace.to_string(), name.to_string()))
+            .is_some_and(|d| d == data)
+    }
+
+    pub(crate) fn remember_config_map(
+        &self,
+        namespace: &str,
+        name: &str,
+        data: std::collections::BTreeMap<String, String>,
+    ) {
+        self.inflight()
+            .config_maps
+            .insert((namespace.to_string(), name.to_string()), data);
+    }
+
+    /// The version of a job pod the watch showed before `new` (`None`: first sight), and
+    /// remembers `new`.
+    pub(crate) fn last_pod(&self, namespace: &str, name: &str, new: &Pod) -> Option<Pod> {
+        if super::index::job_of(new).is_none() {
+            return None;
+        }
+        self.inflight()
+            .last_pods
+            .insert((namespace.to_string(), name.to_string()), new.clone())
+    }
+
+    /// A job pod is gone from the watch.
+    pub(crate) fn forget_last_pod(&self, pod: &Pod) {
+        self.inflight()
+            .last_pods
+            .remove(&(pod.namespace().unwrap_or_default(), pod.name_any()));
+    }
+
+    /// Reads the job from the API (after a conflict: the cache may still lag) and keeps it
+    /// as the freshest version.
+    pub(crate) async fn refresh_job(&self, namespace: &str, name: &str) -> Result<(), super::JobError> {
+        let api: kube::Api<Job> = kube::Api::namespaced(self.client.clone(), namespace);
+        match api.get_opt(name).await {
+            Ok(Some(j)) => {
+                self.forget_job(namespace, name);
+                self.remember_job(&j);
+                Ok(())
+            }
+            Ok(None) => {
+                self.forget_job(namespace, name);
+                Ok(())
+            }
+            Err(e) => Err(super::JobError::Kube {
+                op: "get-job",
+                name: name.to_string(),
+                source: e,
+            }),
+        }
+    }
+
+    pub(crate) fn forget_config_map(&self, namespace: &str, name: &str) {
+        self.inflight()
+            .config_maps
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// Records an Event on the job (failures to record are only logged).
+    pub(crate) async fn event(&self, job: &Job, type_: EventType, reason: &str, message: &str) {
+        let r = object_ref(
+            crate::api::batch::API_VERSION,
+            "Job",
+            job.metadata.namespace.as_deref(),
+            &job.name_any(),
+            job.metadata.uid.as_deref(),
+        );
+        if let Err(e) = self.recorder.record(&r, type_, reason, message).await {
+            tracing::debug!(error = %crate::report::report(&e), "could not record Event");
+        }
+    }
+}
+
+/// Whether the pod's controller is the job with `uid`.
+pub(crate) fn owned_by(pod: &Pod, uid: &str) -> bool {
+    pod.owner_references()
+        .iter()
+        .any(|r| r.controller == Some(true) && r.kind == "Job" && r.uid == uid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv32_matches_the_reference_values() {
+        // FNV-1 (not 1a) 32-bit test vectors.
+        assert_eq!(fnv32(b""), 0x811c_9dc5);
+        assert_eq!(fnv32(b"a"), 0x050c_5d7e);
+        assert_eq!(fnv32(b"foobar"), 0x31f0_b262);
+    }
+
+    #[test]
+    fn a_job_always_goes_to_the_same_worker() {
+        for key in ["default/a", "ns/job-1", "x/y"] {
+            let w = worker_of(key, 5);
+            assert!(w < 5);
+            assert_eq!(w, worker_of(key, 5));
+            assert_eq!(w, fnv32(key.as_bytes()) as usize % 5);
+        }
+        assert_eq!(worker_of("anything", 0), 0);
+    }
+
+    #[test]
+    fn resource_versions_compare_as_numbers() {
+        assert!(older(Some("9"), Some("10")));
+        assert!(!older(Some("10"), Some("10")));
+        assert!(!older(Some("abc"), Some("10")));
+        assert!(!older(None, Some("10")));
+    }
+}

@@ -1,0 +1,624 @@
+//! Running one request: policies and delays, then the state machine's step against the API
+//! (Volcano's `processNextReq`, `syncJob` and `killJob`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
+use super::JobError;
+use super::build;
+use super::context::Context;
+use super::delay::DelayedAction;
+use super::plugins::{self, JobPlugin};
+use super::policy;
+use super::request::{Request, Target};
+use super::state::{self, Retain, Rule, Work};
+use super::status::{self, Counts};
+use crate::api::batch::{Action, Event, JobPhase, JobState, JobStatus, pod_name};
+use crate::api::Duration;
+use crate::api::{Job, keys};
+use crate::cluster::events::EventType;
+
+/// API calls of one kind made at once within a pass.
+const CONCURRENCY: usize = 16;
+
+/// Why a transition happened, for `status.state.reason`/`message`.
+#[derive(Clone, Debug)]
+pub(crate) struct Cause {
+    reason: String,
+    detail: String,
+}
+
+impl Cause {
+    fn of(action: &Action, req: &Request) -> Self {
+        let reason = req.event.to_string();
+        let mut detail = format!("{action} on {}", req.event);
+        if let Some(p) = &req.pod {
+            detail.push_str(&format!(" of pod {p}"));
+        }
+        if let Some(c) = req.exit_code.filter(|_| req.event == Event::PodFailed) {
+            detail.push_str(&format!(" (exit code {c})"));
+        }
+        Self { reason, detail }
+    }
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+fn task_of(pod: &Pod) -> &str {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::TASK_SPEC))
+        .map(String::as_str)
+        .unwrap_or(keys::DEFAULT_TASK_SPEC)
+}
+
+fn out_of_sync(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(keys::CONTROLLER_OUT_OF_SYNC))
+}
+
+fn finished_pod(pod: &Pod) -> bool {
+    matches!(status::pod_phase(pod), "Succeeded" | "Failed")
+}
+
+/// When a finished job with `ttlSecondsAfterFinished` is due for deletion (Volcano's garbage
+/// collector: Completed, Failed and Terminated, not Aborted).
+pub(crate) fn ttl_deadline(job: &Job) -> Option<k8s_openapi::jiff::Timestamp> {
+    let ttl = job.spec.ttl_seconds_after_finished?;
+    let st = job.status.as_ref()?.state.as_ref()?;
+    if !st.phase.as_ref().is_some_and(JobPhase::is_finished) {
+        return None;
+    }
+    let at = st.last_transition_time.as_ref()?.0;
+    at.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(i64::from(ttl)))
+        .ok()
+}
+
+/// Processes one request: cancels delayed actions the request makes moot, deletes a job whose
+/// TTL ran out, matches policies, and either registers a delayed action or executes.
+pub(crate) async fn process(ctx: &Arc<Context>, req: &Request) -> Result<(), JobError> {
+    ctx.delays.cancel_for(req);
+    let Some(job) = ctx.job(&req.namespace, &req.job) else {
+        return Ok(());
+    };
+    if let Some(at) = ttl_deadline(&job) {
+        let left = at.duration_since(k8s_openapi::jiff::Timestamp::now());
+        if left.is_negative() || left.is_zero() {
+            return ctx.delete_job(&job).await;
+        }
+        if let Ok(left) = std::time::Duration::try_from(left) {
+            let again = Request::job(&req.namespace, &req.job, Event::OutOfSync);
+            ctx.router.queue_of(&again).add_after(again.clone(), left);
+        }
+    }
+    let decision = policy::apply_policies(&job, req);
+    let key = req.key();
+    if let Some(delay) = decision.delay.filter(|d| !d.is_zero()) {
+        let msg = format!(
+            "Execute action {} after {}",
+            decision.action,
+            Duration::from_std(delay)
+        );
+        ctx.event(&job, EventType::Normal, keys::job_events::EXECUTE_ACTION, &msg)
+            .await;
+        let a = DelayedAction {
+            job_key: key,
+            task: req.task.clone(),
+            pod: req.pod.clone().unwrap_or_default(),
+            pod_uid: req.pod_uid.clone(),
+            partition: req.partition.clone(),
+            event: req.event.clone(),
+            action: decision.action.clone(),
+            delay,
+        };
+        if let Some(token) = ctx.delays.register(a.clone()) {
+            let fire = Request {
+                action: Some(decision.action.clone()),
+                ..req.clone()
+            };
+            let ctx = ctx.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = token.cancelled() => {}
+                    () = ctx.shutdown.cancelled() => {}
+                    () = tokio::time::sleep(delay) => {
+                        ctx.delays.fired(&a, &token);
+                        // Through the job's own worker, so it never races another
+                        // transition of the job (Volcano runs it on the timer goroutine).
+                        ctx.router.add(fire);
+                    }
+                }
+            });
+        }
+        return Ok(());
+    }
+    if decision.action != Action::SyncJob {
+        let msg = format!("Start to execute action {}", decision.action);
+        ctx.event(&job, EventType::Normal, keys::job_events::EXECUTE_ACTION, &msg)
+            .await;
+    }
+    execute(ctx, job, &decision.action, req).await?;
+    if decision.action.is_user_job_action() {
+        ctx.delays.cleanup_after(&key, &decision.action, req);
+    }
+    Ok(())
+}
+
+/// What a kill takes.
+#[derive(Clone, Debug)]
+pub(crate) enum Scope {
+    /// Every pod of the job, but those the retain set keeps.
+    Job(Retain),
+    /// The pods of a target (`None`: the request named none, nothing is killed).
+    Target(Option<Target>),
+}
+
+/// Executes `action` on `job` from its current phase.
+pub(crate) async fn execute(
+    ctx: &Arc<Context>,
+    job: Job,
+    action: &Action,
+    req: &Request,
+) -> Result<(), JobError> {
+    let step = state::step(job.phase(), action);
+    let cause = Cause::of(action, req);
+    match step.work {
+        Work::Sync => sync_job(ctx, job, step.rule, &cause).await,
+        Work::KillJob(retain) => kill(ctx, job, Scope::Job(retain), step.rule, &cause).await,
+        Work::KillTarget => {
+            let target = Target::of(action, req);
+            kill(ctx, job, Scope::Target(target), step.rule, &cause).await
+        }
+    }
+}
+
+fn summary(job: &Job, st: &JobStatus) -> String {
+    let phase = status::phase_of(st).cloned().unwrap_or_default();
+    format!(
+        "{phase}: {} pending, {} running, {} succeeded, {} failed of {} replicas (minAvailable {})",
+        st.pending.unwrap_or(0),
+        st.running.unwrap_or(0),
+        st.succeeded.unwrap_or(0),
+        st.failed.unwrap_or(0),
+        job.total_replicas(),
+        job.spec.min_available()
+    )
+}
+
+/// Applies the state machine's rule to `st`; stamps and counts a transition.
+fn transition(ctx: &Context, job: &Job, rule: Rule, st: &mut JobStatus, cause: &Cause) -> bool {
+    let from = status::phase_of(st).cloned();
+    if !state::apply(rule, &job.spec, st) {
+        return false;
+    }
+    let to = status::phase_of(st).cloned().unwrap_or_default();
+    let message = format!("{}; {}", cause.detail, summary(job, st));
+    status::stamp(st, &now(), &cause.reason, &message);
+    st.running_duration = status::running_duration(job.metadata.creation_timestamp.as_ref(), st);
+    if from.as_ref() != Some(&to) {
+        let from_s = from.as_ref().map(|p| p.to_string()).unwrap_or_default();
+        ctx.metrics
+            .transitions
+            .with_label_values(&[&from_s, &to.to_string(), &cause.reason])
+            .inc();
+        let (name, queue) = (job.name_any(), job.spec.queue().to_string());
+        match to {
+            JobPhase::Completed => ctx.metrics.completed.with_label_values(&[&name, &queue]).inc(),
+            JobPhase::Failed => ctx.metrics.failed.with_label_values(&[&name, &queue]).inc(),
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Volcano's `syncJob`: set the job up (status, plugin resources, PVCs, PodGroup), then,
+/// once the PodGroup is admitted, create the missing pods and delete the surplus, count, and
+/// apply the state's rule.
+async fn sync_job(ctx: &Arc<Context>, mut job: Job, rule: Rule, cause: &Cause) -> Result<(), JobError> {
+    if job.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let ns = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    let queue_name = job.spec.queue().to_string();
+    let Some(queue) = ctx.queue(&queue_name) else {
+        return Err(JobError::Missing {
+            kind: "Queue",
+            name: queue_name,
+        });
+    };
+    let forwarding = queue
+        .spec
+        .extend_clusters
+        .as_ref()
+        .is_some_and(|c| !c.is_empty());
+    if forwarding && !job.annotations().contains_key(keys::JOB_FORWARDING) {
+        job.annotations_mut()
+            .insert(keys::JOB_FORWARDING.to_string(), "true".to_string());
+        job = ctx.write_job(&job).await?;
+    }
+    let plugins = plugins::plugins_for(&job).map_err(JobError::Plugin)?;
+    let mut controlled = job
+        .status
+        .as_ref()
+        .and_then(|s| s.controlled_resources.clone())
+        .unwrap_or_default();
+    if matches!(job.phase(), None | Some(JobPhase::Pending)) {
+        if job.phase().is_none() {
+            let mut st = job.status.clone().unwrap_or_default();
+            st.state = Some(JobState {
+                phase: Some(JobPhase::Pending),
+                ..JobState::default()
+            });
+            st.min_available = Some(job.spec.min_available());
+            status::stamp(&mut st, &now(), &cause.reason, "job accepted, waiting for its PodGroup to be admitted");
+            ctx.metrics
+                .transitions
+                .with_label_values(&["", "Pending", &cause.reason])
+                .inc();
+            job = ctx.write_status(&job, st).await?;
+        }
+        for p in &plugins {
+            let key = plugins::controlled_key(p.name());
+            if controlled.contains_key(&key) {
+                continue;
+            }
+            for o in p.on_job_add(&job).map_err(JobError::Plugin)? {
+                ctx.apply_owned(&ns, o).await?;
+            }
+            controlled.insert(key, p.name().to_string());
+        }
+        job = ensure_volumes(ctx, job, &mut controlled).await?;
+    } else {
+        for p in &plugins {
+            for o in p.on_job_update(&job).map_err(JobError::Plugin)? {
+                ctx.apply_owned(&ns, o).await?;
+            }
+        }
+    }
+    ctx.ensure_podgroup(&job).await?;
+
+    let admitted = job
+        .pod_group_name()
+        .and_then(|n| ctx.podgroup(&ns, &n))
+        .or_else(|| ctx.podgroup(&ns, &name))
+        .and_then(|pg| pg.status.and_then(|s| s.phase))
+        .is_some_and(|p| !p.as_str().is_empty() && p.as_str() != "Pending");
+
+    let pods = ctx.pods_of(&job);
+    let old = job.status.clone().unwrap_or_default();
+    let mut counts = Counts::default();
+    let mut to_create = Vec::new();
+    let mut to_delete = Vec::new();
+    if admitted {
+        let by_name: HashMap<String, &Pod> = pods.iter().map(|p| (p.name_any(), p)).collect();
+        for task in job.tasks() {
+            let tname = task.name();
+            let mut expected = HashSet::new();
+            let mut ready = None;
+            for i in 0..task.replicas() {
+                let pn = pod_name(&name, tname, i);
+                match by_name.get(&pn) {
+                    None => {
+                        let deps = *ready.get_or_insert_with(|| {
+                            build::dependencies_ready(&job, task, &|n| ctx.pod(&ns, n))
+                        });
+                        if !deps {
+                            // Dependencies not ready: the task waits, silently (Volcano).
+                            continue;
+                        }
+                        let mut pod = build::build_pod(&job, task, i, forwarding);
+                        for p in &plugins {
+                            p.on_pod_create(&job, &mut pod).map_err(JobError::Plugin)?;
+                        }
+                        to_create.push((tname.to_string(), pod));
+                    }
+                    Some(_) => {}
+                }
+                expected.insert(pn);
+            }
+            for p in pods.iter().filter(|p| task_of(p) == tname) {
+                if p.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                if !expected.contains(&p.name_any()) || out_of_sync(p) {
+                    // Scaled down, or marked by a kill that did not finish.
+                    to_delete.push(p.clone());
+                }
+            }
+        }
+    }
+    let deleting: HashSet<String> = to_delete.iter().map(|p| p.name_any()).collect();
+    for p in &pods {
+        if p.metadata.deletion_timestamp.is_some() {
+            counts.add_terminating();
+        } else if !deleting.contains(&p.name_any()) {
+            counts.add(task_of(p), p);
+        }
+    }
+
+    // Create, then delete, each in parallel.
+    let created_at = job.metadata.creation_timestamp.clone();
+    let results: Vec<_> = futures::stream::iter(to_create)
+        .map(|(task, pod)| {
+            let ctx = ctx.clone();
+            async move {
+                let r = ctx.create_pod(&pod).await;
+                (task, r)
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut create_errors = Vec::new();
+    for (task, r) in results {
+        match r {
+            Ok(Some(pod)) => {
+                counts.add(&task, &pod);
+                if let Some(c) = &created_at {
+                    let ms = k8s_openapi::jiff::Timestamp::now()
+                        .duration_since(c.0)
+                        .as_secs_f64()
+                        * 1000.0;
+                    ctx.metrics.pod_creation_latency.observe(ms.max(0.0));
+                }
+            }
+            Ok(None) => {}
+            Err(e) => create_errors.push(crate::report::report(&e).to_string()),
+        }
+    }
+    let delete_errors = delete_pods(ctx, &to_delete, &mut counts).await;
+    if !create_errors.is_empty() {
+        let msg = format!("Error creating pods: {}", create_errors.join("; "));
+        ctx.event(&job, EventType::Warning, keys::job_events::FAILED_CREATE, &msg)
+            .await;
+        return Err(JobError::Pods {
+            verb: "create",
+            failed: create_errors.len(),
+            first: create_errors.swap_remove(0),
+        });
+    }
+    if let Some(e) = delete_errors {
+        ctx.event(&job, EventType::Warning, keys::job_events::FAILED_DELETE, &e.1)
+            .await;
+        return Err(e.0);
+    }
+
+    let mut st = old.clone();
+    st.min_available = Some(job.spec.min_available());
+    st.controlled_resources = (!controlled.is_empty()).then_some(controlled);
+    counts.write_into(&mut st);
+    if st.version.is_none() {
+        st.version = Some(0);
+    }
+    let changed = transition(ctx, &job, rule, &mut st, cause);
+    if st != old {
+        job = ctx.write_status(&job, st.clone()).await?;
+    }
+    // tephra: a job entering a finished phase kills what is left in the same pass (Volcano
+    // waits for some later event on the job).
+    if changed
+        && status::phase_of(&st).is_some_and(JobPhase::is_finished)
+        && counts.active() > 0
+    {
+        return kill(ctx, job, Scope::Job(Retain::Soft), Rule::None, cause).await;
+    }
+    Ok(())
+}
+
+/// Deletes `pods` in parallel; successes count as terminating, failures by their phase and
+/// are retried with backoff. Returns the error to report, if any.
+async fn delete_pods(
+    ctx: &Arc<Context>,
+    pods: &[Pod],
+    counts: &mut Counts,
+) -> Option<(JobError, String)> {
+    let results: Vec<(Pod, _)> = futures::stream::iter(pods.to_vec())
+        .map(|p| {
+            let ctx = ctx.clone();
+            async move {
+                let r = ctx.delete_pod(&p).await;
+                (p, r)
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut errors = Vec::new();
+    for (p, r) in results {
+        match r {
+            Ok(()) => counts.add_terminating(),
+            Err(e) => {
+                counts.add(task_of(&p), &p);
+                ctx.retry_deletes
+                    .add_rate_limited((p.namespace().unwrap_or_default(), p.name_any()));
+                errors.push(crate::report::report(&e).to_string());
+            }
+        }
+    }
+    if errors.is_empty() {
+        return None;
+    }
+    let msg = format!("Error deleting pods: {}", errors.join("; "));
+    Some((
+        JobError::Pods {
+            verb: "delete",
+            failed: errors.len(),
+            first: errors.swap_remove(0),
+        },
+        msg,
+    ))
+}
+
+/// Job volumes: generated claim names written into the spec, PVCs created from
+/// `volumeClaim`, named claims checked to exist (a missing one keeps the job Pending).
+async fn ensure_volumes(
+    ctx: &Arc<Context>,
+    mut job: Job,
+    controlled: &mut BTreeMap<String, String>,
+) -> Result<Job, JobError> {
+    let Some(volumes) = job.spec.volumes.clone() else {
+        return Ok(job);
+    };
+    let ns = job.namespace().unwrap_or_default();
+    let mut named = volumes.clone();
+    let mut renamed = false;
+    for (i, v) in named.iter_mut().enumerate() {
+        if v.volume_claim_name.as_deref().is_none_or(str::is_empty) {
+            v.volume_claim_name = Some(build::generated_claim_name(&job, i));
+            renamed = true;
+        }
+    }
+    if renamed {
+        job.spec.volumes = Some(named.clone());
+        job = ctx.write_job(&job).await?;
+    }
+    for v in &named {
+        let claim = v.volume_claim_name.clone().unwrap_or_default();
+        if v.volume_claim.is_some() {
+            ctx.create_pvc(&build::build_pvc(&job, v, &claim)).await?;
+        } else if !ctx.pvc_exists(&ns, &claim).await? {
+            return Err(JobError::Missing {
+                kind: "PersistentVolumeClaim",
+                name: claim,
+            });
+        }
+        controlled.insert(format!("volume-pvc-{claim}"), claim);
+    }
+    Ok(job)
+}
+
+/// Volcano's `killJob`/`killTarget`: marks then deletes the pods in scope, counts what
+/// exists, applies the rule, and for a whole-job kill removes plugin resources and the
+/// PodGroup.
+pub(crate) async fn kill(
+    ctx: &Arc<Context>,
+    job: Job,
+    scope: Scope,
+    rule: Rule,
+    cause: &Cause,
+) -> Result<(), JobError> {
+    if job.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let ns = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    let pods = ctx.pods_of(&job);
+    let old = job.status.clone().unwrap_or_default();
+    let whole = matches!(scope, Scope::Job(_));
+    // The last retry keeps finished pods, for debugging (Volcano).
+    let retain = match scope {
+        Scope::Job(r) if old.retry_count.unwrap_or(0) >= job.spec.max_retry() - 1 => {
+            let _ = r;
+            Retain::Soft
+        }
+        Scope::Job(r) => r,
+        Scope::Target(_) => Retain::None,
+    };
+    let selected = |p: &Pod| match &scope {
+        Scope::Job(_) => true,
+        Scope::Target(None) => false,
+        Scope::Target(Some(Target::Task { task })) => task_of(p) == task,
+        Scope::Target(Some(Target::Pod { pod, .. })) => p.name_any() == *pod,
+        Scope::Target(Some(Target::Partition {
+            task, partition, ..
+        })) => {
+            task_of(p) == task
+                && p.labels().get(keys::PARTITION_ID).map(String::as_str) == Some(partition)
+        }
+    };
+    let mut counts = Counts::default();
+    let mut victims = Vec::new();
+    for p in &pods {
+        if p.metadata.deletion_timestamp.is_some() {
+            counts.add_terminating();
+        } else if !selected(p) || (retain == Retain::Soft && finished_pod(p)) {
+            // tephra: counts reflect the pods that exist, kept ones included (Volcano
+            // counts only what it killed, so succeeded/failed drop to 0).
+            counts.add(task_of(p), p);
+        } else {
+            victims.push(p.clone());
+        }
+    }
+    // Mark first, so the deletions read as the controller's (OutOfSync), not as evictions
+    // that would fire PodEvicted policies; a pod that cannot be marked is not deleted.
+    let marks: Vec<(Pod, _)> = futures::stream::iter(victims.clone())
+        .map(|p| {
+            let ctx = ctx.clone();
+            async move {
+                let r = ctx.mark_pod(&p).await;
+                (p, r)
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut marked = Vec::new();
+    let mut errors = Vec::new();
+    for (p, r) in marks {
+        match r {
+            Ok(()) => marked.push(p),
+            Err(e) => {
+                counts.add(task_of(&p), &p);
+                errors.push(crate::report::report(&e).to_string());
+            }
+        }
+    }
+    let delete_error = delete_pods(ctx, &marked, &mut counts).await;
+    if !errors.is_empty() || delete_error.is_some() {
+        let total = victims.len();
+        let mut msgs = errors;
+        if let Some((_, m)) = &delete_error {
+            msgs.push(m.clone());
+        }
+        let msg = format!("Error deleting pods: {}", msgs.join("; "));
+        ctx.event(&job, EventType::Warning, keys::job_events::FAILED_DELETE, &msg)
+            .await;
+        return Err(JobError::Pods {
+            verb: "kill",
+            failed: msgs.len(),
+            first: format!("of {total}: {}", msgs.swap_remove(0)),
+        });
+    }
+
+    let mut st = old.clone();
+    counts.write_into(&mut st);
+    // A new incarnation of pods gets a new version, so events of the killed ones are told
+    // apart; a kill that found nothing to kill starts none.
+    if whole && (!victims.is_empty() || counts.terminating > 0) {
+        st.version = Some(old.version.unwrap_or(0) + 1);
+    }
+    transition(ctx, &job, rule, &mut st, cause);
+    if whole {
+        // tephra: plugin resources go only with the whole job (Volcano also deletes them on
+        // RestartTask/Pod/Partition).
+        let plugins: Vec<Box<dyn JobPlugin>> = plugins::plugins_for(&job).unwrap_or_default();
+        let mut controlled = st.controlled_resources.clone().unwrap_or_default();
+        for p in &plugins {
+            if controlled.remove(&plugins::controlled_key(p.name())).is_some() {
+                for r in p.on_job_delete(&job) {
+                    ctx.delete_owned(&r).await?;
+                }
+            }
+        }
+        st.controlled_resources = (!controlled.is_empty()).then_some(controlled);
+    }
+    if st != old {
+        ctx.write_status(&job, st).await?;
+    }
+    if whole {
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        ctx.delete_podgroups(&ns, &name, &uid).await?;
+    }
+    Ok(())
+}
