@@ -143,7 +143,12 @@ pub struct ServeArgs {
     /// Job controller: after this many failed attempts in a row at one request of a job, the
     /// job is terminated (Volcano's --max-requeue-num); -1 never gives up. A queue or PVC the
     /// job names that does not exist yet never counts: the job waits for it.
-    #[arg(long, value_name = "N", default_value_t = 15, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 15,
+        allow_negative_numbers = true
+    )]
     pub max_requeue: i32,
 
     /// Scheduler session configuration in Volcano's scheduler-conf YAML (actions, tiers,

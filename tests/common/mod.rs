@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 pub mod gangs;
+pub mod served;
 
 /// The environment variable naming a folder of Volcano's own files: `volcano-crds/` (the CRDs
 /// of Volcano's release) and `volcano-examples/` (the example manifests of Volcano's

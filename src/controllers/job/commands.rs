@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
+use kube::Api;
 use kube::api::DeleteParams;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::ObjectRef;
-use kube::Api;
 
 use super::JobError;
 use super::context::Context;
@@ -45,8 +45,13 @@ pub(crate) async fn handle(ctx: Arc<Context>, key: (String, String)) -> Result<A
             let msg = format!(
                 "Start to execute command {action}, and clean it up to make sure executed not more than once."
             );
-            ctx.event(&job, EventType::Normal, keys::job_events::COMMAND_ISSUED, &msg)
-                .await;
+            ctx.event(
+                &job,
+                EventType::Normal,
+                keys::job_events::COMMAND_ISSUED,
+                &msg,
+            )
+            .await;
             let mut req = Request::job(&ns, &target.name, Event::CommandIssued);
             req.action = Some(action);
             ctx.router.add(req);
@@ -56,7 +61,8 @@ pub(crate) async fn handle(ctx: Arc<Context>, key: (String, String)) -> Result<A
             let msg = format!(
                 "Command {name} has action {what:?}, which is not a job action (AbortJob, ResumeJob, RestartJob, RestartTask, RestartPod, RestartPartition, CompleteJob, TerminateJob); ignored"
             );
-            ctx.event(&job, EventType::Warning, "InvalidCommand", &msg).await;
+            ctx.event(&job, EventType::Warning, "InvalidCommand", &msg)
+                .await;
         }
     }
     match Api::<Command>::namespaced(ctx.client.clone(), &ns)

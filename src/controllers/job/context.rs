@@ -223,7 +223,11 @@ impl Context {
 
     /// A pod from the cache (or created by this controller and not yet listed).
     pub(crate) fn pod(&self, namespace: &str, name: &str) -> Option<Pod> {
-        if let Some(p) = self.caches.pods().get(&ObjectRef::new(name).within(namespace)) {
+        if let Some(p) = self
+            .caches
+            .pods()
+            .get(&ObjectRef::new(name).within(namespace))
+        {
             return Some(p.as_ref().clone());
         }
         self.inflight()
@@ -255,7 +259,10 @@ impl Context {
                 continue;
             }
             let key = (ns.clone(), n.clone());
-            if w.created.get(&key).is_some_and(|c| c.metadata.uid == p.metadata.uid) {
+            if w.created
+                .get(&key)
+                .is_some_and(|c| c.metadata.uid == p.metadata.uid)
+            {
                 w.created.remove(&key);
             }
             let mut p = p.as_ref().clone();
@@ -296,7 +303,10 @@ impl Context {
         let mut w = self.inflight();
         if let Some(u) = &pod.metadata.uid {
             w.deleted.remove(u);
-            if w.created.get(&key).is_some_and(|c| c.metadata.uid.as_ref() == Some(u)) {
+            if w.created
+                .get(&key)
+                .is_some_and(|c| c.metadata.uid.as_ref() == Some(u))
+            {
                 w.created.remove(&key);
             }
         }
@@ -346,7 +356,11 @@ impl Context {
 
     /// Reads the job from the API (after a conflict: the cache may still lag) and keeps it
     /// as the freshest version.
-    pub(crate) async fn refresh_job(&self, namespace: &str, name: &str) -> Result<(), super::JobError> {
+    pub(crate) async fn refresh_job(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), super::JobError> {
         let api: kube::Api<Job> = kube::Api::namespaced(self.client.clone(), namespace);
         match api.get_opt(name).await {
             Ok(Some(j)) => {

@@ -18,8 +18,8 @@ use super::policy;
 use super::request::{Request, Target};
 use super::state::{self, Retain, Rule, Work};
 use super::status::{self, Counts};
-use crate::api::batch::{Action, Event, JobPhase, JobState, JobStatus, pod_name};
 use crate::api::Duration;
+use crate::api::batch::{Action, Event, JobPhase, JobState, JobStatus, pod_name};
 use crate::api::{Job, keys};
 use crate::cluster::events::EventType;
 
@@ -109,8 +109,13 @@ pub(crate) async fn process(ctx: &Arc<Context>, req: &Request) -> Result<(), Job
             decision.action,
             Duration::from_std(delay)
         );
-        ctx.event(&job, EventType::Normal, keys::job_events::EXECUTE_ACTION, &msg)
-            .await;
+        ctx.event(
+            &job,
+            EventType::Normal,
+            keys::job_events::EXECUTE_ACTION,
+            &msg,
+        )
+        .await;
         let a = DelayedAction {
             job_key: key,
             task: req.task.clone(),
@@ -144,8 +149,13 @@ pub(crate) async fn process(ctx: &Arc<Context>, req: &Request) -> Result<(), Job
     }
     if decision.action != Action::SyncJob {
         let msg = format!("Start to execute action {}", decision.action);
-        ctx.event(&job, EventType::Normal, keys::job_events::EXECUTE_ACTION, &msg)
-            .await;
+        ctx.event(
+            &job,
+            EventType::Normal,
+            keys::job_events::EXECUTE_ACTION,
+            &msg,
+        )
+        .await;
     }
     execute(ctx, job, &decision.action, req).await?;
     if decision.action.is_user_job_action() {
@@ -213,7 +223,11 @@ fn transition(ctx: &Context, job: &Job, rule: Rule, st: &mut JobStatus, cause: &
             .inc();
         let (name, queue) = (job.name_any(), job.spec.queue().to_string());
         match to {
-            JobPhase::Completed => ctx.metrics.completed.with_label_values(&[&name, &queue]).inc(),
+            JobPhase::Completed => ctx
+                .metrics
+                .completed
+                .with_label_values(&[&name, &queue])
+                .inc(),
             JobPhase::Failed => ctx.metrics.failed.with_label_values(&[&name, &queue]).inc(),
             _ => {}
         }
@@ -224,7 +238,12 @@ fn transition(ctx: &Context, job: &Job, rule: Rule, st: &mut JobStatus, cause: &
 /// Volcano's `syncJob`: set the job up (status, plugin resources, PVCs, PodGroup), then,
 /// once the PodGroup is admitted, create the missing pods and delete the surplus, count, and
 /// apply the state's rule.
-async fn sync_job(ctx: &Arc<Context>, mut job: Job, rule: Rule, cause: &Cause) -> Result<(), JobError> {
+async fn sync_job(
+    ctx: &Arc<Context>,
+    mut job: Job,
+    rule: Rule,
+    cause: &Cause,
+) -> Result<(), JobError> {
     if job.metadata.deletion_timestamp.is_some() {
         return Ok(());
     }
@@ -261,7 +280,12 @@ async fn sync_job(ctx: &Arc<Context>, mut job: Job, rule: Rule, cause: &Cause) -
                 ..JobState::default()
             });
             st.min_available = Some(job.spec.min_available());
-            status::stamp(&mut st, &now(), &cause.reason, "job accepted, waiting for its PodGroup to be admitted");
+            status::stamp(
+                &mut st,
+                &now(),
+                &cause.reason,
+                "job accepted, waiting for its PodGroup to be admitted",
+            );
             ctx.metrics
                 .transitions
                 .with_label_values(&["", "Pending", &cause.reason])
@@ -380,8 +404,13 @@ async fn sync_job(ctx: &Arc<Context>, mut job: Job, rule: Rule, cause: &Cause) -
     let delete_errors = delete_pods(ctx, &to_delete, &mut counts).await;
     if !create_errors.is_empty() {
         let msg = format!("Error creating pods: {}", create_errors.join("; "));
-        ctx.event(&job, EventType::Warning, keys::job_events::FAILED_CREATE, &msg)
-            .await;
+        ctx.event(
+            &job,
+            EventType::Warning,
+            keys::job_events::FAILED_CREATE,
+            &msg,
+        )
+        .await;
         return Err(JobError::Pods {
             verb: "create",
             failed: create_errors.len(),
@@ -389,8 +418,13 @@ async fn sync_job(ctx: &Arc<Context>, mut job: Job, rule: Rule, cause: &Cause) -
         });
     }
     if let Some(e) = delete_errors {
-        ctx.event(&job, EventType::Warning, keys::job_events::FAILED_DELETE, &e.1)
-            .await;
+        ctx.event(
+            &job,
+            EventType::Warning,
+            keys::job_events::FAILED_DELETE,
+            &e.1,
+        )
+        .await;
         return Err(e.0);
     }
 
@@ -407,10 +441,7 @@ async fn sync_job(ctx: &Arc<Context>, mut job: Job, rule: Rule, cause: &Cause) -
     }
     // tephra: a job entering a finished phase kills what is left in the same pass (Volcano
     // waits for some later event on the job).
-    if changed
-        && status::phase_of(&st).is_some_and(JobPhase::is_finished)
-        && counts.active() > 0
-    {
+    if changed && status::phase_of(&st).is_some_and(JobPhase::is_finished) && counts.active() > 0 {
         return kill(ctx, job, Scope::Job(Retain::Soft), Rule::None, cause).await;
     }
     Ok(())
@@ -582,8 +613,13 @@ pub(crate) async fn kill(
             msgs.push(m.clone());
         }
         let msg = format!("Error deleting pods: {}", msgs.join("; "));
-        ctx.event(&job, EventType::Warning, keys::job_events::FAILED_DELETE, &msg)
-            .await;
+        ctx.event(
+            &job,
+            EventType::Warning,
+            keys::job_events::FAILED_DELETE,
+            &msg,
+        )
+        .await;
         return Err(JobError::Pods {
             verb: "kill",
             failed: msgs.len(),
@@ -605,7 +641,10 @@ pub(crate) async fn kill(
         let plugins: Vec<Box<dyn JobPlugin>> = plugins::plugins_for(&job).unwrap_or_default();
         let mut controlled = st.controlled_resources.clone().unwrap_or_default();
         for p in &plugins {
-            if controlled.remove(&plugins::controlled_key(p.name())).is_some() {
+            if controlled
+                .remove(&plugins::controlled_key(p.name()))
+                .is_some()
+            {
                 for r in p.on_job_delete(&job) {
                     ctx.delete_owned(&r).await?;
                 }

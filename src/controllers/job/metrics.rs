@@ -49,7 +49,10 @@ impl JobMetrics {
             &["job_name", "queue_name"],
         )?;
         let failed = IntCounterVec::new(
-            Opts::new("volcano_job_failed_phase_count", "Number of job failed phase"),
+            Opts::new(
+                "volcano_job_failed_phase_count",
+                "Number of job failed phase",
+            ),
             &["job_name", "queue_name"],
         )?;
         let pod_creation_latency = Histogram::with_opts(
@@ -60,7 +63,10 @@ impl JobMetrics {
             .buckets(creation_buckets()),
         )?;
         let jobs = IntGaugeVec::new(
-            Opts::new("tephra_jobs", "vcJobs known to the Job controller, by phase."),
+            Opts::new(
+                "tephra_jobs",
+                "vcJobs known to the Job controller, by phase.",
+            ),
             &["phase"],
         )?;
         let transitions = IntCounterVec::new(

@@ -14,16 +14,16 @@
 //! Everything but the edge is pure code over plain objects, tested without a cluster.
 
 pub mod build;
+mod commands;
+mod context;
 pub mod delay;
+mod execute;
+pub mod index;
+pub mod metrics;
 pub mod plugins;
 pub mod policy;
 pub mod request;
 pub mod state;
-mod commands;
-mod context;
-mod execute;
-pub mod index;
-pub mod metrics;
 pub mod status;
 mod writes;
 
@@ -45,8 +45,8 @@ use crate::api::Job;
 use crate::api::batch::{Action as JobAction, Event};
 use crate::cluster::events::{EventRecorder, EventType};
 use crate::cluster::{CacheFeeds, Caches};
-pub use context::{fnv32, worker_of};
 use context::{Context, Router};
+pub use context::{fnv32, worker_of};
 use delay::DelayedActions;
 use index::JobPodIndex;
 use metrics::JobMetrics;
@@ -167,7 +167,9 @@ impl JobController {
 
 fn pod_of(ev: &watcher::Event<Pod>) -> Option<&Pod> {
     match ev {
-        watcher::Event::Apply(p) | watcher::Event::Delete(p) | watcher::Event::InitApply(p) => Some(p),
+        watcher::Event::Apply(p) | watcher::Event::Delete(p) | watcher::Event::InitApply(p) => {
+            Some(p)
+        }
         _ => None,
     }
 }
@@ -305,10 +307,7 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
                         None => policy::pod_added(p),
                         Some(old) => {
                             let job = index::job_of(p).and_then(|j| ctx.job(&ns, j));
-                            let siblings = job
-                                .as_ref()
-                                .map(|j| ctx.pods_of(j))
-                                .unwrap_or_default();
+                            let siblings = job.as_ref().map(|j| ctx.pods_of(j)).unwrap_or_default();
                             let task = p
                                 .annotations()
                                 .get(crate::api::keys::TASK_SPEC)
@@ -431,10 +430,14 @@ async fn handle_error(ctx: &Arc<Context>, queue: &WorkQueue<Request>, req: &Requ
         .inc();
     let failures = queue.failures(req);
     let counts = !matches!(e, JobError::Missing { .. });
-    let give_up = counts && ctx.config.max_requeue >= 0 && failures >= ctx.config.max_requeue as u32;
+    let give_up =
+        counts && ctx.config.max_requeue >= 0 && failures >= ctx.config.max_requeue as u32;
     if let Some(job) = ctx.job(&req.namespace, &req.job) {
         let reason = match &e {
-            JobError::Missing { kind: "PersistentVolumeClaim", .. } => Some(crate::api::keys::job_events::PVC_ERROR),
+            JobError::Missing {
+                kind: "PersistentVolumeClaim",
+                ..
+            } => Some(crate::api::keys::job_events::PVC_ERROR),
             JobError::Plugin(_) => Some(crate::api::keys::job_events::PLUGIN_ERROR),
             JobError::PodGroup(..) => Some(crate::api::keys::job_events::POD_GROUP_ERROR),
             JobError::Missing { .. } => Some("QueueNotFound"),
@@ -449,10 +452,18 @@ async fn handle_error(ctx: &Arc<Context>, queue: &WorkQueue<Request>, req: &Requ
             tracing::warn!(job = %req.key(), error = %crate::report::report(&e), "retry limit reached, terminating the job");
             let msg = format!(
                 "Job failed on action {} for retry limit reached",
-                req.action.as_ref().map(|a| a.to_string()).unwrap_or_else(|| "SyncJob".into())
+                req.action
+                    .as_ref()
+                    .map(|a| a.to_string())
+                    .unwrap_or_else(|| "SyncJob".into())
             );
-            ctx.event(&job, EventType::Warning, crate::api::keys::job_events::EXECUTE_ACTION, &msg)
-                .await;
+            ctx.event(
+                &job,
+                EventType::Warning,
+                crate::api::keys::job_events::EXECUTE_ACTION,
+                &msg,
+            )
+            .await;
             queue.forget(req);
             if let Err(e2) = execute::execute(ctx, job, &JobAction::TerminateJob, req).await {
                 tracing::warn!(job = %req.key(), error = %crate::report::report(&e2), "terminating failed");

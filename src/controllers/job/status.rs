@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::batch::{JobCondition, JobPhase, JobStatus, TaskState};
 use crate::api::Duration;
+use crate::api::batch::{JobCondition, JobPhase, JobStatus, TaskState};
 
 /// Pod counts by phase, for the job and per task.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -149,7 +149,14 @@ mod tests {
         c.add("worker", &pod(Some("Weird")));
         c.add_terminating();
         assert_eq!(
-            (c.pending, c.running, c.succeeded, c.failed, c.unknown, c.terminating),
+            (
+                c.pending,
+                c.running,
+                c.succeeded,
+                c.failed,
+                c.unknown,
+                c.terminating
+            ),
             (1, 1, 1, 1, 1, 1)
         );
         assert_eq!(c.active(), 3);
@@ -169,7 +176,12 @@ mod tests {
         s.state.get_or_insert_with(Default::default).phase = Some(JobPhase::Running);
         stamp(&mut s, &t("2026-01-01T00:00:05Z"), "PodRunning", "started");
         s.state.get_or_insert_with(Default::default).phase = Some(JobPhase::Pending);
-        stamp(&mut s, &t("2026-01-01T00:00:09Z"), "PodEvicted", "restarting");
+        stamp(
+            &mut s,
+            &t("2026-01-01T00:00:09Z"),
+            "PodEvicted",
+            "restarting",
+        );
         let conds = s.conditions.clone().unwrap_or_default();
         let phases: Vec<_> = conds.iter().filter_map(|c| c.status.clone()).collect();
         assert_eq!(phases, vec![JobPhase::Running, JobPhase::Pending]);

@@ -93,7 +93,9 @@ impl Context {
         let ns = pod.namespace().unwrap_or_default();
         let path = format!(
             "/metadata/annotations/{}",
-            keys::CONTROLLER_OUT_OF_SYNC.replace('~', "~0").replace('/', "~1")
+            keys::CONTROLLER_OUT_OF_SYNC
+                .replace('~', "~0")
+                .replace('/', "~1")
         );
         let mut ops = Vec::new();
         if pod.metadata.annotations.is_none() {
@@ -104,7 +106,11 @@ impl Context {
             .map_err(|e| JobError::Internal(format!("building the out-of-sync patch: {e}")))?;
         self.count("mark-pod");
         match Api::<Pod>::namespaced(self.client.clone(), &ns)
-            .patch(&pod.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch))
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Json::<()>(patch),
+            )
             .await
         {
             Ok(_) => Ok(()),
@@ -122,10 +128,14 @@ impl Context {
         let ns = pod.namespace().unwrap_or_default();
         self.count("delete-pod");
         let dp = DeleteParams {
-            preconditions: pod.metadata.uid.clone().map(|uid| kube::api::Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
+            preconditions: pod
+                .metadata
+                .uid
+                .clone()
+                .map(|uid| kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
             ..DeleteParams::default()
         };
         match Api::<Pod>::namespaced(self.client.clone(), &ns)
@@ -175,7 +185,11 @@ impl Context {
                 if let Some(patch) = build::pod_group_update(&pg, &desired) {
                     self.count("update-podgroup");
                     let written = api
-                        .patch(&pg.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                        .patch(
+                            &pg.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(&patch),
+                        )
                         .await
                         .map_err(|e| JobError::PodGroup(pg.name_any(), e))?;
                     self.remember_podgroup(&written);
@@ -186,7 +200,12 @@ impl Context {
     }
 
     /// Deletes the job's PodGroup (both names).
-    pub(crate) async fn delete_podgroups(&self, ns: &str, job: &str, uid: &str) -> Result<(), JobError> {
+    pub(crate) async fn delete_podgroups(
+        &self,
+        ns: &str,
+        job: &str,
+        uid: &str,
+    ) -> Result<(), JobError> {
         let api: Api<PodGroup> = Api::namespaced(self.client.clone(), ns);
         for name in [format!("{job}-{uid}"), job.to_string()] {
             if self.podgroup(ns, &name).is_none() {
@@ -323,10 +342,14 @@ impl Context {
         let ns = job.namespace().unwrap_or_default();
         let dp = DeleteParams {
             propagation_policy: Some(kube::api::PropagationPolicy::Foreground),
-            preconditions: job.metadata.uid.clone().map(|uid| kube::api::Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
+            preconditions: job
+                .metadata
+                .uid
+                .clone()
+                .map(|uid| kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
             ..DeleteParams::default()
         };
         self.count("delete-job");

@@ -1,0 +1,126 @@
+//! `tephra` processes for the end-to-end stories: `serve --embedded`, or `apiserver` plus
+//! `serve --kubeconfig`, on loopback ports, killed when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::Api;
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+/// A child `tephra` process, killed on drop.
+pub struct Proc {
+    child: Option<Child>,
+}
+
+impl Proc {
+    /// Starts `tephra` with `args` (stdout/stderr to `log`, when given).
+    pub fn spawn(args: &[&str], log: Option<&Path>) -> Self {
+        let (out, err) = match log.map(std::fs::File::create) {
+            Some(Ok(f)) => {
+                let f2 = f.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
+                (Stdio::from(f), Stdio::from(f2))
+            }
+            _ => (Stdio::null(), Stdio::null()),
+        };
+        let child = Command::new(env!("CARGO_BIN_EXE_tephra"))
+            .args(args)
+            .env("RUST_LOG", "tephra=info")
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting tephra: {e}"));
+        Self { child: Some(child) }
+    }
+
+    /// SIGTERM and a bounded wait; `Some(code)` when it exited.
+    pub fn stop(&mut self) -> Option<i32> {
+        let mut child = self.child.take()?;
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A kube client for a plain-HTTP API on loopback.
+pub fn client(api_url: &str) -> Client {
+    let url = api_url
+        .parse()
+        .unwrap_or_else(|e| panic!("bad url {api_url}: {e}"));
+    Client::try_from(kube::Config::new(url)).unwrap_or_else(|e| panic!("client: {e}"))
+}
+
+/// Waits (bounded) until the built-in `root` queue exists: by then the CRDs are installed,
+/// the webhooks registered and the controllers started.
+pub async fn ready(client: &Client) {
+    let queues: Api<tephra::api::Queue> = Api::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(Some(_)) = queues.get_opt("root").await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "tephra did not become ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `tephra serve --embedded` with every stand-in, on free loopback ports.
+pub struct Embedded {
+    /// The process.
+    pub proc: Proc,
+    /// The embedded API's URL.
+    pub api_url: String,
+}
+
+impl Embedded {
+    /// Starts it with `extra` flags and waits until it is ready.
+    pub async fn start(extra: &[&str]) -> (Self, Client) {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let port = free_port();
+        let api = format!("127.0.0.1:{port}");
+        let mut args = vec![
+            "serve",
+            "--embedded",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--embedded-api-listen",
+            &api,
+        ];
+        args.extend_from_slice(extra);
+        let log = std::env::var_os("TEPHRA_TEST_LOG").map(PathBuf::from);
+        let proc = Proc::spawn(&args, log.as_deref());
+        let api_url = format!("http://{api}");
+        let c = client(&api_url);
+        ready(&c).await;
+        (Self { proc, api_url }, c)
+    }
+}

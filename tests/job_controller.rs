@@ -1,0 +1,662 @@
+//! The Job controller end to end: `tephra serve --embedded` (the real binary, every webhook,
+//! the scheduler, the kube-scheduler and kubelet stand-ins) driven through the kube client a
+//! user's tools use. Pods "run" by the kubelet stand-in's annotations
+//! (`simulation.tephra.io/run-seconds`, `simulation.tephra.io/exit-code`).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use common::served::{self, Embedded, Proc};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tephra::api::batch::JobPhase;
+use tephra::api::{Command, Job, PodGroup};
+
+/// Polls `f` every 50 ms until it gives `Some`, for at most `secs` seconds.
+async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn container(cpu: &str) -> Value {
+    json!({"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}})
+}
+
+/// A task of `replicas` pods that run `secs` seconds and exit with `code` (`secs` None: they
+/// run until killed).
+fn task(name: &str, replicas: i32, secs: Option<f64>, code: i32) -> Value {
+    let mut ann = json!({});
+    if let Some(s) = secs {
+        ann["simulation.tephra.io/run-seconds"] = json!(s.to_string());
+        ann["simulation.tephra.io/exit-code"] = json!(code.to_string());
+    }
+    json!({
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "metadata": {"annotations": ann},
+            "spec": {"restartPolicy": "Never", "containers": [container("100m")]}
+        }
+    })
+}
+
+fn job(name: &str, spec: Value) -> Job {
+    serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }))
+    .unwrap_or_else(|e| panic!("job {name}: {e}"))
+}
+
+async fn create(client: &Client, j: Job) -> Job {
+    Api::<Job>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &j)
+        .await
+        .unwrap_or_else(|e| panic!("creating job {}: {e}", j.name_any()))
+}
+
+async fn get(client: &Client, name: &str) -> Option<Job> {
+    Api::<Job>::namespaced(client.clone(), "default")
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+}
+
+fn phase(j: &Job) -> Option<JobPhase> {
+    j.phase().cloned()
+}
+
+/// Waits until job `name` is in `want`, and returns it.
+async fn wait_phase(client: &Client, name: &str, want: JobPhase, secs: u64) -> Job {
+    eventually(secs, &format!("job {name} to be {want}"), || async {
+        get(client, name)
+            .await
+            .filter(|j| phase(j).as_ref() == Some(&want))
+    })
+    .await
+}
+
+async fn pods_of(client: &Client, job: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .list(&ListParams::default().labels(&format!("volcano.sh/job-name={job}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+fn pod_phase(p: &Pod) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+fn env_of(p: &Pod) -> BTreeMap<String, String> {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.env.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .collect()
+}
+
+async fn command(client: &Client, job: &Job, action: &str) {
+    let cmd: Command = serde_json::from_value(json!({
+        "apiVersion": "bus.volcano.sh/v1alpha1",
+        "kind": "Command",
+        "metadata": {"generateName": format!("{}-{}-", job.name_any(), action.to_lowercase()), "namespace": "default"},
+        "action": action,
+        "target": {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "name": job.name_any(),
+            "uid": job.uid().unwrap_or_default(),
+        }
+    }))
+    .unwrap_or_else(|e| panic!("command: {e}"));
+    Api::<Command>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &cmd)
+        .await
+        .unwrap_or_else(|e| panic!("creating command {action}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_task_job_runs_to_completed_with_volcanos_pods_and_podgroup() {
+    let (_s, c) = Embedded::start(&[]).await;
+    let j = create(
+        &c,
+        job(
+            "two-tasks",
+            json!({
+                "minAvailable": 3,
+                "tasks": [task("master", 1, Some(1.0), 0), task("worker", 2, Some(1.5), 0)]
+            }),
+        ),
+    )
+    .await;
+    let uid = j.uid().unwrap_or_default();
+    let running = wait_phase(&c, "two-tasks", JobPhase::Running, 30).await;
+    assert_eq!(
+        running.status.as_ref().and_then(|s| s.min_available),
+        Some(3)
+    );
+
+    // The PodGroup Volcano's controller makes: {job}-{uid}, minMember = minAvailable.
+    let pg = Api::<PodGroup>::namespaced(c.clone(), "default")
+        .get(&format!("two-tasks-{uid}"))
+        .await
+        .unwrap_or_else(|e| panic!("PodGroup: {e}"));
+    assert_eq!(pg.spec.min_member, Some(3));
+    assert_eq!(pg.spec.queue.as_deref(), Some("default"));
+    assert!(
+        pg.owner_references()
+            .iter()
+            .any(|r| r.kind == "Job" && r.uid == uid)
+    );
+
+    let pods = pods_of(&c, "two-tasks").await;
+    let names: BTreeSet<String> = pods.iter().map(|p| p.name_any()).collect();
+    let want: BTreeSet<String> = [
+        "two-tasks-master-0",
+        "two-tasks-worker-0",
+        "two-tasks-worker-1",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(names, want);
+    for p in &pods {
+        let a = p.annotations();
+        assert_eq!(
+            a.get("scheduling.k8s.io/group-name"),
+            Some(&format!("two-tasks-{uid}"))
+        );
+        assert_eq!(
+            a.get("volcano.sh/job-name").map(String::as_str),
+            Some("two-tasks")
+        );
+        assert_eq!(
+            a.get("volcano.sh/queue-name").map(String::as_str),
+            Some("default")
+        );
+        assert_eq!(
+            a.get("volcano.sh/job-version").map(String::as_str),
+            Some("0")
+        );
+        assert!(a.contains_key("volcano.sh/task-spec"));
+        assert!(p.labels().contains_key("volcano.sh/task-index"));
+        assert_eq!(
+            p.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()),
+            Some("volcano")
+        );
+        assert!(
+            p.owner_references()
+                .iter()
+                .any(|r| r.controller == Some(true) && r.uid == uid)
+        );
+    }
+
+    let done = wait_phase(&c, "two-tasks", JobPhase::Completed, 30).await;
+    let st = done.status.clone().unwrap_or_default();
+    assert_eq!(st.succeeded, Some(3), "{st:?}");
+    let conds: Vec<_> = st
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| c.status)
+        .collect();
+    for p in [JobPhase::Pending, JobPhase::Running, JobPhase::Completed] {
+        assert!(conds.contains(&p), "condition {p} missing: {conds:?}");
+    }
+    let reason = st
+        .state
+        .as_ref()
+        .and_then(|s| s.reason.clone())
+        .unwrap_or_default();
+    assert!(!reason.is_empty(), "the transition says why");
+    let tasks = st.task_status_count.unwrap_or_default();
+    assert_eq!(
+        tasks
+            .get("worker")
+            .and_then(|t| t.phase.as_ref())
+            .and_then(|p| p.get("Succeeded")),
+        Some(&2)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_failures_restart_the_job_until_max_retry_then_it_fails() {
+    let (_s, c) = Embedded::start(&[]).await;
+    create(
+        &c,
+        job(
+            "retry",
+            json!({
+                "maxRetry": 2,
+                "policies": [{"event": "PodFailed", "action": "RestartJob"}],
+                "tasks": [task("w", 2, Some(0.5), 1)]
+            }),
+        ),
+    )
+    .await;
+    let failed = wait_phase(&c, "retry", JobPhase::Failed, 60).await;
+    let st = failed.status.unwrap_or_default();
+    assert_eq!(st.retry_count, Some(2), "{st:?}");
+    assert!(
+        st.version.unwrap_or(0) >= 2,
+        "each restart is a new version: {st:?}"
+    );
+    // The last retry keeps its finished pods for debugging.
+    let pods = pods_of(&c, "retry").await;
+    assert!(
+        pods.iter().any(|p| pod_phase(p) == "Failed"),
+        "failed pods of the last retry are kept: {:?}",
+        pods.iter()
+            .map(|p| (p.name_any(), pod_phase(p).to_string()))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exit_code_policy_aborts_the_job() {
+    let (_s, c) = Embedded::start(&[]).await;
+    create(
+        &c,
+        job(
+            "exit3",
+            json!({
+                "policies": [{"exitCode": 3, "action": "AbortJob"}],
+                "tasks": [task("w", 1, Some(0.3), 3), task("other", 1, None, 0)]
+            }),
+        ),
+    )
+    .await;
+    let aborted = wait_phase(&c, "exit3", JobPhase::Aborted, 60).await;
+    assert_eq!(aborted.status.as_ref().and_then(|s| s.running), Some(0));
+    // The running pod of the other task was killed; the failed one is kept.
+    let pods = eventually(20, "the other task's pod to go", || async {
+        let pods = pods_of(&c, "exit3").await;
+        (!pods.iter().any(|p| p.name_any() == "exit3-other-0")).then_some(pods)
+    })
+    .await;
+    assert!(pods.iter().all(|p| pod_phase(p) == "Failed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_pending_too_long_aborts_the_job_after_the_timeout() {
+    let (_s, c) = Embedded::start(&[]).await;
+    let mut huge = task("huge", 1, None, 0);
+    huge["minAvailable"] = json!(0);
+    huge["template"]["spec"]["containers"] = json!([container("1000")]);
+    huge["policies"] = json!([{"event": "PodPending", "action": "AbortJob", "timeout": "2s"}]);
+    let started = Instant::now();
+    create(
+        &c,
+        job(
+            "stuck",
+            json!({"minAvailable": 1, "tasks": [task("ok", 1, None, 0), huge]}),
+        ),
+    )
+    .await;
+    wait_phase(&c, "stuck", JobPhase::Running, 30).await;
+    wait_phase(&c, "stuck", JobPhase::Aborted, 30).await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "the abort waited for the timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_then_resume_by_command() {
+    let (_s, c) = Embedded::start(&[]).await;
+    let j = create(&c, job("cmd", json!({"tasks": [task("w", 2, None, 0)]}))).await;
+    wait_phase(&c, "cmd", JobPhase::Running, 30).await;
+    command(&c, &j, "AbortJob").await;
+    wait_phase(&c, "cmd", JobPhase::Aborted, 30).await;
+    eventually(20, "the aborted job's pods to go", || async {
+        pods_of(&c, "cmd").await.is_empty().then_some(())
+    })
+    .await;
+    // Each Command runs once and is deleted.
+    let cmds = Api::<Command>::namespaced(c.clone(), "default");
+    eventually(10, "the Command to be deleted", || async {
+        cmds.list(&ListParams::default())
+            .await
+            .ok()
+            .filter(|l| l.items.is_empty())
+    })
+    .await;
+    command(&c, &j, "ResumeJob").await;
+    let resumed = wait_phase(&c, "cmd", JobPhase::Running, 30).await;
+    assert_eq!(resumed.status.as_ref().and_then(|s| s.retry_count), Some(1));
+    assert_eq!(pods_of(&c, "cmd").await.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_depends_on_another_starts_after_it_runs() {
+    let (_s, c) = Embedded::start(&[]).await;
+    let mut b = task("b", 1, None, 0);
+    b["dependsOn"] = json!({"name": ["a"]});
+    create(
+        &c,
+        job("deps", json!({"tasks": [task("a", 1, None, 0), b]})),
+    )
+    .await;
+    // The moment b's pod exists, a's pod is running.
+    let a_phase = eventually(30, "task b's pod", || async {
+        let pods = pods_of(&c, "deps").await;
+        pods.iter().any(|p| p.name_any() == "deps-b-0").then(|| {
+            pods.iter()
+                .find(|p| p.name_any() == "deps-a-0")
+                .map(|p| pod_phase(p).to_string())
+                .unwrap_or_default()
+        })
+    })
+    .await;
+    assert_eq!(a_phase, "Running");
+    wait_phase(&c, "deps", JobPhase::Running, 30).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_partition_replaces_only_that_partitions_pods() {
+    let (_s, c) = Embedded::start(&[]).await;
+    let mut w = task("w", 4, None, 0);
+    w["partitionPolicy"] = json!({"totalPartitions": 2, "partitionSize": 2});
+    w["policies"] = json!([{"event": "PodEvicted", "action": "RestartPartition"}]);
+    create(&c, job("parts", json!({"tasks": [w]}))).await;
+    wait_phase(&c, "parts", JobPhase::Running, 30).await;
+    let before: BTreeMap<String, (String, String)> = eventually(30, "4 running pods", || async {
+        let pods = pods_of(&c, "parts").await;
+        (pods.len() == 4 && pods.iter().all(|p| pod_phase(p) == "Running")).then(|| {
+            pods.iter()
+                .map(|p| {
+                    let part = p
+                        .labels()
+                        .get("volcano.sh/partition-id")
+                        .cloned()
+                        .unwrap_or_default();
+                    (p.name_any(), (p.uid().unwrap_or_default(), part))
+                })
+                .collect()
+        })
+    })
+    .await;
+    assert_eq!(before["parts-w-0"].1, "0");
+    assert_eq!(before["parts-w-1"].1, "0");
+    assert_eq!(before["parts-w-2"].1, "1");
+    // Evict a pod of partition 0.
+    Api::<Pod>::namespaced(c.clone(), "default")
+        .delete("parts-w-1", &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("delete: {e}"));
+    let after: BTreeMap<String, String> = eventually(30, "partition 0 replaced", || async {
+        let pods = pods_of(&c, "parts").await;
+        let m: BTreeMap<String, String> = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+            .collect();
+        (m.len() == 4
+            && m["parts-w-0"] != before["parts-w-0"].0
+            && m["parts-w-1"] != before["parts-w-1"].0)
+            .then_some(m)
+    })
+    .await;
+    assert_eq!(
+        after["parts-w-2"], before["parts-w-2"].0,
+        "partition 1 untouched"
+    );
+    assert_eq!(
+        after["parts-w-3"], before["parts-w-3"].0,
+        "partition 1 untouched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_make_their_resources_and_env_and_deleting_the_job_removes_everything() {
+    let (_s, c) = Embedded::start(&[]).await;
+    let j = create(
+        &c,
+        job(
+            "pt",
+            json!({
+                "plugins": {"svc": [], "ssh": [], "env": [], "pytorch": ["--master=master", "--worker=worker", "--port=23456"]},
+                "tasks": [task("master", 1, None, 0), task("worker", 2, None, 0)]
+            }),
+        ),
+    )
+    .await;
+    let uid = j.uid().unwrap_or_default();
+    let running = wait_phase(&c, "pt", JobPhase::Running, 30).await;
+    let controlled = running
+        .status
+        .and_then(|s| s.controlled_resources)
+        .unwrap_or_default();
+    for p in ["plugin-svc", "plugin-ssh", "plugin-env", "plugin-pytorch"] {
+        assert!(
+            controlled.contains_key(p),
+            "{p} missing from {controlled:?}"
+        );
+    }
+    let svc = Api::<Service>::namespaced(c.clone(), "default")
+        .get("pt")
+        .await
+        .unwrap_or_else(|e| panic!("Service: {e}"));
+    assert_eq!(
+        svc.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()),
+        Some("None")
+    );
+    let cm = Api::<ConfigMap>::namespaced(c.clone(), "default")
+        .get("pt-svc")
+        .await
+        .unwrap_or_else(|e| panic!("ConfigMap: {e}"));
+    let data = cm.data.unwrap_or_default();
+    assert_eq!(data.get("VC_WORKER_NUM").map(String::as_str), Some("2"));
+    assert_eq!(
+        data.get("VC_WORKER_HOSTS").map(String::as_str),
+        Some("pt-worker-0.pt,pt-worker-1.pt")
+    );
+    Api::<NetworkPolicy>::namespaced(c.clone(), "default")
+        .get("pt")
+        .await
+        .unwrap_or_else(|e| panic!("NetworkPolicy: {e}"));
+    let secret = Api::<Secret>::namespaced(c.clone(), "default")
+        .get("pt-ssh")
+        .await
+        .unwrap_or_else(|e| panic!("Secret: {e}"));
+    let keys: BTreeSet<String> = secret.data.unwrap_or_default().into_keys().collect();
+    for k in ["id_rsa", "id_rsa.pub", "authorized_keys", "config"] {
+        assert!(
+            keys.contains(k),
+            "{k} missing from the ssh Secret: {keys:?}"
+        );
+    }
+
+    let pods = pods_of(&c, "pt").await;
+    let w1 = pods
+        .iter()
+        .find(|p| p.name_any() == "pt-worker-1")
+        .unwrap_or_else(|| panic!("pt-worker-1 missing"));
+    let env = env_of(w1);
+    assert_eq!(env.get("VK_TASK_INDEX").map(String::as_str), Some("1"));
+    assert_eq!(env.get("VC_TASK_INDEX").map(String::as_str), Some("1"));
+    assert_eq!(
+        env.get("MASTER_ADDR").map(String::as_str),
+        Some("pt-master-0.pt")
+    );
+    assert_eq!(env.get("MASTER_PORT").map(String::as_str), Some("23456"));
+    assert_eq!(env.get("WORLD_SIZE").map(String::as_str), Some("3"));
+    assert_eq!(env.get("RANK").map(String::as_str), Some("2"));
+    assert_eq!(
+        env.get("VC_MASTER_HOSTS").map(String::as_str),
+        Some("pt-master-0.pt")
+    );
+    let spec = w1.spec.clone().unwrap_or_default();
+    assert_eq!(spec.hostname.as_deref(), Some("pt-worker-1"));
+    assert_eq!(spec.subdomain.as_deref(), Some("pt"));
+
+    // Deleting the job removes its pods, PodGroup and plugin resources.
+    Api::<Job>::namespaced(c.clone(), "default")
+        .delete("pt", &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("delete job: {e}"));
+    eventually(30, "everything the job made to go", || async {
+        let pods = pods_of(&c, "pt").await;
+        let pg = Api::<PodGroup>::namespaced(c.clone(), "default")
+            .get_opt(&format!("pt-{uid}"))
+            .await
+            .ok()
+            .flatten();
+        let svc = Api::<Service>::namespaced(c.clone(), "default")
+            .get_opt("pt")
+            .await
+            .ok()
+            .flatten();
+        let cm = Api::<ConfigMap>::namespaced(c.clone(), "default")
+            .get_opt("pt-svc")
+            .await
+            .ok()
+            .flatten();
+        let sec = Api::<Secret>::namespaced(c.clone(), "default")
+            .get_opt("pt-ssh")
+            .await
+            .ok()
+            .flatten();
+        let np = Api::<NetworkPolicy>::namespaced(c.clone(), "default")
+            .get_opt("pt")
+            .await
+            .ok()
+            .flatten();
+        (pods.is_empty()
+            && pg.is_none()
+            && svc.is_none()
+            && cm.is_none()
+            && sec.is_none()
+            && np.is_none())
+        .then_some(())
+    })
+    .await;
+}
+
+/// Binds every unbound pod of the `volcano` scheduler to `node-1` (the test plays
+/// kube-scheduler: outside embedded mode tephra only plans).
+async fn bind_all(c: &Client) {
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for p in pods
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let spec = p.spec.clone().unwrap_or_default();
+        if spec.node_name.is_some() || p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let binding = json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": p.name_any(), "uid": p.uid()},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
+        let _ = pods
+            .create_subresource::<_, Value>(
+                "binding",
+                &p.name_any(),
+                &PostParams::default(),
+                &binding,
+            )
+            .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarting_serve_mid_job_loses_nothing_and_duplicates_nothing() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = std::env::temp_dir().join(format!("tephra-job-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let port = served::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\nusers:\n- name: t\n  user: {{}}\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let _api = Proc::spawn(
+        &["apiserver", "--listen", &format!("127.0.0.1:{port}")],
+        None,
+    );
+    let serve_args = [
+        "serve",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap_or_default(),
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ];
+    let mut serve = Proc::spawn(&serve_args, None);
+    let c = served::client(&url);
+    served::ready(&c).await;
+
+    // No webhooks outside embedded mode: the job is written fully.
+    let mut spec = json!({
+        "minAvailable": 3, "queue": "default", "schedulerName": "volcano", "maxRetry": 3,
+        "tasks": [task("a", 1, Some(4.0), 0), task("b", 2, Some(4.0), 0)]
+    });
+    spec["tasks"][0]["minAvailable"] = json!(1);
+    spec["tasks"][1]["minAvailable"] = json!(2);
+    create(&c, job("survivor", spec)).await;
+    let first: BTreeMap<String, String> = eventually(30, "the job's 3 pods", || async {
+        bind_all(&c).await;
+        let pods = pods_of(&c, "survivor").await;
+        (pods.len() == 3).then(|| {
+            pods.iter()
+                .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+                .collect()
+        })
+    })
+    .await;
+    // Stop serve mid-job, start it again against the same API.
+    assert_eq!(serve.stop(), Some(0), "serve drains and exits 0 on SIGTERM");
+    let _serve2 = Proc::spawn(&serve_args, None);
+    let done = eventually(60, "the job to complete after the restart", || async {
+        bind_all(&c).await;
+        get(&c, "survivor")
+            .await
+            .filter(|j| phase(j) == Some(JobPhase::Completed))
+    })
+    .await;
+    let last: BTreeMap<String, String> = pods_of(&c, "survivor")
+        .await
+        .iter()
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        first, last,
+        "the same three pods ran the job, none was made twice"
+    );
+    let st = done.status.unwrap_or_default();
+    assert_eq!(st.succeeded, Some(3));
+    assert_eq!(st.version, Some(0), "no restart happened");
+    let _ = std::fs::remove_dir_all(&dir);
+}
