@@ -388,7 +388,8 @@ mod tests {
     #[test]
     fn cleanup_after_by_level() {
         // (action, request pod/task/partition, pods left)
-        let cases: [(Action, (&str, &str, &str), &[&str]); 6] = [
+        type Case<'a> = (Action, (&'a str, &'a str, &'a str), &'a [&'a str]);
+        let cases: [Case; 6] = [
             (
                 Action::TerminateJob,
                 ("z", "t", "0"),

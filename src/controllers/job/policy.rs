@@ -215,9 +215,8 @@ pub fn pod_added(pod: &Pod) -> Option<Request> {
 ///
 /// A pod marked out-of-sync by the controller always gives `OutOfSync`.
 pub fn pod_updated(job: Option<&Job>, old: &Pod, new: &Pod, siblings: &[&Pod]) -> Option<Request> {
-    if job_owner(new).is_none() {
-        return None;
-    }
+    // Volcano checks the owner before the resourceVersion; both only filter.
+    job_owner(new)?;
     if new.metadata.resource_version == old.metadata.resource_version {
         return None;
     }

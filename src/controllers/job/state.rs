@@ -169,8 +169,11 @@ pub fn apply(rule: Rule, spec: &JobSpec, status: &mut JobStatus) -> bool {
     let c = Counts::of(status);
     let next = match rule {
         Rule::None => return false,
-        Rule::PendingSync => (spec.min_available() <= c.running + c.succeeded + c.failed)
-            .then_some(JobPhase::Running),
+        Rule::PendingSync => (spec.min_available()
+            <= c.running
+                .saturating_add(c.succeeded)
+                .saturating_add(c.failed))
+        .then_some(JobPhase::Running),
         Rule::RunningSync => running_rule(spec, status, &c),
         Rule::ToRestarting => {
             status.retry_count = Some(c.retry_count.saturating_add(1));
@@ -182,7 +185,7 @@ pub fn apply(rule: Rule, spec: &JobSpec, status: &mut JobStatus) -> bool {
         Rule::Restarting => {
             if c.retry_count >= spec.max_retry() {
                 Some(JobPhase::Failed)
-            } else if spec.total_replicas() - c.terminating >= c.min_available {
+            } else if total_replicas(spec).saturating_sub(c.terminating) >= c.min_available {
                 Some(JobPhase::Pending)
             } else {
                 None
@@ -199,6 +202,14 @@ pub fn apply(rule: Rule, spec: &JobSpec, status: &mut JobStatus) -> bool {
         }
         None => false,
     }
+}
+
+/// Σ task replicas. Saturating, unlike `JobSpec::total_replicas`: absurd counts written by a
+/// user must not make the controller panic (debug builds trap on overflow).
+fn total_replicas(spec: &JobSpec) -> i32 {
+    spec.tasks()
+        .iter()
+        .fold(0i32, |sum, t| sum.saturating_add(t.replicas()))
 }
 
 /// The counters a rule reads, absent ones as 0.
@@ -233,7 +244,7 @@ impl Counts {
 
 /// Running's sync rule, in Volcano's order; `None` keeps the phase.
 fn running_rule(spec: &JobSpec, status: &JobStatus, c: &Counts) -> Option<JobPhase> {
-    let replicas = spec.total_replicas();
+    let replicas = total_replicas(spec);
     // A job scaled to zero replicas stays as it is.
     if replicas == 0 {
         return None;
@@ -243,8 +254,11 @@ fn running_rule(spec: &JobSpec, status: &JobStatus, c: &Counts) -> Option<JobPha
     {
         return Some(JobPhase::Completed);
     }
-    if c.succeeded + c.failed == replicas {
-        let task_min_sum: i32 = spec.tasks().iter().map(|t| t.min_available()).sum();
+    if c.succeeded.saturating_add(c.failed) == replicas {
+        let task_min_sum = spec
+            .tasks()
+            .iter()
+            .fold(0i32, |sum, t| sum.saturating_add(t.min_available()));
         if spec.min_available() >= task_min_sum {
             // Every task with an explicit minAvailable must have had that many successes;
             // tasks with no count entry are not judged (Volcano skips them too).
@@ -273,7 +287,7 @@ fn running_rule(spec: &JobSpec, status: &JobStatus, c: &Counts) -> Option<JobPha
             _ => JobPhase::Failed,
         });
     }
-    if c.pending > replicas - spec.min_available() {
+    if c.pending > replicas.saturating_sub(spec.min_available()) {
         return Some(JobPhase::Pending);
     }
     None
@@ -738,6 +752,24 @@ mod tests {
         let mut s = JobStatus::default();
         assert!(apply(Rule::ToRestarting, &sp, &mut s));
         assert_eq!(s.retry_count, Some(1));
+    }
+
+    #[test]
+    fn huge_counts_do_not_overflow() {
+        let sp = spec(&[(i32::MAX, None), (i32::MAX, None)], i32::MIN);
+        let c = C {
+            pending: i32::MAX,
+            running: i32::MAX,
+            succeeded: i32::MAX,
+            failed: i32::MAX,
+            terminating: i32::MIN,
+            ..C::default()
+        };
+        for rule in [Rule::PendingSync, Rule::RunningSync, Rule::Restarting] {
+            let mut s = status(JobPhase::Running, c);
+            // Only that it returns: the outcome of nonsense counts is not specified.
+            let _ = apply(rule, &sp, &mut s);
+        }
     }
 
     #[test]
