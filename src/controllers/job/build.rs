@@ -687,3 +687,916 @@ fn pod_ready(p: &Pod) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use k8s_openapi::api::core::v1::ContainerStatus;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use serde_json::json;
+
+    use super::*;
+
+    const UID: &str = "7d3c1f0e-5b2a-4c11-9e0d-2f6a8b4c1d90";
+
+    /// A two-task training job as a user would write it, after the job webhook's defaults,
+    /// with a status the controller has written (version 2 after a restart).
+    const TRAIN: &str = r#"
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: train
+  namespace: ml
+  uid: 7d3c1f0e-5b2a-4c11-9e0d-2f6a8b4c1d90
+  labels:
+    team: vision
+    volcano.sh/preemptable: "true"
+  annotations:
+    volcano.sh/preemptable: "false"
+    volcano.sh/cooldown-time: 600s
+    volcano.sh/revocable-zone: "*"
+    volcano.sh/jdb-min-available: "2"
+    volcano.sh/jdb-max-unavailable: "1"
+    volcano.sh/sla-waiting-time: 1h
+spec:
+  schedulerName: volcano
+  minAvailable: 3
+  queue: research
+  priorityClassName: normal
+  maxRetry: 3
+  networkTopology:
+    mode: hard
+    highestTierAllowed: 2
+  volumes:
+    - mountPath: /data
+      volumeClaimName: shared-data
+    - mountPath: /scratch
+      volumeClaim:
+        accessModes: [ReadWriteOnce]
+        storageClassName: fast
+        resources:
+          requests:
+            storage: 1Gi
+    - mountPath: /data-again
+      volumeClaimName: shared-data
+  tasks:
+    - name: ps
+      replicas: 1
+      minAvailable: 1
+      topologyPolicy: single-numa-node
+      template:
+        metadata:
+          labels:
+            role: ps
+            volcano.sh/task-index: "99"
+          annotations:
+            note: keep
+        spec:
+          schedulerName: custom
+          priorityClassName: high
+          initContainers:
+            - name: init
+              image: busybox
+          containers:
+            - name: ps
+              image: tf:2
+              resources:
+                requests:
+                  cpu: "2"
+                  memory: 4Gi
+    - name: worker
+      replicas: 4
+      minAvailable: 2
+      partitionPolicy:
+        totalPartitions: 2
+        partitionSize: 2
+        minPartitions: 1
+        networkTopology:
+          mode: soft
+          highestTierAllowed: 1
+      template:
+        spec:
+          containers:
+            - name: worker
+              image: tf:2
+              resources:
+                requests:
+                  cpu: "1"
+                  memory: 2Gi
+                limits:
+                  nvidia.com/gpu: "1"
+            - name: logs
+              image: fluent-bit
+status:
+  version: 2
+  retryCount: 1
+  state:
+    phase: Running
+"#;
+
+    fn train() -> Job {
+        serde_saphyr::from_str(TRAIN).expect("test job parses")
+    }
+
+    fn task<'a>(job: &'a Job, name: &str) -> &'a TaskSpec {
+        job.spec.task(name).expect("task exists")
+    }
+
+    /// PriorityClass values of the test cluster.
+    fn classes(name: &str) -> Option<i32> {
+        match name {
+            "high" => Some(1000),
+            "normal" => Some(100),
+            "low" => Some(-10),
+            _ => None,
+        }
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn quantities(list: &ResourceList) -> BTreeMap<String, String> {
+        list.iter().map(|(k, q)| (k.clone(), q.0.clone())).collect()
+    }
+
+    fn job_from(value: serde_json::Value) -> Job {
+        serde_json::from_value(value).expect("test job parses")
+    }
+
+    #[test]
+    fn owner_reference_is_a_blocking_controller_ref_to_the_job() {
+        let r = owner_reference(&train());
+        assert_eq!(
+            r,
+            OwnerReference {
+                api_version: "batch.volcano.sh/v1alpha1".into(),
+                kind: "Job".into(),
+                name: "train".into(),
+                uid: UID.into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }
+        );
+    }
+
+    #[test]
+    fn pod_carries_every_label_and_annotation() {
+        let job = train();
+        let pod = build_pod(&job, task(&job, "ps"), 0, false);
+        assert_eq!(pod.metadata.name.as_deref(), Some("train-ps-0"));
+        assert_eq!(pod.metadata.namespace.as_deref(), Some("ml"));
+        assert_eq!(
+            pod.metadata.owner_references,
+            Some(vec![owner_reference(&job)])
+        );
+        let group = format!("train-{UID}");
+        assert_eq!(
+            pod.metadata.annotations,
+            Some(map(&[
+                ("note", "keep"),
+                ("volcano.sh/task-index", "0"),
+                ("volcano.sh/task-spec", "ps"),
+                ("scheduling.k8s.io/group-name", &group),
+                ("volcano.sh/job-name", "train"),
+                ("volcano.sh/queue-name", "research"),
+                ("volcano.sh/job-version", "2"),
+                ("volcano.sh/template-uid", "train-ps"),
+                ("volcano.sh/job-retry-count", "1"),
+                ("volcano.sh/numa-topology-policy", "single-numa-node"),
+                ("volcano.sh/preemptable", "false"),
+                ("volcano.sh/cooldown-time", "600s"),
+                ("volcano.sh/revocable-zone", "*"),
+                ("volcano.sh/jdb-min-available", "2"),
+            ]))
+        );
+        assert_eq!(
+            pod.metadata.labels,
+            Some(map(&[
+                ("role", "ps"),
+                // The controller's value replaces the template's.
+                ("volcano.sh/task-index", "0"),
+                ("volcano.sh/job-name", "train"),
+                ("volcano.sh/task-spec", "ps"),
+                ("volcano.sh/job-namespace", "ml"),
+                ("volcano.sh/queue-name", "research"),
+                ("volcano.sh/preemptable", "true"),
+            ]))
+        );
+        assert_eq!(
+            Some(group),
+            job.pod_group_name(),
+            "the group the PodGroup has"
+        );
+    }
+
+    #[test]
+    fn template_scheduler_and_priority_win_and_the_job_fills_gaps() {
+        let job = train();
+        let ps = build_pod(&job, task(&job, "ps"), 0, false);
+        let spec = ps.spec.expect("spec");
+        assert_eq!(spec.scheduler_name.as_deref(), Some("custom"));
+        assert_eq!(spec.priority_class_name.as_deref(), Some("high"));
+
+        let worker = build_pod(&job, task(&job, "worker"), 3, false);
+        let spec = worker.spec.expect("spec");
+        assert_eq!(spec.scheduler_name.as_deref(), Some("volcano"));
+        assert_eq!(spec.priority_class_name.as_deref(), Some("normal"));
+
+        // Neither the job nor the template names one: left for the API server to default.
+        let bare = job_from(json!({
+            "metadata": {"name": "bare", "namespace": "ns", "uid": "u1"},
+            "spec": {"tasks": [{"name": "t", "replicas": 1, "template": {"spec": {
+                "schedulerName": "", "containers": [{"name": "c", "image": "i"}]}}}]}
+        }));
+        let spec = build_pod(&bare, task(&bare, "t"), 0, false)
+            .spec
+            .expect("spec");
+        assert_eq!(spec.scheduler_name, None);
+        assert_eq!(spec.priority_class_name, None);
+    }
+
+    #[test]
+    fn job_volumes_are_mounted_in_regular_containers_only() {
+        let job = train();
+        let pod = build_pod(&job, task(&job, "ps"), 0, false);
+        let spec = pod.spec.expect("spec");
+        let volumes = spec.volumes.clone().unwrap_or_default();
+        // Three job volumes, two distinct claims.
+        assert_eq!(volumes.len(), 2);
+        let claims: Vec<String> = volumes
+            .iter()
+            .filter_map(|v| v.persistent_volume_claim.as_ref())
+            .map(|c| c.claim_name.clone())
+            .collect();
+        assert_eq!(
+            claims,
+            vec!["shared-data".to_string(), generated_claim_name(&job, 1)]
+        );
+        for v in &volumes {
+            let suffix = v.name.strip_prefix("train-").expect("named after the job");
+            assert_eq!(suffix.len(), 12);
+            assert!(
+                suffix
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+            );
+        }
+        assert_ne!(volumes[0].name, volumes[1].name);
+        let mounts = spec.containers[0].volume_mounts.clone().unwrap_or_default();
+        let got: Vec<(&str, &str)> = mounts
+            .iter()
+            .map(|m| (m.name.as_str(), m.mount_path.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (volumes[0].name.as_str(), "/data"),
+                (volumes[1].name.as_str(), "/scratch")
+            ]
+        );
+        let init = &spec.init_containers.as_ref().expect("init containers")[0];
+        assert_eq!(
+            init.volume_mounts, None,
+            "init containers get no job volumes"
+        );
+
+        // Both containers of a worker get them.
+        let worker = build_pod(&job, task(&job, "worker"), 1, false)
+            .spec
+            .expect("spec");
+        for c in &worker.containers {
+            assert_eq!(
+                c.volume_mounts.as_ref().map(Vec::len),
+                Some(2),
+                "{}",
+                c.name
+            );
+        }
+        // Rebuilding gives the same pod (hash, not random names); volume names depend on
+        // the claim only, so every pod of the job agrees.
+        assert_eq!(build_pod(&job, task(&job, "ps"), 0, false).spec, Some(spec));
+        assert_eq!(
+            worker.volumes.map(|v| v[0].name.clone()),
+            Some(volumes[0].name.clone())
+        );
+    }
+
+    #[test]
+    fn a_recorded_claim_name_is_mounted_and_matches_the_generated_one() {
+        let mut job = train();
+        let generated = generated_claim_name(&job, 1);
+        let before = build_pod(&job, task(&job, "ps"), 0, false);
+        if let Some(v) = job.spec.volumes.as_mut().and_then(|v| v.get_mut(1)) {
+            v.volume_claim_name = Some(generated);
+        }
+        assert_eq!(build_pod(&job, task(&job, "ps"), 0, false), before);
+    }
+
+    #[test]
+    fn partitioned_tasks_get_partition_ids() {
+        let job = train();
+        let worker = task(&job, "worker");
+        let ids: Vec<String> = (0..4)
+            .map(|i| {
+                let pod = build_pod(&job, worker, i, false);
+                pod.metadata.labels.expect("labels")[keys::PARTITION_ID].clone()
+            })
+            .collect();
+        assert_eq!(ids, ["0", "0", "1", "1"]);
+        let pod = build_pod(&job, worker, 3, false);
+        assert_eq!(pod.metadata.name.as_deref(), Some("train-worker-3"));
+        let annotations = pod.metadata.annotations.expect("annotations");
+        assert!(!annotations.contains_key(keys::NUMA_POLICY));
+        assert!(
+            !annotations.contains_key(keys::PARTITION_ID),
+            "a label only"
+        );
+        let ps = build_pod(&job, task(&job, "ps"), 0, false);
+        assert!(
+            !ps.metadata
+                .labels
+                .expect("labels")
+                .contains_key(keys::PARTITION_ID)
+        );
+
+        // An invalid size puts everything in partition 0.
+        let mut bad = worker.clone();
+        if let Some(p) = bad.partition_policy.as_mut() {
+            p.partition_size = Some(0);
+        }
+        let pod = build_pod(&job, &bad, 3, false);
+        assert_eq!(
+            pod.metadata.labels.expect("labels")[keys::PARTITION_ID],
+            "0"
+        );
+    }
+
+    #[test]
+    fn forwarding_adds_label_and_annotation() {
+        let job = train();
+        let pod = build_pod(&job, task(&job, "worker"), 0, true);
+        assert_eq!(
+            pod.metadata.labels.expect("labels")[keys::JOB_FORWARDING],
+            "true"
+        );
+        assert_eq!(
+            pod.metadata.annotations.expect("annotations")[keys::JOB_FORWARDING],
+            "true"
+        );
+        let plain = build_pod(&job, task(&job, "worker"), 0, false);
+        assert!(
+            !plain
+                .metadata
+                .labels
+                .expect("labels")
+                .contains_key(keys::JOB_FORWARDING)
+        );
+    }
+
+    #[test]
+    fn unnamed_task_and_fresh_job_defaults() {
+        // No status yet, no queue, no task name, only the max-unavailable budget.
+        let job = job_from(json!({
+            "metadata": {"name": "j", "namespace": "ns", "uid": "u",
+                "annotations": {"volcano.sh/jdb-max-unavailable": "25%"}},
+            "spec": {"tasks": [{"replicas": 1, "template": {"spec": {
+                "containers": [{"name": "c", "image": "i"}]}}}]}
+        }));
+        let pod = build_pod(&job, &job.tasks()[0], 0, false);
+        assert_eq!(pod.metadata.name.as_deref(), Some("j--0"));
+        let a = pod.metadata.annotations.expect("annotations");
+        assert_eq!(a[keys::TASK_SPEC], "default");
+        assert_eq!(a[keys::TEMPLATE_UID], "j-");
+        assert_eq!(a[keys::JOB_VERSION], "0");
+        assert_eq!(a[keys::JOB_RETRY_COUNT], "0");
+        assert_eq!(a[keys::QUEUE_NAME], "default");
+        assert_eq!(a[keys::JDB_MAX_UNAVAILABLE], "25%");
+        assert!(!a.contains_key(keys::PREEMPTABLE));
+        assert_eq!(
+            pod.metadata.labels.expect("labels")[keys::TASK_SPEC],
+            "default"
+        );
+    }
+
+    #[test]
+    fn pod_group_of_a_two_task_job() {
+        let job = train();
+        let pg = build_pod_group(&job, &classes);
+        assert_eq!(pg.metadata.name, Some(format!("train-{UID}")));
+        assert_eq!(pg.metadata.namespace.as_deref(), Some("ml"));
+        assert_eq!(pg.metadata.labels, job.metadata.labels);
+        assert_eq!(pg.metadata.annotations, job.metadata.annotations);
+        assert_eq!(
+            pg.metadata.owner_references,
+            Some(vec![owner_reference(&job)])
+        );
+        assert_eq!(pg.status, None);
+        let got = serde_json::to_value(&pg.spec).expect("serializes");
+        assert_eq!(
+            got,
+            json!({
+                "minMember": 3,
+                "minTaskMember": {"ps": 1, "worker": 2},
+                "queue": "research",
+                "priorityClassName": "normal",
+                // ps (priority 1000) 1 pod + worker 2 pods.
+                "minResources": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2", "pods": "3"},
+                "networkTopology": {"mode": "hard", "highestTierAllowed": 2},
+                "subGroupPolicy": [{
+                    "name": "worker",
+                    "networkTopology": {"mode": "soft", "highestTierAllowed": 1},
+                    "subGroupSize": 2,
+                    "minSubGroups": 1,
+                    "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "worker"}},
+                    "matchLabelKeys": ["volcano.sh/partition-id"],
+                }],
+            })
+        );
+    }
+
+    #[test]
+    fn pod_group_min_task_member_and_topology_variants() {
+        let job = job_from(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "spec": {
+                "minAvailable": 4,
+                "networkTopology": {"mode": "soft", "highestTierName": "spine"},
+                "tasks": [
+                    {"name": "parts", "replicas": 6,
+                     "partitionPolicy": {"totalPartitions": 3, "partitionSize": 2, "minPartitions": 2},
+                     "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}},
+                    {"name": "nomin", "replicas": 5,
+                     "partitionPolicy": {"totalPartitions": 5, "partitionSize": 1},
+                     "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}},
+                    {"name": "plain", "replicas": 3,
+                     "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}},
+                ]
+            }
+        }));
+        let pg = build_pod_group(&job, &classes);
+        assert_eq!(
+            pg.spec.min_task_member,
+            Some(BTreeMap::from([
+                ("parts".to_string(), 4),
+                ("nomin".to_string(), 5),
+                ("plain".to_string(), 3)
+            ]))
+        );
+        assert_eq!(
+            pg.spec.network_topology,
+            Some(NetworkTopologySpec {
+                mode: Some(NetworkTopologyMode::Soft),
+                highest_tier_allowed: None,
+                highest_tier_name: Some("spine".into()),
+            })
+        );
+        let names: Vec<_> = pg
+            .spec
+            .sub_group_policy
+            .iter()
+            .flatten()
+            .map(|s| (s.name.clone(), s.sub_group_size, s.min_sub_groups))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (Some("parts".into()), Some(2), Some(2)),
+                (Some("nomin".into()), Some(1), Some(0))
+            ]
+        );
+        assert_eq!(pg.spec.queue.as_deref(), Some("default"));
+        assert_eq!(pg.spec.priority_class_name, None);
+        // Containers without requests: only `pods` counts.
+        assert_eq!(
+            pg.spec.min_resources.as_ref().map(quantities),
+            Some(map(&[("pods", "4")]))
+        );
+    }
+
+    /// The PodGroup as the API server hands it back: defaults filled in, the scheduler's
+    /// status and annotation added, quantities in another notation.
+    fn stored(pg: &PodGroup) -> PodGroup {
+        let mut v = serde_json::to_value(pg).expect("serializes");
+        v["status"] = json!({"phase": "Running", "running": 3});
+        v["metadata"]["annotations"]["volcano.sh/job-allocated-hypernode"] = json!("s0");
+        v["spec"]["minResources"]["cpu"] = json!("4000m");
+        v["spec"]["minResources"]["memory"] = json!("8192Mi");
+        v["spec"]["subGroupPolicy"][0]["labelSelector"]["matchExpressions"] = json!([]);
+        serde_json::from_value(v).expect("parses")
+    }
+
+    #[test]
+    fn identical_pod_group_needs_no_update() {
+        let job = train();
+        let pg = build_pod_group(&job, &classes);
+        assert_eq!(pod_group_update(&pg, &pg), None);
+        assert_eq!(pod_group_update(&stored(&pg), &pg), None);
+        // CRD defaults in sub-groups do not count as a difference.
+        let mut defaulted = stored(&pg);
+        if let Some(list) = defaulted.spec.sub_group_policy.as_mut() {
+            list[0].network_topology = Some(NetworkTopologySpec {
+                mode: None,
+                highest_tier_allowed: Some(1),
+                highest_tier_name: None,
+            });
+        }
+        let mut soft_free = pg.clone();
+        if let Some(list) = soft_free.spec.sub_group_policy.as_mut() {
+            list[0].network_topology = Some(NetworkTopologySpec {
+                mode: Some(NetworkTopologyMode::Hard),
+                highest_tier_allowed: Some(1),
+                highest_tier_name: None,
+            });
+        }
+        assert_eq!(pod_group_update(&defaulted, &soft_free), None);
+    }
+
+    #[test]
+    fn pod_group_update_patches_each_changed_field() {
+        let job = train();
+        let desired = build_pod_group(&job, &classes);
+        let base = stored(&desired);
+        let patch = |edit: &dyn Fn(&mut PodGroup)| {
+            let mut existing = base.clone();
+            edit(&mut existing);
+            let out = pod_group_update(&existing, &desired);
+            if let Some(p) = &out {
+                // Applying the patch as the API server would leaves nothing to change.
+                let mut applied = serde_json::to_value(&existing).expect("serializes");
+                json_patch::merge(&mut applied, p);
+                let applied: PodGroup = serde_json::from_value(applied).expect("parses");
+                assert_eq!(pod_group_update(&applied, &desired), None, "{p}");
+            }
+            out
+        };
+
+        assert_eq!(
+            patch(&|pg| pg.spec.priority_class_name = Some("low".into())),
+            Some(json!({"spec": {"priorityClassName": "normal"}}))
+        );
+        assert_eq!(
+            patch(&|pg| pg.spec.min_member = Some(5)),
+            Some(json!({"spec": {"minMember": 3}}))
+        );
+        assert_eq!(
+            patch(&|pg| pg.spec.min_member = None),
+            Some(json!({"spec": {"minMember": 3}}))
+        );
+        // A Volcano-made PodGroup with quota keys: the keys tephra does not write go.
+        assert_eq!(
+            patch(&|pg| {
+                let r = pg.spec.min_resources.get_or_insert_default();
+                r.insert("count/pods".into(), Quantity("3".into()));
+                r.insert("requests.cpu".into(), Quantity("4".into()));
+            }),
+            Some(json!({"spec": {"minResources": {
+                "cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2", "pods": "3",
+                "count/pods": null, "requests.cpu": null,
+            }}}))
+        );
+        assert_eq!(
+            patch(&|pg| pg.spec.min_task_member = None),
+            Some(json!({"spec": {"minTaskMember": {"ps": 1, "worker": 2}}}))
+        );
+        assert_eq!(
+            patch(&|pg| {
+                pg.spec
+                    .min_task_member
+                    .get_or_insert_default()
+                    .insert("worker".into(), 4);
+            }),
+            Some(json!({"spec": {"minTaskMember": {"worker": 2}}}))
+        );
+        assert_eq!(
+            patch(&|pg| {
+                if let Some(list) = pg.spec.sub_group_policy.as_mut() {
+                    list[0].min_sub_groups = Some(2);
+                }
+            }),
+            Some(json!({"spec": {"subGroupPolicy": [{
+                "name": "worker",
+                "networkTopology": {"mode": "soft", "highestTierAllowed": 1},
+                "subGroupSize": 2,
+                "minSubGroups": 1,
+                "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "worker"}},
+                "matchLabelKeys": ["volcano.sh/partition-id"],
+            }]}}))
+        );
+
+        // Several at once.
+        let both = patch(&|pg| {
+            pg.spec.min_member = Some(1);
+            pg.spec.priority_class_name = None;
+        });
+        assert_eq!(
+            both,
+            Some(json!({"spec": {"minMember": 3, "priorityClassName": "normal"}}))
+        );
+
+        // Never queue, topology, labels or annotations.
+        assert_eq!(
+            patch(&|pg| {
+                pg.spec.queue = Some("elsewhere".into());
+                pg.spec.network_topology = None;
+                pg.metadata.labels = None;
+                pg.metadata.annotations = Some(map(&[("x", "y")]));
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn pod_group_update_clears_what_is_no_longer_wanted() {
+        let job = train();
+        let existing = stored(&build_pod_group(&job, &classes));
+        let mut plain = job.clone();
+        plain.spec.priority_class_name = None;
+        for t in plain.spec.tasks.iter_mut().flatten() {
+            t.partition_policy = None;
+            if let Some(spec) = t.template.as_mut().and_then(|t| t.spec.as_mut()) {
+                for c in &mut spec.containers {
+                    c.resources = None;
+                }
+            }
+        }
+        let desired = build_pod_group(&plain, &classes);
+        assert_eq!(
+            pod_group_update(&existing, &desired),
+            Some(json!({"spec": {
+                "priorityClassName": null,
+                "minResources": {"pods": "3", "cpu": null, "memory": null, "nvidia.com/gpu": null},
+                "subGroupPolicy": null,
+            }}))
+        );
+        let mut applied = serde_json::to_value(&existing).expect("serializes");
+        if let Some(p) = pod_group_update(&existing, &desired) {
+            json_patch::merge(&mut applied, &p);
+        }
+        let applied: PodGroup = serde_json::from_value(applied).expect("parses");
+        assert_eq!(applied.spec.sub_group_policy, None);
+        assert_eq!(applied.spec.priority_class_name, None);
+        assert_eq!(
+            applied.spec.min_resources.as_ref().map(quantities),
+            Some(map(&[("pods", "3")]))
+        );
+        assert_eq!(pod_group_update(&applied, &desired), None);
+    }
+
+    /// A job of tasks `(name, priority class, replicas, minAvailable, cpu per pod)`.
+    fn ranked_job(min_available: i32, tasks: &[(&str, &str, i32, Option<i32>, &str)]) -> Job {
+        let tasks: Vec<serde_json::Value> = tasks
+            .iter()
+            .map(|(name, class, replicas, min, cpu)| {
+                let mut t = json!({"name": name, "replicas": replicas, "template": {"spec": {
+                    "priorityClassName": class,
+                    "containers": [{"name": "c", "image": "i",
+                        "resources": {"requests": {"cpu": cpu}}}]}}});
+                if let Some(m) = min {
+                    t["minAvailable"] = json!(m);
+                }
+                t
+            })
+            .collect();
+        job_from(json!({
+            "metadata": {"name": "r", "namespace": "ns", "uid": "u"},
+            "spec": {"minAvailable": min_available, "tasks": tasks}
+        }))
+    }
+
+    fn min_res(job: &Job) -> BTreeMap<String, String> {
+        quantities(&min_resources(job, &classes))
+    }
+
+    #[test]
+    fn min_resources_takes_the_first_pods_when_the_gang_is_smaller() {
+        // minAvailable 4 < Σ task minAvailable 5: the 3 high pods, then 1 low pod.
+        let job = ranked_job(
+            4,
+            &[
+                ("a", "low", 2, Some(2), "1"),
+                ("b", "high", 3, Some(3), "2"),
+            ],
+        );
+        assert_eq!(min_res(&job), map(&[("cpu", "7"), ("pods", "4")]));
+        // Fewer than the first task's replicas: only that task.
+        let job = ranked_job(
+            2,
+            &[
+                ("a", "low", 2, Some(2), "1"),
+                ("b", "high", 3, Some(3), "2"),
+            ],
+        );
+        assert_eq!(min_res(&job), map(&[("cpu", "4"), ("pods", "2")]));
+        // A gang of 0 needs nothing.
+        let job = ranked_job(0, &[("a", "low", 2, Some(2), "1")]);
+        assert!(min_res(&job).is_empty());
+    }
+
+    #[test]
+    fn min_resources_sums_task_gangs_when_equal() {
+        // minAvailable 3 == 1 + 2: each task's own minAvailable, whatever the order.
+        let job = ranked_job(
+            3,
+            &[
+                ("a", "low", 4, Some(1), "1"),
+                ("b", "high", 4, Some(2), "500m"),
+            ],
+        );
+        assert_eq!(min_res(&job), map(&[("cpu", "2"), ("pods", "3")]));
+    }
+
+    #[test]
+    fn min_resources_fills_from_spare_replicas_by_priority() {
+        // minAvailable 4 > Σ 2: gangs (b 1, a 1), then spares of b (priority high) first.
+        let job = ranked_job(
+            4,
+            &[
+                ("a", "low", 4, Some(1), "1"),
+                ("b", "high", 3, Some(1), "2"),
+            ],
+        );
+        assert_eq!(min_res(&job), map(&[("cpu", "7"), ("pods", "4")]));
+        // Swap the priorities: a's spares come first.
+        let job = ranked_job(
+            4,
+            &[
+                ("a", "high", 4, Some(1), "1"),
+                ("b", "low", 3, Some(1), "2"),
+            ],
+        );
+        assert_eq!(min_res(&job), map(&[("cpu", "5"), ("pods", "4")]));
+        // A task whose minAvailable equals its replicas has no spares; one without
+        // minAvailable offers all its replicas as spares.
+        let job = ranked_job(
+            5,
+            &[
+                ("full", "high", 2, Some(2), "1"),
+                ("open", "low", 3, None, "2"),
+            ],
+        );
+        assert_eq!(min_res(&job), map(&[("cpu", "8"), ("pods", "5")]));
+    }
+
+    #[test]
+    fn min_resources_ties_keep_declaration_order() {
+        for (first, expect) in [("1", "1"), ("3", "3")] {
+            let job = ranked_job(
+                1,
+                &[
+                    ("a", "same", 1, Some(1), first),
+                    ("b", "same", 1, Some(1), "2"),
+                ],
+            );
+            assert_eq!(min_res(&job), map(&[("cpu", expect), ("pods", "1")]));
+        }
+        // An unknown class counts as 0, below a positive class and above a negative one.
+        let job = ranked_job(
+            1,
+            &[
+                ("neg", "low", 1, Some(1), "1"),
+                ("unknown", "missing", 1, Some(1), "2"),
+                ("pos", "normal", 1, Some(1), "3"),
+            ],
+        );
+        assert_eq!(min_res(&job), map(&[("cpu", "3"), ("pods", "1")]));
+    }
+
+    #[test]
+    fn claim_names_are_stable_and_distinct() {
+        let job = train();
+        let a = generated_claim_name(&job, 0);
+        assert_eq!(a, generated_claim_name(&train(), 0));
+        let suffix = a.strip_prefix("train-pvc-").expect("prefix");
+        assert_eq!(suffix.len(), 12);
+        assert!(
+            suffix
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase())
+        );
+        let names: BTreeSet<String> = (0..50).map(|i| generated_claim_name(&job, i)).collect();
+        assert_eq!(names.len(), 50);
+        // A re-created job of the same name gets other claims.
+        let mut again = train();
+        again.metadata.uid = Some("another-uid".into());
+        assert_ne!(generated_claim_name(&again, 0), a);
+    }
+
+    #[test]
+    fn pvc_is_owned_by_the_job() {
+        let job = train();
+        let volume = &job.spec.volumes.as_ref().expect("volumes")[1];
+        let name = generated_claim_name(&job, 1);
+        let pvc = build_pvc(&job, volume, &name);
+        assert_eq!(pvc.metadata.name.as_deref(), Some(name.as_str()));
+        assert_eq!(pvc.metadata.namespace.as_deref(), Some("ml"));
+        assert_eq!(
+            pvc.metadata.owner_references,
+            Some(vec![owner_reference(&job)])
+        );
+        assert_eq!(pvc.spec, volume.volume_claim);
+        let spec = pvc.spec.expect("spec");
+        assert_eq!(spec.storage_class_name.as_deref(), Some("fast"));
+        assert_eq!(pvc.status, None);
+    }
+
+    /// A job whose tasks wait on others: `a` (2 replicas, minAvailable 2), `b` (1, 1),
+    /// `c` (2, no minAvailable), and waiters with different dependsOn.
+    fn pipeline() -> Job {
+        let tmpl = json!({"spec": {"containers": [{"name": "c", "image": "i"}]}});
+        job_from(json!({
+            "metadata": {"name": "pipe", "namespace": "ns", "uid": "u"},
+            "spec": {"minAvailable": 1, "tasks": [
+                {"name": "a", "replicas": 2, "minAvailable": 2, "template": tmpl},
+                {"name": "b", "replicas": 1, "minAvailable": 1, "template": tmpl},
+                {"name": "c", "replicas": 2, "template": tmpl},
+                {"name": "all", "replicas": 1, "template": tmpl,
+                 "dependsOn": {"name": ["a", "b"]}},
+                {"name": "any", "replicas": 1, "template": tmpl,
+                 "dependsOn": {"name": ["a", "b"], "iteration": "any"}},
+                {"name": "any-one", "replicas": 1, "template": tmpl,
+                 "dependsOn": {"name": ["a"], "iteration": "any"}},
+                {"name": "on-c", "replicas": 1, "template": tmpl,
+                 "dependsOn": {"name": ["c"]}},
+                {"name": "on-ghost", "replicas": 1, "template": tmpl,
+                 "dependsOn": {"name": ["ghost"]}},
+                {"name": "on-none", "replicas": 1, "template": tmpl,
+                 "dependsOn": {"name": []}},
+            ]}
+        }))
+    }
+
+    fn pod_in(phase: &str, ready: &[bool]) -> Pod {
+        let statuses: Vec<ContainerStatus> = ready
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ContainerStatus {
+                name: format!("c{i}"),
+                ready: *r,
+                ..ContainerStatus::default()
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": "x"},
+            "status": {"phase": phase, "containerStatuses": statuses},
+        }))
+        .expect("pod parses")
+    }
+
+    fn ready_with(job: &Job, pods: &HashMap<String, Pod>) -> BTreeMap<String, bool> {
+        let lookup = |name: &str| pods.get(name).cloned();
+        job.tasks()
+            .iter()
+            .map(|t| (t.name().to_string(), dependencies_ready(job, t, &lookup)))
+            .collect()
+    }
+
+    #[test]
+    fn dependencies_wait_for_ready_or_finished_pods() {
+        let job = pipeline();
+        let mut pods = HashMap::new();
+        let r = ready_with(&job, &pods);
+        assert!(r["a"] && r["b"] && r["c"], "no dependsOn: ready");
+        assert!(!r["all"] && !r["any"] && !r["any-one"]);
+        assert!(
+            r["on-c"],
+            "a dependency without minAvailable is always ready"
+        );
+        assert!(!r["on-ghost"], "an unknown task never becomes ready");
+        assert!(r["on-none"], "an empty list waits for nothing");
+
+        // a: one ready, one running with a container not ready; b: pending.
+        pods.insert("pipe-a-0".into(), pod_in("Running", &[true, true]));
+        pods.insert("pipe-a-1".into(), pod_in("Running", &[true, false]));
+        pods.insert("pipe-b-0".into(), pod_in("Pending", &[false]));
+        let r = ready_with(&job, &pods);
+        assert!(!r["all"] && !r["any"] && !r["any-one"]);
+
+        // b succeeds: `any` of two is enough, `all` still waits for a.
+        pods.insert("pipe-b-0".into(), pod_in("Succeeded", &[false]));
+        let r = ready_with(&job, &pods);
+        assert!(r["any"]);
+        assert!(!r["all"]);
+        assert!(!r["any-one"], "`any` with one name is `all`");
+
+        // a's second pod becomes ready.
+        pods.insert("pipe-a-1".into(), pod_in("Running", &[true, true]));
+        let r = ready_with(&job, &pods);
+        assert!(r["all"] && r["any"] && r["any-one"]);
+
+        // Failed pods do not count; Succeeded ones do.
+        pods.insert("pipe-a-1".into(), pod_in("Failed", &[]));
+        assert!(!ready_with(&job, &pods)["all"]);
+        pods.insert("pipe-a-1".into(), pod_in("Succeeded", &[]));
+        assert!(ready_with(&job, &pods)["all"]);
+
+        // Pods beyond the task's replicas are not looked at.
+        pods.remove("pipe-a-0");
+        pods.insert("pipe-a-2".into(), pod_in("Running", &[true]));
+        assert!(!ready_with(&job, &pods)["all"]);
+    }
+}
