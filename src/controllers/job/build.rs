@@ -109,13 +109,25 @@ pub fn owner_reference(job: &Job) -> OwnerReference {
     }
 }
 
-/// The pod for replica `index` of `task` (digest §8): name {job}-{task}-{index}, namespace, controller ownerRef → Job
-/// (batch.volcano.sh/v1alpha1, controller, blockOwnerDeletion), template labels/annotations/spec copied, every label and
-/// annotation Volcano adds (task-index, task-spec, group-name = Job::pod_group_name, job-name, job-namespace, queue-name,
-/// job-version = status.version, template-uid, job-retry-count, numa policy, copied preemptable/cooldown/revocable-zone/jdb-*),
-/// partition-id label for tasks with partitionPolicy, schedulerName/priorityClassName fallbacks, job volumes mounted
-/// (volume name deterministic: `{job}-` + 12 [0-9a-z] chars derived from a hash of the claim name, so rebuilding a pod is
-/// stable — a departure from Volcano's random names, say so in a comment), `forwarding` adds the job-forwarding label+annotation.
+/// The pod for replica `index` of `task` (job-controller.md §8).
+///
+/// - name `{job}-{task}-{index}` in the job's namespace, one controller ownerReference to the
+///   job ([`owner_reference`]);
+/// - the template's labels, annotations and spec;
+/// - annotations `task-index`, `task-spec` (`default` for an unnamed task), the group name
+///   `{job}-{uid}` ([`Job::pod_group_name`]), `job-name`, `queue-name`, `job-version`
+///   (`status.version`), `template-uid` (`{job}-{task}`), `job-retry-count`
+///   (`status.retryCount`), the NUMA policy of the task, and from the job's annotations
+///   `preemptable`, `cooldown-time`, `revocable-zone` and one disruption budget
+///   (`jdb-min-available`, else `jdb-max-unavailable`);
+/// - labels `task-index`, `job-name`, `task-spec`, `job-namespace`, `queue-name`, from the
+///   job's labels `preemptable` and `cooldown-time`, and `partition-id` for a partitioned task;
+/// - `schedulerName` and `priorityClassName` from the job when the template has none;
+/// - every job volume mounted in every regular container. The pod volume is named `{job}-`
+///   plus 12 `[0-9a-z]` characters hashed from the claim name, where Volcano draws them at
+///   random: a rebuilt pod comes out identical;
+/// - with `forwarding` (the job's queue forwards to other clusters), label and annotation
+///   `volcano.sh/job-forwarding: "true"`.
 ///
 /// Only the template's labels, annotations and spec are taken; anything else in its metadata
 /// (a name, finalizers) is not, as in Volcano. Keys the controller sets win over the same keys
@@ -266,9 +278,11 @@ fn partition_id(partition: &PartitionPolicySpec, index: i32) -> i32 {
     }
 }
 
-/// The job's PodGroup as created (digest §9 Create): name `{job}-{uid}`, labels/annotations copied from the job, controller
-/// ownerRef, minMember, minTaskMember, queue, priorityClassName, minResources, networkTopology, subGroupPolicy. No status.
-/// `priority_of(priority_class_name)` gives a PriorityClass value (None ⇒ 0).
+/// The job's PodGroup as the controller creates it (job-controller.md §9): name `{job}-{uid}`,
+/// the job's labels and annotations, a controller ownerReference to the job, and a spec of
+/// `minMember` (job `minAvailable`), `minTaskMember` per task, `queue`, `priorityClassName`,
+/// [`min_resources`], the job's network topology and one sub-group policy per partitioned task.
+/// No status is set. `priority_of(class)` gives a PriorityClass's value (`None` counts as 0).
 ///
 /// Without a status the scheduler sees the group as Pending until it admits it. An empty
 /// `minResources` or `subGroupPolicy` is left out rather than written as `{}` / `[]`; readers
@@ -358,9 +372,12 @@ fn sub_group_policies(job: &Job) -> Vec<SubGroupPolicySpec> {
         .collect()
 }
 
-/// What to change on an existing PodGroup (digest §9 Update: priorityClassName, minMember, minResources (semantic
-/// equality via same_amounts), minTaskMember, subGroupPolicy; never queue, topology, labels, annotations), as a JSON merge
-/// patch of `spec` (e.g. {"spec": {"minMember": 3}}), or None when nothing differs.
+/// What to change on an existing PodGroup to match `desired` (job-controller.md §9 update), as
+/// a JSON merge patch such as `{"spec": {"minMember": 3}}`, or `None` when nothing differs.
+///
+/// Compared: `priorityClassName`, `minMember`, `minResources` (by amount, so `1000m` equals
+/// `1`), `minTaskMember` and `subGroupPolicy`. Never touched: the queue (the PodGroup webhook
+/// or a user may have set it), the network topology, labels and annotations, as in Volcano.
 ///
 /// The patch names only what differs, so a concurrent writer of other fields is not undone:
 /// - a field to clear is written as `null`;
@@ -483,8 +500,8 @@ fn sub_group_key(list: Option<&[SubGroupPolicySpec]>) -> BTreeMap<String, SubGro
         .collect()
 }
 
-/// Volcano's priority-ordered minResources (digest §9 calcPGMinResources), plain resource names (cpu, memory, pods, extended).
-/// Ties in priority keep the tasks' declaration order (stable sort; Volcano's is unstable — say so).
+/// The PodGroup's `minResources` (Volcano's `calcPGMinResources`, job-controller.md §9), with
+/// plain resource names (`cpu`, `memory`, `pods`, extended resources).
 ///
 /// The gang's resources are those of the pods the scheduler needs first, highest-priority
 /// tasks first (priority = value of the template's PriorityClass, 0 when it has none or the
@@ -494,9 +511,10 @@ fn sub_group_key(list: Option<&[SubGroupPolicySpec]>) -> BTreeMap<String, SubGro
 /// - `M ≥ T`: each task's `minAvailable` pods, then, while fewer than `M`, spare replicas
 ///   (`replicas − minAvailable`) in priority order.
 ///
-/// Volcano's unstable sort lets tasks of equal priority swap places between syncs, so the
-/// computed value (and with it the PodGroup) could flip back and forth; the stable order makes
-/// the result a function of the job alone. Per-pod amounts are Kubernetes' effective pod
+/// Tasks of equal priority keep their declaration order. Volcano sorts with an unstable sort,
+/// which lets them swap places between syncs, so the computed value (and with it the
+/// PodGroup) could flip back and forth; a stable sort makes the result a function of the job
+/// alone. Per-pod amounts are Kubernetes' effective pod
 /// requests with plain names ([`resources::pod_requests`]), not Volcano's quota keys
 /// (decisions.md).
 pub fn min_resources(job: &Job, priority_of: &dyn Fn(&str) -> Option<i32>) -> ResourceList {
@@ -601,8 +619,8 @@ fn gang_then_spares<'a>(tasks: &[&'a TaskSpec], wanted: i64) -> Vec<(&'a TaskSpe
     picks
 }
 
-/// The claim name for job volume `i` that has none: `{job}-pvc-` + 12 [0-9a-z] chars derived from the job UID and `i`
-/// (deterministic so a retried sync never makes a second PVC; Volcano draws random names).
+/// The claim name for job volume `i` when the job names none: `{job}-pvc-` plus 12
+/// `[0-9a-z]` characters hashed from the job UID and `i`.
 ///
 /// Volcano draws names until one is unused, then records it in the job; if that job update
 /// fails, the next sync draws another name and creates a second PVC. A name fixed by the job
@@ -618,7 +636,8 @@ pub fn generated_claim_name(job: &Job, i: usize) -> String {
     )
 }
 
-/// The PVC for a job volume with a `volumeClaim` spec: name, namespace, controller ownerRef → Job, the spec.
+/// The PVC for a job volume with a `volumeClaim` spec: named `claim_name`, in the job's
+/// namespace, with a controller ownerReference to the job, and the volume's claim spec.
 ///
 /// The owner reference means the PVC goes with the job through garbage collection; the
 /// controller itself never deletes PVCs. A volume without `volumeClaim` gives an empty spec,
@@ -636,7 +655,9 @@ pub fn build_pvc(job: &Job, volume: &VolumeSpec, claim_name: &str) -> Persistent
     }
 }
 
-/// dependsOn readiness (digest §7): `pod(name)` looks a pod up in the cache. Tasks without dependsOn are ready.
+/// Whether `task`'s `dependsOn` tasks are ready, so its pods may be created
+/// (job-controller.md §7). `pod(name)` looks a pod of the job's namespace up in the cache. A
+/// task without `dependsOn` is ready.
 ///
 /// With `iteration: any` and at least two names, one ready dependency is enough; otherwise
 /// every named task must be ready (so an empty list is ready). A dependency is ready when at
