@@ -267,7 +267,7 @@ spec:
         let private = text(&data, "id_rsa");
         assert!(private.starts_with("-----BEGIN RSA PRIVATE KEY-----\n"));
         let key = rsa::PrivateKey::from_pkcs1_pem(&private).unwrap();
-        assert_eq!(key.n().bits(), 2048);
+        assert_eq!(key.n().bit_width(), 2048);
 
         let public = text(&data, "id_rsa.pub");
         assert!(public.starts_with("ssh-rsa AAAA") && public.ends_with('\n'));
