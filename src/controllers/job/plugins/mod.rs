@@ -38,7 +38,8 @@
 //!
 //! Plugins run in name order; Volcano iterates a Go map, so its order is undefined. It matters
 //! only for `hcclrank`, which reads a `RANK` variable set by `pytorch`: `hcclrank` runs first
-//! and computes the same rank from the task index.
+//! and computes the rank from the task index instead, which is the same number as pytorch's
+//! `RANK` when there is one master replica.
 
 mod env;
 mod hcclrank;
@@ -867,5 +868,150 @@ spec:
             Err(PluginError::Missing { plugin: "t", .. })
         ));
         assert_eq!(pod_task(&pod), "default");
+    }
+
+    /// The mpi example of Volcano's repository with the plugins such a job usually lists:
+    /// every plugin edits the pod, the edits do not clash, and running them again changes
+    /// nothing.
+    #[test]
+    fn plugins_together_on_an_mpi_job() {
+        let job = testing::job(
+            r#"
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata:
+  name: lm-mpi-job
+spec:
+  minAvailable: 3
+  schedulerName: volcano
+  plugins:
+    ssh: []
+    svc: []
+    env: []
+    mpi: ["--master=mpimaster", "--worker=mpiworker"]
+  tasks:
+    - replicas: 1
+      name: mpimaster
+      policies:
+        - event: TaskCompleted
+          action: CompleteJob
+      template:
+        spec:
+          containers:
+            - command: [/bin/sh, -c, "mpiexec --allow-run-as-root --host ${MPI_HOST} -np 2 mpi_hello_world"]
+              image: volcanosh/example-mpi:0.0.3
+              name: mpimaster
+              ports:
+                - containerPort: 22
+                  name: mpijob-port
+              workingDir: /home
+          restartPolicy: OnFailure
+    - replicas: 2
+      name: mpiworker
+      template:
+        spec:
+          containers:
+            - command: [/bin/sh, -c, "mkdir -p /var/run/sshd; /usr/sbin/sshd -D;"]
+              image: volcanosh/example-mpi:0.0.3
+              name: mpiworker
+              ports:
+                - containerPort: 22
+                  name: mpijob-port
+              workingDir: /home
+          restartPolicy: OnFailure
+"#,
+        );
+        let plugins = plugins_for(&job).unwrap();
+        let names: Vec<_> = plugins.iter().map(|p| p.name()).collect();
+        assert_eq!(names, ["env", "mpi", "ssh", "svc"]);
+
+        let mut pod = testing::pod(&job, "mpimaster", 0);
+        for round in 0..2 {
+            let before = pod.clone();
+            for p in &plugins {
+                p.on_pod_create(&job, &mut pod).unwrap();
+            }
+            if round == 1 {
+                assert_eq!(pod, before, "a second pass changes nothing");
+            }
+        }
+        let c = testing::container(&pod, "mpimaster");
+        let plain = testing::envs(c);
+        let plain: Vec<_> = plain
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            plain,
+            [
+                ("VK_TASK_INDEX", "0"),
+                ("VC_TASK_INDEX", "0"),
+                (
+                    "MPI_HOST",
+                    "lm-mpi-job-mpiworker-0.lm-mpi-job,lm-mpi-job-mpiworker-1.lm-mpi-job"
+                ),
+            ]
+        );
+        assert_eq!(
+            c.env.as_ref().map(Vec::len),
+            Some(7),
+            "plus 4 from the ConfigMap"
+        );
+        assert_eq!(testing::ports(c), [("mpijob-port".to_string(), 22)]);
+        let mounts: Vec<_> = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| (m.name.as_str(), m.mount_path.as_str()))
+            .collect();
+        assert_eq!(
+            mounts,
+            [
+                ("lm-mpi-job-ssh", "/root/.ssh"),
+                ("lm-mpi-job-svc", "/etc/volcano")
+            ]
+        );
+        let spec = pod.spec.clone().unwrap_or_default();
+        assert_eq!(spec.volumes.map(|v| v.len()), Some(2));
+        assert_eq!(spec.hostname.as_deref(), Some("lm-mpi-job-mpimaster-0"));
+        assert_eq!(spec.subdomain.as_deref(), Some("lm-mpi-job"));
+
+        let mut made = Vec::new();
+        for p in &plugins {
+            made.extend(p.on_job_add(&job).unwrap());
+        }
+        let made: Vec<_> = made
+            .iter()
+            .map(|o| (o.kind(), o.name().to_string()))
+            .collect();
+        assert_eq!(
+            made,
+            [
+                (OwnedKind::Secret, "lm-mpi-job-ssh".to_string()),
+                (OwnedKind::ConfigMap, "lm-mpi-job-svc".to_string()),
+                (OwnedKind::Service, "lm-mpi-job".to_string()),
+                (OwnedKind::NetworkPolicy, "lm-mpi-job".to_string()),
+            ]
+        );
+        let gone: usize = plugins.iter().map(|p| p.on_job_delete(&job).len()).sum();
+        assert_eq!(gone, 4);
+    }
+
+    #[test]
+    fn a_bad_argument_fails_plugins_for() {
+        let job = testing::job(
+            "metadata: {name: j}\nspec:\n  plugins: {env: [], mpi: [--port=ssh]}\n  tasks: []\n",
+        );
+        match plugins_for(&job) {
+            Err(e @ PluginError::BadArgument { plugin: "mpi", .. }) => {
+                assert_eq!(
+                    e.to_string(),
+                    "plugin mpi: argument \"--port=ssh\": not an integer"
+                );
+                assert_eq!(e.metric_label(), "bad_argument");
+            }
+            _ => panic!("expected BadArgument"),
+        }
     }
 }
