@@ -32,9 +32,11 @@
 //!
 //! Arguments follow Go's `flag` package as Volcano parses them (`--name=value`, `--name value`,
 //! one or two dashes, bool flags as `--flag` or `--flag=false`, `--` ends the flags). A value
-//! that does not parse, or a flag the plugin does not know, is a
-//! [`PluginError::BadArgument`]; Volcano only logs it and silently drops that flag and every
-//! flag after it. The one kept exception is ssh's `--ssh-port`, which falls back to 22.
+//! that does not parse, a port outside 1–65535, a flag the plugin does not know or a stray
+//! word is a [`PluginError::BadArgument`] (departure: Volcano only logs it and silently drops
+//! that flag and every one after it, or lets the API server reject the pods later). The one
+//! kept exception is ssh's `--ssh-port`, which falls back to 22 as Volcano documents; `env`
+//! has no flags and ignores its arguments, as Volcano's does.
 //!
 //! Plugins run in name order; Volcano iterates a Go map, so its order is undefined. It matters
 //! only for `hcclrank`, which reads a `RANK` variable set by `pytorch`: `hcclrank` runs first
