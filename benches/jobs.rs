@@ -6,6 +6,7 @@
 //! Run with `cargo bench --bench jobs`; bounded by `TEPHRA_BENCH_TIMEOUT` seconds (default 300).
 
 #[path = "../tests/common/served.rs"]
+#[allow(dead_code)]
 mod served;
 
 use std::time::{Duration, Instant};

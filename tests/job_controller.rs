@@ -116,7 +116,14 @@ fn env_of(p: &Pod) -> BTreeMap<String, String> {
         .and_then(|c| c.env.clone())
         .unwrap_or_default()
         .into_iter()
-        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .map(|e| {
+            // Values from a ConfigMap read as `configmap:<name>/<key>`.
+            let from = e
+                .value_from
+                .and_then(|v| v.config_map_key_ref)
+                .map(|r| format!("configmap:{}/{}", r.name, r.key));
+            (e.name, e.value.or(from).unwrap_or_default())
+        })
         .collect()
 }
 
@@ -357,9 +364,14 @@ async fn a_task_that_depends_on_another_starts_after_it_runs() {
     let (_s, c) = Embedded::start(&[]).await;
     let mut b = task("b", 1, None, 0);
     b["dependsOn"] = json!({"name": ["a"]});
+    // minAvailable 1, as in Volcano's task-start-dependency example: the gang must be able
+    // to start before the dependent task's pods exist.
     create(
         &c,
-        job("deps", json!({"tasks": [task("a", 1, None, 0), b]})),
+        job(
+            "deps",
+            json!({"minAvailable": 1, "tasks": [task("a", 1, None, 0), b]}),
+        ),
     )
     .await;
     // The moment b's pod exists, a's pod is running.
@@ -509,7 +521,7 @@ async fn plugins_make_their_resources_and_env_and_deleting_the_job_removes_every
     assert_eq!(env.get("RANK").map(String::as_str), Some("2"));
     assert_eq!(
         env.get("VC_MASTER_HOSTS").map(String::as_str),
-        Some("pt-master-0.pt")
+        Some("configmap:pt-svc/VC_MASTER_HOSTS")
     );
     let spec = w1.spec.clone().unwrap_or_default();
     assert_eq!(spec.hostname.as_deref(), Some("pt-worker-1"));
@@ -605,6 +617,12 @@ async fn restarting_serve_mid_job_loses_nothing_and_duplicates_nothing() {
         &["apiserver", "--listen", &format!("127.0.0.1:{port}")],
         None,
     );
+    let c = served::client(&url);
+    // The CRDs, as `tephra crds | kubectl apply -f -` installs them on a cluster.
+    eventually(30, "tephra apiserver to answer", || async {
+        tephra::cluster::bootstrap::install_crds(&c).await.ok()
+    })
+    .await;
     let serve_args = [
         "serve",
         "--kubeconfig",
@@ -615,7 +633,6 @@ async fn restarting_serve_mid_job_loses_nothing_and_duplicates_nothing() {
         "127.0.0.1:0",
     ];
     let mut serve = Proc::spawn(&serve_args, None);
-    let c = served::client(&url);
     served::ready(&c).await;
 
     // No webhooks outside embedded mode: the job is written fully.

@@ -339,9 +339,7 @@ impl Context {
     /// The version of a job pod the watch showed before `new` (`None`: first sight), and
     /// remembers `new`.
     pub(crate) fn last_pod(&self, namespace: &str, name: &str, new: &Pod) -> Option<Pod> {
-        if super::index::job_of(new).is_none() {
-            return None;
-        }
+        super::index::job_of(new)?;
         self.inflight()
             .last_pods
             .insert((namespace.to_string(), name.to_string()), new.clone())

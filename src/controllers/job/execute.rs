@@ -137,7 +137,10 @@ pub(crate) async fn process(ctx: &Arc<Context>, req: &Request) -> Result<(), Job
                     () = token.cancelled() => {}
                     () = ctx.shutdown.cancelled() => {}
                     () = tokio::time::sleep(delay) => {
-                        ctx.delays.fired(&a, &token);
+                        if !ctx.delays.take_fired(&a, &token) {
+                            // Cancelled between the timer firing and now.
+                            return;
+                        }
                         // Through the job's own worker, so it never races another
                         // transition of the job (Volcano runs it on the timer goroutine).
                         ctx.router.add(fire);
@@ -332,22 +335,18 @@ async fn sync_job(
             let mut ready = None;
             for i in 0..task.replicas() {
                 let pn = pod_name(&name, tname, i);
-                match by_name.get(&pn) {
-                    None => {
-                        let deps = *ready.get_or_insert_with(|| {
-                            build::dependencies_ready(&job, task, &|n| ctx.pod(&ns, n))
-                        });
-                        if !deps {
-                            // Dependencies not ready: the task waits, silently (Volcano).
-                            continue;
-                        }
+                if !by_name.contains_key(&pn) {
+                    let deps = *ready.get_or_insert_with(|| {
+                        build::dependencies_ready(&job, task, &|n| ctx.pod(&ns, n))
+                    });
+                    if deps {
                         let mut pod = build::build_pod(&job, task, i, forwarding);
                         for p in &plugins {
                             p.on_pod_create(&job, &mut pod).map_err(JobError::Plugin)?;
                         }
                         to_create.push((tname.to_string(), pod));
                     }
-                    Some(_) => {}
+                    // Dependencies not ready: the task waits, silently (as Volcano).
                 }
                 expected.insert(pn);
             }
@@ -549,10 +548,7 @@ pub(crate) async fn kill(
     let whole = matches!(scope, Scope::Job(_));
     // The last retry keeps finished pods, for debugging (Volcano).
     let retain = match scope {
-        Scope::Job(r) if old.retry_count.unwrap_or(0) >= job.spec.max_retry() - 1 => {
-            let _ = r;
-            Retain::Soft
-        }
+        Scope::Job(_) if old.retry_count.unwrap_or(0) >= job.spec.max_retry() - 1 => Retain::Soft,
         Scope::Job(r) => r,
         Scope::Target(_) => Retain::None,
     };
@@ -629,9 +625,11 @@ pub(crate) async fn kill(
 
     let mut st = old.clone();
     counts.write_into(&mut st);
-    // A new incarnation of pods gets a new version, so events of the killed ones are told
-    // apart; a kill that found nothing to kill starts none.
-    if whole && (!victims.is_empty() || counts.terminating > 0) {
+    // A new incarnation of pods gets a new version, so events of the killed (or kept) ones
+    // are told apart. A finished job killed again with nothing left to kill keeps its version:
+    // Volcano bumps it (and writes the status) on every later event of the job.
+    let finished = status::phase_of(&old).is_some_and(JobPhase::is_finished);
+    if whole && (!finished || !victims.is_empty() || counts.terminating > 0) {
         st.version = Some(old.version.unwrap_or(0) + 1);
     }
     transition(ctx, &job, rule, &mut st, cause);
