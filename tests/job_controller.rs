@@ -677,3 +677,124 @@ async fn restarting_serve_mid_job_loses_nothing_and_duplicates_nothing() {
     assert_eq!(st.version, Some(0), "no restart happened");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_volumes_get_their_claims_and_a_missing_claim_keeps_the_job_pending() {
+    let (_s, c) = Embedded::start(&[]).await;
+    let j = create(
+        &c,
+        job(
+            "vols",
+            json!({
+                "volumes": [
+                    {"mountPath": "/data", "volumeClaim": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}}}},
+                    {"mountPath": "/shared", "volumeClaimName": "mine"}
+                ],
+                "tasks": [task("w", 1, None, 0)]
+            }),
+        ),
+    )
+    .await;
+    let pvcs: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(c.clone(), "default");
+    // The generated claim is written into the job and created, owned by the job.
+    let claim = eventually(20, "a generated claim name in the job", || async {
+        get(&c, "vols").await.and_then(|j| {
+            j.spec.volumes.as_ref()?[0]
+                .volume_claim_name
+                .clone()
+                .filter(|n| n.starts_with("vols-pvc-"))
+        })
+    })
+    .await;
+    let pvc = eventually(20, "the generated PVC", || async {
+        pvcs.get_opt(&claim).await.ok().flatten()
+    })
+    .await;
+    assert!(
+        pvc.owner_references()
+            .iter()
+            .any(|r| r.kind == "Job" && Some(&r.uid) == j.metadata.uid.as_ref())
+    );
+    // "mine" does not exist: the job waits in Pending (Volcano would give up after 15
+    // retries and terminate it), saying why in an Event.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
+    eventually(20, "a PVCError Event", || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()
+            .and_then(|l| {
+                l.items
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("PVCError"))
+            })
+    })
+    .await;
+    assert_eq!(
+        get(&c, "vols").await.and_then(|j| phase(&j)),
+        Some(JobPhase::Pending)
+    );
+    let mine: k8s_openapi::api::core::v1::PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "mine"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    pvcs.create(&PostParams::default(), &mine)
+        .await
+        .unwrap_or_else(|e| panic!("creating the PVC: {e}"));
+    wait_phase(&c, "vols", JobPhase::Running, 40).await;
+    let pod = Api::<Pod>::namespaced(c.clone(), "default")
+        .get("vols-w-0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let spec = pod.spec.unwrap_or_default();
+    let claims: BTreeSet<String> = spec
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|v| v.persistent_volume_claim.map(|p| p.claim_name))
+        .collect();
+    assert_eq!(claims, [claim, "mine".to_string()].into_iter().collect());
+    let mounts: BTreeSet<String> = spec.containers[0]
+        .volume_mounts
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.mount_path)
+        .collect();
+    assert!(
+        mounts.contains("/data") && mounts.contains("/shared"),
+        "{mounts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_job_is_deleted_after_its_ttl() {
+    let (_s, c) = Embedded::start(&[]).await;
+    create(
+        &c,
+        job(
+            "short",
+            json!({"ttlSecondsAfterFinished": 1, "tasks": [task("w", 1, Some(0.2), 0)]}),
+        ),
+    )
+    .await;
+    let done = wait_phase(&c, "short", JobPhase::Completed, 30).await;
+    let finished_at = done
+        .status
+        .and_then(|s| s.state)
+        .and_then(|s| s.last_transition_time)
+        .unwrap_or_else(|| panic!("no lastTransitionTime"));
+    eventually(20, "the job to be deleted", || async {
+        get(&c, "short").await.is_none().then_some(())
+    })
+    .await;
+    let gone_after = k8s_openapi::jiff::Timestamp::now().duration_since(finished_at.0);
+    assert!(
+        gone_after.as_secs_f64() >= 1.0,
+        "deleted {gone_after:?} after finishing, before the TTL"
+    );
+}

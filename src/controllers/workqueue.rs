@@ -121,6 +121,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// Queues `key` after its backoff (5 ms doubling per failure, capped at [`MAX_DELAY`] or
     /// [`WorkQueue::with_max_delay`]).
     pub fn add_rate_limited(&self, key: K) -> Duration {
+        self.add_rate_limited_capped(key, Duration::MAX)
+    }
+
+    /// [`WorkQueue::add_rate_limited`] with this call's delay capped at `cap` as well (a job
+    /// waiting for a PVC the user has yet to create is retried at least every 30 s).
+    pub fn add_rate_limited_capped(&self, key: K, cap: Duration) -> Duration {
         let (n, max) = {
             let mut s = self.lock();
             let max = s.max_delay;
@@ -130,7 +136,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         };
         let delay = BASE_DELAY
             .saturating_mul(2u32.saturating_pow(n.saturating_sub(1).min(31)))
-            .min(max);
+            .min(max)
+            .min(cap);
         self.add_after(key, delay);
         delay
     }

@@ -37,6 +37,9 @@ pub(crate) struct Inflight {
     /// The last version the watch showed of each job pod, to tell what an update changed
     /// (the shared store already holds the new one when subscribers run).
     last_pods: HashMap<(String, String), Pod>,
+    /// The last PodGroupPending message recorded per job, so the Event is recorded when the
+    /// reason changes, not on every sync as Volcano does.
+    pg_pending: HashMap<(String, String), String>,
     /// ConfigMap data last written, by namespace/name.
     config_maps: HashMap<(String, String), std::collections::BTreeMap<String, String>>,
 }
@@ -376,6 +379,17 @@ impl Context {
                 source: e,
             }),
         }
+    }
+
+    /// Whether `message` is new for the job's PodGroupPending Event (and remembers it).
+    pub(crate) fn pg_pending_is_new(&self, namespace: &str, job: &str, message: &str) -> bool {
+        let key = (namespace.to_string(), job.to_string());
+        let mut w = self.inflight();
+        if w.pg_pending.get(&key).is_some_and(|m| m == message) {
+            return false;
+        }
+        w.pg_pending.insert(key, message.to_string());
+        true
     }
 
     pub(crate) fn forget_config_map(&self, namespace: &str, name: &str) {

@@ -315,10 +315,22 @@ async fn sync_job(
     }
     ctx.ensure_podgroup(&job).await?;
 
-    let admitted = job
+    let pg = job
         .pod_group_name()
         .and_then(|n| ctx.podgroup(&ns, &n))
-        .or_else(|| ctx.podgroup(&ns, &name))
+        .or_else(|| ctx.podgroup(&ns, &name));
+    if let Some(msg) = pg.as_ref().and_then(|pg| pending_message(&ns, &name, pg))
+        && ctx.pg_pending_is_new(&ns, &name, &msg)
+    {
+        ctx.event(
+            &job,
+            EventType::Warning,
+            keys::job_events::POD_GROUP_PENDING,
+            &msg,
+        )
+        .await;
+    }
+    let admitted = pg
         .and_then(|pg| pg.status.and_then(|s| s.phase))
         .is_some_and(|p| !p.as_str().is_empty() && p.as_str() != "Pending");
 
@@ -444,6 +456,25 @@ async fn sync_job(
         return kill(ctx, job, Scope::Job(Retain::Soft), Rule::None, cause).await;
     }
     Ok(())
+}
+
+/// Volcano's PodGroupPending Event text, when the PodGroup's newest true condition is not
+/// `Scheduled`: `PodGroup ns:job <condition type, lower case>, reason: <message>`.
+fn pending_message(ns: &str, job: &str, pg: &crate::api::PodGroup) -> Option<String> {
+    let conds = pg.status.as_ref()?.conditions.as_ref()?;
+    let newest = conds
+        .iter()
+        .filter(|c| c.status.as_deref() == Some("True"))
+        .max_by_key(|c| c.last_transition_time.as_ref().map(|t| t.0))?;
+    let type_ = newest.type_.as_ref()?.to_string();
+    if type_ == "Scheduled" {
+        return None;
+    }
+    Some(format!(
+        "PodGroup {ns}:{job} {}, reason: {}",
+        type_.to_lowercase(),
+        newest.message.as_deref().unwrap_or_default()
+    ))
 }
 
 /// Deletes `pods` in parallel; successes count as terminating, failures by their phase and

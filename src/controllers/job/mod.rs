@@ -55,6 +55,9 @@ use request::Request;
 /// Name of this controller (logs, metrics, Event source; Volcano's is `vc-controller-manager`).
 pub const NAME: &str = "job-controller";
 
+/// Longest wait between retries of a job waiting for a missing queue or PVC.
+const MISSING_RETRY_CAP: Duration = Duration::from_secs(30);
+
 /// Pod deletions that failed are retried this many times (Volcano's error-task queue).
 const DELETE_RETRIES: u32 = 10;
 
@@ -472,9 +475,10 @@ async fn handle_error(ctx: &Arc<Context>, queue: &WorkQueue<Request>, req: &Requ
         }
     }
     if !counts {
-        // Keep the streak from growing past the cap of the backoff without counting it.
+        // Waiting for the user: PVCs are not watched, so the retry is what notices the object
+        // once it exists; keep it within 30 s.
         ctx.metrics.requeues.inc();
-        let d = queue.add_rate_limited(req.clone());
+        let d = queue.add_rate_limited_capped(req.clone(), MISSING_RETRY_CAP);
         tracing::info!(job = %req.key(), error = %crate::report::report(&e), retry_in = ?d, "job waits");
         return;
     }
