@@ -215,14 +215,27 @@ fn transition(ctx: &Context, job: &Job, rule: Rule, st: &mut JobStatus, cause: &
         return false;
     }
     let to = status::phase_of(st).cloned().unwrap_or_default();
-    let message = format!("{}; {}", cause.detail, summary(job, st));
-    status::stamp(st, &now(), &cause.reason, &message);
+    // Finishing a kill (Completing → Completed, Restarting → Pending ...) happens on whatever
+    // event comes after the pods are gone; the reason stays the one that started it.
+    let finishing = matches!(
+        rule,
+        Rule::Aborting | Rule::Completing | Rule::Terminating | Rule::Restarting
+    ) && from.as_ref() != Some(&to);
+    let old_reason = st.state.as_ref().and_then(|s| s.reason.clone());
+    let (reason, message) = match old_reason.filter(|r| finishing && !r.is_empty()) {
+        Some(r) => (r, format!("pods stopped; {}", summary(job, st))),
+        None => (
+            cause.reason.clone(),
+            format!("{}; {}", cause.detail, summary(job, st)),
+        ),
+    };
+    status::stamp(st, &now(), &reason, &message);
     st.running_duration = status::running_duration(job.metadata.creation_timestamp.as_ref(), st);
     if from.as_ref() != Some(&to) {
         let from_s = from.as_ref().map(|p| p.to_string()).unwrap_or_default();
         ctx.metrics
             .transitions
-            .with_label_values(&[&from_s, &to.to_string(), &cause.reason])
+            .with_label_values(&[&from_s, &to.to_string(), &reason])
             .inc();
         let (name, queue) = (job.name_any(), job.spec.queue().to_string());
         match to {
