@@ -703,3 +703,87 @@ pub(crate) async fn kill(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::PodGroup;
+
+    fn pg(conds: serde_json::Value) -> PodGroup {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ns"},
+            "spec": {"minMember": 1},
+            "status": {"phase": "Pending", "conditions": conds}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn pod_group_pending_names_the_newest_true_condition() {
+        let p = pg(serde_json::json!([
+            {"type": "Unschedulable", "status": "True", "lastTransitionTime": "2026-01-01T00:00:05Z",
+             "message": "3/3 tasks in gang unschedulable: 3 Insufficient cpu"},
+            {"type": "Scheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"},
+            {"type": "Unschedulable", "status": "False", "lastTransitionTime": "2026-01-01T00:00:09Z"}
+        ]));
+        assert_eq!(
+            pending_message("ns", "job", &p).as_deref(),
+            Some(
+                "PodGroup ns:job unschedulable, reason: 3/3 tasks in gang unschedulable: 3 Insufficient cpu"
+            )
+        );
+        let scheduled = pg(serde_json::json!([
+            {"type": "Scheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:09Z"}
+        ]));
+        assert_eq!(pending_message("ns", "job", &scheduled), None);
+        assert_eq!(
+            pending_message("ns", "job", &pg(serde_json::json!([]))),
+            None
+        );
+    }
+
+    fn job(spec: serde_json::Value, status: serde_json::Value) -> Job {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": spec, "status": status
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn ttl_counts_from_the_last_transition_of_a_finished_job() {
+        let done = |phase: &str| {
+            job(
+                serde_json::json!({"ttlSecondsAfterFinished": 30}),
+                serde_json::json!({"state": {"phase": phase, "lastTransitionTime": "2026-01-01T00:00:00Z"}}),
+            )
+        };
+        let at = ttl_deadline(&done("Completed")).map(|t| t.to_string());
+        assert_eq!(at.as_deref(), Some("2026-01-01T00:00:30Z"));
+        assert!(ttl_deadline(&done("Failed")).is_some());
+        assert!(ttl_deadline(&done("Terminated")).is_some());
+        // Aborted can be resumed: never collected (Volcano).
+        assert_eq!(ttl_deadline(&done("Aborted")), None);
+        assert_eq!(ttl_deadline(&done("Running")), None);
+        let no_ttl = job(
+            serde_json::json!({}),
+            serde_json::json!({"state": {"phase": "Completed", "lastTransitionTime": "2026-01-01T00:00:00Z"}}),
+        );
+        assert_eq!(ttl_deadline(&no_ttl), None);
+    }
+
+    #[test]
+    fn a_cause_names_the_event_the_action_and_the_pod() {
+        let mut req = Request::job("ns", "j", Event::PodFailed);
+        req.pod = Some("j-w-0".into());
+        req.exit_code = Some(3);
+        let c = Cause::of(&Action::RestartJob, &req);
+        assert_eq!(c.reason, "PodFailed");
+        assert_eq!(
+            c.detail,
+            "RestartJob on PodFailed of pod j-w-0 (exit code 3)"
+        );
+    }
+}
