@@ -397,17 +397,11 @@ async fn sync_job(
 
     // Create, then delete, each in parallel.
     let created_at = job.metadata.creation_timestamp.clone();
-    let results: Vec<_> = futures::stream::iter(to_create)
-        .map(|(task, pod)| {
-            let ctx = ctx.clone();
-            async move {
-                let r = ctx.create_pod(&pod).await;
-                (task, r)
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
+    let results = in_parallel(ctx, to_create, |ctx, (task, pod)| async move {
+        let r = ctx.create_pod(&pod).await;
+        (task, r)
+    })
+    .await;
     let mut create_errors = Vec::new();
     for (task, r) in results {
         match r {
@@ -490,6 +484,19 @@ fn pending_message(ns: &str, job: &str, pg: &crate::api::PodGroup) -> Option<Str
     ))
 }
 
+/// Runs `f` over `items`, [`CONCURRENCY`] at a time, each with its own handle on the context.
+async fn in_parallel<T, R, F, Fut>(ctx: &Arc<Context>, items: Vec<T>, f: F) -> Vec<R>
+where
+    F: Fn(Arc<Context>, T) -> Fut,
+    Fut: std::future::Future<Output = R>,
+{
+    futures::stream::iter(items)
+        .map(|item| f(ctx.clone(), item))
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await
+}
+
 /// Deletes `pods` in parallel; successes count as terminating, failures by their phase and
 /// are retried with backoff. Returns the error to report, if any.
 async fn delete_pods(
@@ -497,17 +504,11 @@ async fn delete_pods(
     pods: &[Pod],
     counts: &mut Counts,
 ) -> Option<(JobError, String)> {
-    let results: Vec<(Pod, _)> = futures::stream::iter(pods.to_vec())
-        .map(|p| {
-            let ctx = ctx.clone();
-            async move {
-                let r = ctx.delete_pod(&p).await;
-                (p, r)
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
+    let results = in_parallel(ctx, pods.to_vec(), |ctx, p| async move {
+        let r = ctx.delete_pod(&p).await;
+        (p, r)
+    })
+    .await;
     let mut errors = Vec::new();
     for (p, r) in results {
         match r {
@@ -623,17 +624,11 @@ pub(crate) async fn kill(
     }
     // Mark first, so the deletions read as the controller's (OutOfSync), not as evictions
     // that would fire PodEvicted policies; a pod that cannot be marked is not deleted.
-    let marks: Vec<(Pod, _)> = futures::stream::iter(victims.clone())
-        .map(|p| {
-            let ctx = ctx.clone();
-            async move {
-                let r = ctx.mark_pod(&p).await;
-                (p, r)
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
+    let marks = in_parallel(ctx, victims.clone(), |ctx, p| async move {
+        let r = ctx.mark_pod(&p).await;
+        (p, r)
+    })
+    .await;
     let mut marked = Vec::new();
     let mut errors = Vec::new();
     for (p, r) in marks {
