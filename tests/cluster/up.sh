@@ -119,10 +119,14 @@ fail() {
 }
 # wait_for WHAT SECONDS CMD...: polls CMD every 0.5 s, at most SECONDS.
 wait_for() {
-  local what=$1 secs=$2 i
+  local what=$1 secs=$2 i pidfile
   shift 2
   for ((i = 0; i < secs * 2; i++)); do
     if "$@" >/dev/null 2>&1; then return 0; fi
+    # A component that exited will not come back: say which, at once.
+    for pidfile in "$dir"/pids/*.pid; do
+      kill -0 "$(cat "$pidfile")" 2>/dev/null || fail "$(basename "$pidfile" .pid) exited"
+    done
     sleep 0.5
   done
   fail "$what not ready after ${secs}s"
@@ -142,11 +146,16 @@ wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health"
 # --- kube-apiserver ------------------------------------------------------------
 # --advertise-address: the machine may have no default route, from which the
 # API server would otherwise pick the address it publishes in `kubernetes`.
+# --requestheader-*: published in extension-apiserver-authentication, which
+# kube-controller-manager and kube-scheduler read (they log errors without it).
 start kube-apiserver "$bin_dir/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$etcd_port" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
   --client-ca-file "$pki/ca.crt" --token-auth-file "$pki/tokens.csv" \
+  --requestheader-client-ca-file "$pki/ca.crt" --requestheader-allowed-names front-proxy-client \
+  --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+  --requestheader-extra-headers-prefix X-Remote-Extra- \
   --authorization-mode Node,RBAC \
   --service-account-issuer https://kubernetes.default.svc \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
