@@ -129,6 +129,14 @@ sed -e "s|caBundle: Cg==|caBundle: $(cat "$work/ca-bundle")|" \
   "$repo_dir/manifests/webhooks.yaml" | k apply -f - >>"$install_log" 2>&1 \
   || { cat "$install_log" >&2; exit 1; }
 
+# tephra makes the built-in `default` and `root` queues once it runs (through its
+# own queue webhooks); every scenario needs them.
+for ((i = 0; i < 120; i++)); do
+  k get queue default >/dev/null 2>&1 && break
+  sleep 0.5
+done
+k get queue default >/dev/null || { echo "run.sh: tephra made no queue default in 60 s" >&2; tail -n 30 "$work/tephra.log" >&2; exit 1; }
+
 # --- helpers ------------------------------------------------------------------
 passed=0 failed=0 skipped=0
 why=""
