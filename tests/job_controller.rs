@@ -798,3 +798,53 @@ async fn a_finished_job_is_deleted_after_its_ttl() {
         "deleted {gone_after:?} after finishing, before the TTL"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_a_running_job_adds_and_removes_pods() {
+    let (_s, c) = Embedded::start(&[]).await;
+    create(
+        &c,
+        job(
+            "scale",
+            json!({"minAvailable": 1, "tasks": [task("w", 2, None, 0)]}),
+        ),
+    )
+    .await;
+    wait_phase(&c, "scale", JobPhase::Running, 30).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let replicas = |n: i32| {
+        let ops: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "replace", "path": "/spec/tasks/0/replicas", "value": n},
+            {"op": "replace", "path": "/spec/tasks/0/minAvailable", "value": 1}
+        ]))
+        .unwrap_or_else(|e| panic!("{e}"));
+        kube::api::Patch::<()>::Json(ops)
+    };
+    jobs.patch("scale", &kube::api::PatchParams::default(), &replicas(3))
+        .await
+        .unwrap_or_else(|e| panic!("scale up: {e}"));
+    eventually(30, "a third pod", || async {
+        let names: BTreeSet<String> = pods_of(&c, "scale")
+            .await
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        names.contains("scale-w-2").then_some(())
+    })
+    .await;
+    jobs.patch("scale", &kube::api::PatchParams::default(), &replicas(1))
+        .await
+        .unwrap_or_else(|e| panic!("scale down: {e}"));
+    eventually(30, "only scale-w-0 left", || async {
+        let live: Vec<String> = pods_of(&c, "scale")
+            .await
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(|p| p.name_any())
+            .collect();
+        (live == ["scale-w-0"]).then_some(())
+    })
+    .await;
+    let j = wait_phase(&c, "scale", JobPhase::Running, 10).await;
+    assert_eq!(j.status.and_then(|s| s.running), Some(1));
+}

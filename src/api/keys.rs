@@ -134,6 +134,8 @@ pub const HCCL_RANK_INDEX: &str = "hccl/rankIndex";
 pub const CONTROLLER_REVISION_HASH: &str = "controller-revision-hash";
 /// L on a namespace: its name (webhook namespace selectors).
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+/// A written by `kubectl apply`: the whole applied object (never copied onto PodGroups).
+pub const KUBECTL_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// A on every Volcano CRD: keep the CRD when the Helm release is deleted.
 pub const HELM_RESOURCE_POLICY: &str = "helm.sh/resource-policy";
 

@@ -100,7 +100,8 @@ pub struct Embedded {
 }
 
 impl Embedded {
-    /// Starts it with `extra` flags and waits until it is ready.
+    /// Starts it with `extra` flags (a `--metrics-listen` among them replaces the default
+    /// free port) and waits until it is ready.
     pub async fn start(extra: &[&str]) -> (Self, Client) {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let port = free_port();
@@ -110,11 +111,12 @@ impl Embedded {
             "--embedded",
             "--listen",
             "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
             "--embedded-api-listen",
             &api,
         ];
+        if !extra.contains(&"--metrics-listen") {
+            args.extend_from_slice(&["--metrics-listen", "127.0.0.1:0"]);
+        }
         args.extend_from_slice(extra);
         let log = std::env::var_os("TEPHRA_TEST_LOG").map(PathBuf::from);
         let proc = Proc::spawn(&args, log.as_deref());

@@ -295,7 +295,12 @@ pub fn build_pod_group(job: &Job, priority_of: &dyn Fn(&str) -> Option<i32>) -> 
             name: Some(group_name(job)),
             namespace: job.metadata.namespace.clone(),
             labels: job.metadata.labels.clone(),
-            annotations: job.metadata.annotations.clone(),
+            // kubectl's copy of the whole applied job is not the PodGroup's business (and can
+            // be most of its size); Volcano copies it too.
+            annotations: job.metadata.annotations.clone().map(|mut a| {
+                a.remove(keys::KUBECTL_LAST_APPLIED);
+                a
+            }),
             owner_references: Some(vec![owner_reference(job)]),
             ..ObjectMeta::default()
         },

@@ -397,17 +397,11 @@ async fn sync_job(
 
     // Create, then delete, each in parallel.
     let created_at = job.metadata.creation_timestamp.clone();
-    let results: Vec<_> = futures::stream::iter(to_create)
-        .map(|(task, pod)| {
-            let ctx = ctx.clone();
-            async move {
-                let r = ctx.create_pod(&pod).await;
-                (task, r)
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
+    let results = in_parallel(ctx, to_create, |ctx, (task, pod)| async move {
+        let r = ctx.create_pod(&pod).await;
+        (task, r)
+    })
+    .await;
     let mut create_errors = Vec::new();
     for (task, r) in results {
         match r {
@@ -490,6 +484,19 @@ fn pending_message(ns: &str, job: &str, pg: &crate::api::PodGroup) -> Option<Str
     ))
 }
 
+/// Runs `f` over `items`, [`CONCURRENCY`] at a time, each with its own handle on the context.
+async fn in_parallel<T, R, F, Fut>(ctx: &Arc<Context>, items: Vec<T>, f: F) -> Vec<R>
+where
+    F: Fn(Arc<Context>, T) -> Fut,
+    Fut: std::future::Future<Output = R>,
+{
+    futures::stream::iter(items)
+        .map(|item| f(ctx.clone(), item))
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await
+}
+
 /// Deletes `pods` in parallel; successes count as terminating, failures by their phase and
 /// are retried with backoff. Returns the error to report, if any.
 async fn delete_pods(
@@ -497,17 +504,11 @@ async fn delete_pods(
     pods: &[Pod],
     counts: &mut Counts,
 ) -> Option<(JobError, String)> {
-    let results: Vec<(Pod, _)> = futures::stream::iter(pods.to_vec())
-        .map(|p| {
-            let ctx = ctx.clone();
-            async move {
-                let r = ctx.delete_pod(&p).await;
-                (p, r)
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
+    let results = in_parallel(ctx, pods.to_vec(), |ctx, p| async move {
+        let r = ctx.delete_pod(&p).await;
+        (p, r)
+    })
+    .await;
     let mut errors = Vec::new();
     for (p, r) in results {
         match r {
@@ -623,17 +624,11 @@ pub(crate) async fn kill(
     }
     // Mark first, so the deletions read as the controller's (OutOfSync), not as evictions
     // that would fire PodEvicted policies; a pod that cannot be marked is not deleted.
-    let marks: Vec<(Pod, _)> = futures::stream::iter(victims.clone())
-        .map(|p| {
-            let ctx = ctx.clone();
-            async move {
-                let r = ctx.mark_pod(&p).await;
-                (p, r)
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
+    let marks = in_parallel(ctx, victims.clone(), |ctx, p| async move {
+        let r = ctx.mark_pod(&p).await;
+        (p, r)
+    })
+    .await;
     let mut marked = Vec::new();
     let mut errors = Vec::new();
     for (p, r) in marks {
@@ -702,4 +697,88 @@ pub(crate) async fn kill(
         ctx.delete_podgroups(&ns, &name, &uid).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::PodGroup;
+
+    fn pg(conds: serde_json::Value) -> PodGroup {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ns"},
+            "spec": {"minMember": 1},
+            "status": {"phase": "Pending", "conditions": conds}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn pod_group_pending_names_the_newest_true_condition() {
+        let p = pg(serde_json::json!([
+            {"type": "Unschedulable", "status": "True", "lastTransitionTime": "2026-01-01T00:00:05Z",
+             "message": "3/3 tasks in gang unschedulable: 3 Insufficient cpu"},
+            {"type": "Scheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"},
+            {"type": "Unschedulable", "status": "False", "lastTransitionTime": "2026-01-01T00:00:09Z"}
+        ]));
+        assert_eq!(
+            pending_message("ns", "job", &p).as_deref(),
+            Some(
+                "PodGroup ns:job unschedulable, reason: 3/3 tasks in gang unschedulable: 3 Insufficient cpu"
+            )
+        );
+        let scheduled = pg(serde_json::json!([
+            {"type": "Scheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:09Z"}
+        ]));
+        assert_eq!(pending_message("ns", "job", &scheduled), None);
+        assert_eq!(
+            pending_message("ns", "job", &pg(serde_json::json!([]))),
+            None
+        );
+    }
+
+    fn job(spec: serde_json::Value, status: serde_json::Value) -> Job {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": spec, "status": status
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn ttl_counts_from_the_last_transition_of_a_finished_job() {
+        let done = |phase: &str| {
+            job(
+                serde_json::json!({"ttlSecondsAfterFinished": 30}),
+                serde_json::json!({"state": {"phase": phase, "lastTransitionTime": "2026-01-01T00:00:00Z"}}),
+            )
+        };
+        let at = ttl_deadline(&done("Completed")).map(|t| t.to_string());
+        assert_eq!(at.as_deref(), Some("2026-01-01T00:00:30Z"));
+        assert!(ttl_deadline(&done("Failed")).is_some());
+        assert!(ttl_deadline(&done("Terminated")).is_some());
+        // Aborted can be resumed: never collected (Volcano).
+        assert_eq!(ttl_deadline(&done("Aborted")), None);
+        assert_eq!(ttl_deadline(&done("Running")), None);
+        let no_ttl = job(
+            serde_json::json!({}),
+            serde_json::json!({"state": {"phase": "Completed", "lastTransitionTime": "2026-01-01T00:00:00Z"}}),
+        );
+        assert_eq!(ttl_deadline(&no_ttl), None);
+    }
+
+    #[test]
+    fn a_cause_names_the_event_the_action_and_the_pod() {
+        let mut req = Request::job("ns", "j", Event::PodFailed);
+        req.pod = Some("j-w-0".into());
+        req.exit_code = Some(3);
+        let c = Cause::of(&Action::RestartJob, &req);
+        assert_eq!(c.reason, "PodFailed");
+        assert_eq!(
+            c.detail,
+            "RestartJob on PodFailed of pod j-w-0 (exit code 3)"
+        );
+    }
 }

@@ -3,9 +3,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::{
-    JobPlugin, Owned, PluginError, Removed, all_containers, env_var, pod_index_text, set_env,
-};
+use super::{JobPlugin, PluginError, all_containers, env_var, pod_index_text, set_env};
 use crate::api::batch::Job;
 use crate::api::keys::plugins::ENV;
 
@@ -38,18 +36,6 @@ impl JobPlugin for Env {
             set_env(c, env_var(TASK_INDEX, index.clone()));
         }
         Ok(())
-    }
-
-    fn on_job_add(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
-        Ok(Vec::new())
-    }
-
-    fn on_job_update(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
-        Ok(Vec::new())
-    }
-
-    fn on_job_delete(&self, _job: &Job) -> Vec<Removed> {
-        Vec::new()
     }
 }
 

@@ -7,7 +7,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::{Args, JobPlugin, Kind, Owned, PluginError, Removed, pod_task};
+use super::{Args, JobPlugin, Kind, PluginError, pod_task};
 use crate::api::batch::Job;
 use crate::api::keys::{self, plugins::HCCLRANK};
 
@@ -93,18 +93,6 @@ impl JobPlugin for HcclRank {
             .get_or_insert_with(Default::default)
             .insert(keys::HCCL_RANK_INDEX.to_string(), rank);
         Ok(())
-    }
-
-    fn on_job_add(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
-        Ok(Vec::new())
-    }
-
-    fn on_job_update(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
-        Ok(Vec::new())
-    }
-
-    fn on_job_delete(&self, _job: &Job) -> Vec<Removed> {
-        Vec::new()
     }
 }
 

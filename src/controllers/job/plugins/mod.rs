@@ -181,12 +181,21 @@ pub trait JobPlugin: Send + Sync {
     /// Edits a pod being built for the job (Volcano's OnPodCreate); `pod` already has its
     /// name, labels and annotations. Calling it twice leaves the pod as one call does.
     fn on_pod_create(&self, job: &Job, pod: &mut Pod) -> Result<(), PluginError>;
-    /// Objects to create when the job is set up (Volcano's OnJobAdd).
-    fn on_job_add(&self, job: &Job) -> Result<Vec<Owned>, PluginError>;
-    /// Objects to create/refresh on a later sync (Volcano's OnJobUpdate; svc's ConfigMap).
-    fn on_job_update(&self, job: &Job) -> Result<Vec<Owned>, PluginError>;
-    /// Objects to delete when the whole job is killed or deleted (Volcano's OnJobDelete).
-    fn on_job_delete(&self, job: &Job) -> Vec<Removed>;
+    /// Objects to create when the job is set up (Volcano's OnJobAdd); none by default (the
+    /// plugin is only recorded in `status.controlledResources`).
+    fn on_job_add(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
+        Ok(Vec::new())
+    }
+    /// Objects to create/refresh on a later sync (Volcano's OnJobUpdate; svc's ConfigMap);
+    /// none by default.
+    fn on_job_update(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
+        Ok(Vec::new())
+    }
+    /// Objects to delete when the whole job is killed or deleted (Volcano's OnJobDelete);
+    /// none by default.
+    fn on_job_delete(&self, _job: &Job) -> Vec<Removed> {
+        Vec::new()
+    }
 }
 
 /// The plugins of `job.spec.plugins` with their arguments parsed, in name order (BTreeMap

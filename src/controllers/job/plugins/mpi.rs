@@ -6,8 +6,8 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{
-    Args, JobPlugin, Kind, Owned, PluginError, Removed, all_containers, env_var, open_port,
-    pod_task, set_env, task_hosts,
+    Args, JobPlugin, Kind, PluginError, all_containers, env_var, open_port, pod_task, set_env,
+    task_hosts,
 };
 use crate::api::batch::Job;
 use crate::api::keys::plugins::MPI;
@@ -66,18 +66,6 @@ impl JobPlugin for Mpi {
             }
         }
         Ok(())
-    }
-
-    fn on_job_add(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
-        Ok(Vec::new())
-    }
-
-    fn on_job_update(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
-        Ok(Vec::new())
-    }
-
-    fn on_job_delete(&self, _job: &Job) -> Vec<Removed> {
-        Vec::new()
     }
 }
 

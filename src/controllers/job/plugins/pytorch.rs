@@ -10,8 +10,8 @@
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::{
-    Args, JobPlugin, Kind, Owned, PluginError, Removed, containers, env_var, host, open_port,
-    pod_index, pod_task, set_env,
+    Args, JobPlugin, Kind, PluginError, containers, env_var, host, open_port, pod_index, pod_task,
+    set_env,
 };
 use crate::api::batch::Job;
 use crate::api::keys::plugins::PYTORCH;
@@ -146,18 +146,6 @@ impl JobPlugin for Pytorch {
             }
         }
         Ok(())
-    }
-
-    fn on_job_add(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
-        Ok(Vec::new())
-    }
-
-    fn on_job_update(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
-        Ok(Vec::new())
-    }
-
-    fn on_job_delete(&self, _job: &Job) -> Vec<Removed> {
-        Vec::new()
     }
 }
 

@@ -137,10 +137,6 @@ impl JobPlugin for Ray {
         })])
     }
 
-    fn on_job_update(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
-        Ok(Vec::new())
-    }
-
     fn on_job_delete(&self, job: &Job) -> Vec<Removed> {
         vec![removed(job, OwnedKind::Service, head_service_name(job))]
     }

@@ -9,8 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
 use super::{
-    Args, JobPlugin, Kind, Owned, PluginError, Removed, containers, env_var, host, pod_index,
-    pod_task, set_env,
+    Args, JobPlugin, Kind, PluginError, containers, env_var, host, pod_index, pod_task, set_env,
 };
 use crate::api::batch::Job;
 use crate::api::keys::plugins::TENSORFLOW;
@@ -149,18 +148,6 @@ impl JobPlugin for Tensorflow {
             set_env(c, env_var(TF_CONFIG, text.clone()));
         }
         Ok(())
-    }
-
-    fn on_job_add(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
-        Ok(Vec::new())
-    }
-
-    fn on_job_update(&self, _job: &Job) -> Result<Vec<Owned>, PluginError> {
-        Ok(Vec::new())
-    }
-
-    fn on_job_delete(&self, _job: &Job) -> Vec<Removed> {
-        Vec::new()
     }
 }
 
