@@ -137,6 +137,12 @@ for ((i = 0; i < 120; i++)); do
 done
 k get queue default >/dev/null || { echo "run.sh: tephra made no queue default in 60 s" >&2; tail -n 30 "$work/tephra.log" >&2; exit 1; }
 
+if [ "${TEPHRA_CLUSTER_BENCH:-0}" = 1 ]; then
+  # shellcheck source=tests/cluster/bench-body.sh
+  . "$cluster_dir/bench-body.sh"
+  exit 0
+fi
+
 # --- helpers ------------------------------------------------------------------
 passed=0 failed=0 skipped=0
 why=""

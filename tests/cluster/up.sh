@@ -13,6 +13,7 @@
 #                          without it kube-scheduler runs its default profile only
 #   TEPHRA_EXTENDER_CA     CA file that signed the extender's certificate
 #   TEPHRA_NODE_CPU, TEPHRA_NODE_MEMORY, TEPHRA_NODE_PODS  fake node size
+#   TEPHRA_SCHEDULER_QPS   kube-scheduler's client qps and burst (benchmarks)
 # Prints the state folder on its last line; $DIR/env holds KUBECONFIG and the
 # ports (sourceable), $DIR/logs the components' logs.
 set -euo pipefail
@@ -195,6 +196,10 @@ leaderElection: {leaderElect: false}
 SC
 fi
 printf 'clientConnection:\n  kubeconfig: %s\n' "$kubeconfig" >>"$sched_config"
+# A benchmark raises the client's rate limit (default 50 requests/s).
+if [ -n "${TEPHRA_SCHEDULER_QPS:-}" ]; then
+  printf '  qps: %s\n  burst: %s\n' "$TEPHRA_SCHEDULER_QPS" "$TEPHRA_SCHEDULER_QPS" >>"$sched_config"
+fi
 start kube-scheduler "$bin_dir/kube-scheduler" --config "$sched_config" \
   --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
   --bind-address 127.0.0.1 --secure-port "$sched_port"
