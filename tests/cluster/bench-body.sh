@@ -43,9 +43,10 @@ start_scheduler() {
 }
 
 scheduled_count() {
-  curl -sk -H "Authorization: Bearer $admin_token" "https://127.0.0.1:$SCHEDULER_PORT/metrics" 2>/dev/null \
-    | awk '/^scheduler_schedule_attempts_total\{/ && /result="scheduled"/ { s += $NF } END { print s + 0 }' \
-    || echo 0 # not serving yet
+  local m
+  # Empty while the scheduler is not serving yet: counts 0.
+  m=$(curl -sk -H "Authorization: Bearer $admin_token" "https://127.0.0.1:$SCHEDULER_PORT/metrics" 2>/dev/null) || m=""
+  awk '/^scheduler_schedule_attempts_total\{/ && /result="scheduled"/ { s += $NF } END { print s + 0 }' <<<"$m"
 }
 
 # measure LABEL N: waits (at most 5 min) until the running scheduler has
@@ -107,15 +108,15 @@ wait_count() { # WHAT WANT SECONDS CMD...: polls CMD's number until >= WANT
   local what=$1 want=$2 secs=$3 i n=0
   shift 3
   for ((i = 0; i < secs; i++)); do
-    n=$("$@" 2>/dev/null || echo 0)
+    n=$("$@")
     [ "$n" -ge "$want" ] && return 0
     sleep 1
   done
   echo "bench: $what: $n of $want after $secs s" >&2
   return 1
 }
-count_pods() { k get pods -n "$1" --no-headers 2>/dev/null | wc -l; }
-count_podgroups() { k get podgroups -n "$1" --no-headers 2>/dev/null | wc -l; }
+count_pods() { k get pods -n "$1" -o name 2>/dev/null | wc -l || true; }
+count_podgroups() { k get podgroups -n "$1" -o name 2>/dev/null | wc -l || true; }
 
 alone_config=$work/scheduler-alone.yaml
 cat >"$alone_config" <<SC
