@@ -137,7 +137,8 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
 
 /// `tephra certs`: write the files, print the caBundle on standard output.
 fn certs_command(args: &CertsArgs) -> Result<(), AppError> {
-    let bundle = certs::run_certs_command(&args.service, &args.namespace, &args.out)?;
+    let bundle =
+        certs::run_certs_command(&args.service, &args.namespace, &args.extra_names, &args.out)?;
     println!("{bundle}");
     Ok(())
 }

@@ -205,9 +205,18 @@ pub fn self_signed(names: &[String]) -> Result<CertBundle, CertError> {
 pub fn run_certs_command(
     service: &str,
     namespace: &str,
+    extra_names: &[String],
     out_dir: &Path,
 ) -> Result<String, CertError> {
-    let bundle = generate(service, namespace)?;
+    let bundle = if extra_names.is_empty() {
+        generate(service, namespace)?
+    } else {
+        check_dns_label("service", service)?;
+        check_dns_label("namespace", namespace)?;
+        let mut names = service_dns_names(service, namespace);
+        names.extend(extra_names.iter().cloned());
+        issue(&format!("{service}.{namespace}.svc"), &names)?
+    };
     bundle.write_to(out_dir)?;
     Ok(bundle.ca_bundle_base64())
 }
@@ -591,7 +600,7 @@ mod tests {
     #[test]
     fn run_certs_command_writes_the_three_files_with_a_private_key_mode() {
         let dir = std::env::temp_dir().join(format!("tephra-certs-unit-{}", std::process::id()));
-        let bundle = run_certs_command("tephra", "default", &dir).unwrap();
+        let bundle = run_certs_command("tephra", "default", &[], &dir).unwrap();
         let ca = std::fs::read_to_string(dir.join(CA_FILE)).unwrap();
         let crt = std::fs::read_to_string(dir.join(CERT_FILE)).unwrap();
         let key = std::fs::read_to_string(dir.join(KEY_FILE)).unwrap();

@@ -233,6 +233,12 @@ pub struct CertsArgs {
     /// Directory to write ca.crt, tls.crt and tls.key into (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+
+    /// Another DNS name or IP address the certificate is valid for; repeat for several. For
+    /// tephra running outside the cluster, with webhooks and extender reached by URL (e.g.
+    /// `--extra-name 127.0.0.1`).
+    #[arg(long = "extra-name", value_name = "NAME")]
+    pub extra_names: Vec<String>,
 }
 
 /// A Go-style duration flag (`500ms`, `1s`, `1m30s`), at least 10 ms.

@@ -2,7 +2,8 @@
 //!
 //! kubectl sends `application/vnd.kubernetes.protobuf` bodies for `kubectl create namespace`,
 //! `create configmap`, `create secret` and `create serviceaccount`. This decodes those four
-//! kinds (with the common ObjectMeta fields) into JSON. Every other protobuf body is refused
+//! kinds (with the common ObjectMeta fields), and the `DeleteOptions` body of client-go's typed
+//! deletes, into JSON. Every other protobuf body is refused
 //! with 415, pointing at `kubectl apply -f` / `create -f`, which send JSON. Pure code.
 
 use serde_json::{Map, Value, json};
@@ -152,6 +153,43 @@ fn object_meta(buf: &[u8]) -> Result<Value, String> {
     Ok(Value::Object(m))
 }
 
+/// `DeleteOptions` (meta/v1 generated.proto): gracePeriodSeconds 1, preconditions 2 {uid 1,
+/// resourceVersion 2}, orphanDependents 3, propagationPolicy 4, dryRun 5.
+fn delete_options(obj: &mut Map<String, Value>, raw: &[u8]) -> Result<(), String> {
+    for (n, f) in fields(raw)? {
+        match (n, &f) {
+            (1, Field::Varint(v)) => {
+                obj.insert("gracePeriodSeconds".into(), json!(*v as i64));
+            }
+            (2, Field::Bytes(b)) => {
+                let mut pre = Map::new();
+                for (pn, pf) in fields(b)? {
+                    match pn {
+                        1 => pre.insert("uid".into(), json!(string(&pf)?)),
+                        2 => pre.insert("resourceVersion".into(), json!(string(&pf)?)),
+                        _ => None,
+                    };
+                }
+                obj.insert("preconditions".into(), Value::Object(pre));
+            }
+            (3, Field::Varint(v)) => {
+                obj.insert("orphanDependents".into(), json!(*v != 0));
+            }
+            (4, _) => {
+                obj.insert("propagationPolicy".into(), json!(string(&f)?));
+            }
+            (5, _) => {
+                let dry = obj.entry("dryRun").or_insert_with(|| json!([]));
+                if let Some(a) = dry.as_array_mut() {
+                    a.push(json!(string(&f)?));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Decodes a protobuf request body of one of the supported kinds into JSON.
 pub fn decode(body: &[u8]) -> Result<Value, String> {
     let rest = body
@@ -176,6 +214,11 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
     let mut obj = Map::new();
     obj.insert("apiVersion".into(), json!(api_version));
     obj.insert("kind".into(), json!(kind));
+    // client-go's typed clients send the DELETE body in protobuf too.
+    if kind == "DeleteOptions" {
+        delete_options(&mut obj, raw)?;
+        return Ok(Value::Object(obj));
+    }
     let known = api_version == "v1"
         && matches!(
             kind.as_str(),
@@ -298,6 +341,19 @@ mod tests {
         let s = decode(&envelope("v1", "Secret", &raw)).unwrap();
         assert_eq!(s["data"]["pw"], "aHVudGVyMg==");
         assert_eq!(s["type"], "Opaque");
+    }
+
+    #[test]
+    fn decodes_delete_options_like_client_go_sends_them() {
+        let pre = [bytes(1, b"u-1"), bytes(2, b"42")].concat();
+        let mut raw = bytes(2, &pre);
+        raw.extend(bytes(4, b"Foreground"));
+        raw.extend(bytes(5, b"All"));
+        let v = decode(&envelope("meta.k8s.io/v1", "DeleteOptions", &raw)).unwrap();
+        assert_eq!(v["propagationPolicy"], "Foreground");
+        assert_eq!(v["preconditions"]["uid"], "u-1");
+        assert_eq!(v["preconditions"]["resourceVersion"], "42");
+        assert_eq!(v["dryRun"], json!(["All"]));
     }
 
     #[test]

@@ -565,8 +565,14 @@ async fn handle(
 
 fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
     let mut opts = if body.iter().any(|b| !b.is_ascii_whitespace()) {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::BadRequest(format!("DeleteOptions: {e}")))?;
+        // client-go's typed clients send protobuf (with its envelope), kubectl JSON.
+        let v: Value = if body.starts_with(b"k8s\0") {
+            super::protobuf::decode(body)
+                .map_err(|e| ApiError::UnsupportedMediaType(format!("DeleteOptions: {e}")))?
+        } else {
+            serde_json::from_slice(body)
+                .map_err(|e| ApiError::BadRequest(format!("DeleteOptions: {e}")))?
+        };
         DeleteOptions::from_body(&v)?
     } else {
         DeleteOptions::default()

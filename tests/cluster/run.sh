@@ -1,0 +1,326 @@
+#!/usr/bin/env bash
+# tephra against the real control plane: starts one with up.sh (etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler with tephra as its
+# extender, kwok nodes), installs tephra the way the README's "Deploying to a
+# cluster" says for a tephra running outside the cluster, then runs the
+# scenarios and prints `N passed, M failed, K skipped`. Exits non-zero if any
+# scenario failed.
+#
+# Pods "run" on kwok's fake nodes; a pod carrying the annotation
+# kwok.tephra.test/succeed-after ends Succeeded that long after it started
+# (tests/cluster/kwok-stages.yaml).
+#
+# Environment:
+#   TEPHRA_BIN            the tephra binary (default: cargo build of this checkout)
+#   TEPHRA_CLUSTER_NODES  number of fake nodes (default 4, of 8 cpu each)
+#   TEPHRA_CLUSTER_KEEP   set to 1 to leave everything running (prints where)
+set -euo pipefail
+# shellcheck source=tests/cluster/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+if [ -z "${TEPHRA_BIN:-}" ]; then
+  (cd "$repo_dir" && cargo build -q --bin tephra)
+  TEPHRA_BIN="${CARGO_TARGET_DIR:-$repo_dir/target}/debug/tephra"
+fi
+nodes=${TEPHRA_CLUSTER_NODES:-4}
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/tephra-run.XXXXXX")
+tephra_pid=""
+cluster_up=0
+cleanup() {
+  local rc=$?
+  if [ "${TEPHRA_CLUSTER_KEEP:-0}" = 1 ]; then
+    echo "run.sh: left running: KUBECONFIG=$work/cluster/kubeconfig, tephra pid $tephra_pid, logs in $work" >&2
+    return
+  fi
+  stop_tephra
+  if [ "$cluster_up" = 1 ]; then "$cluster_dir/down.sh" "$work/cluster" || true; fi
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+read -r tephra_port metrics_port < <(python3 -c '
+import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])')
+
+# tephra's serving certificate, made the README's way, plus the address the
+# API server and kube-scheduler reach it at (no Service routing without
+# kube-proxy, so webhooks and extender use URLs on loopback).
+"$TEPHRA_BIN" certs --service tephra --namespace tephra-system --extra-name 127.0.0.1 \
+  --out "$work/tls" >"$work/ca-bundle"
+
+TEPHRA_CLUSTER_DIR="$work/cluster" \
+  TEPHRA_EXTENDER_URL="https://127.0.0.1:$tephra_port/scheduler" \
+  TEPHRA_EXTENDER_CA="$work/tls/ca.crt" \
+  "$cluster_dir/up.sh" "$nodes" >/dev/null
+cluster_up=1
+export KUBECONFIG="$work/cluster/kubeconfig"
+k() { kubectl --request-timeout=20s "$@"; }
+
+# --- install tephra as the README says ------------------------------------------
+install_log=$work/install.log
+{
+  k apply -f "$repo_dir/manifests/crds/"
+  k apply -f "$repo_dir/manifests/namespace.yaml" -f "$repo_dir/manifests/rbac.yaml"
+  # What runs in a pod elsewhere is only checked here: the API server must
+  # accept the Deployment, Service and tephra's own kube-scheduler as written.
+  k -n tephra-system create secret tls tephra-tls --cert="$work/tls/tls.crt" --key="$work/tls/tls.key"
+  k apply --dry-run=server -f "$repo_dir/manifests/deployment.yaml"
+  k apply --dry-run=server -f "$repo_dir/manifests/kube-scheduler.yaml"
+} >"$install_log" 2>&1 || { cat "$install_log" >&2; exit 1; }
+k wait --for condition=established --timeout=60s -f "$repo_dir/manifests/crds/" >/dev/null
+
+# tephra runs with its own service account's permissions (manifests/rbac.yaml),
+# as it would in its pod, through a kubeconfig holding a token for it.
+sa_token=$(k -n tephra-system create token tephra --duration=2h)
+server=$(k config view --raw -o jsonpath='{.clusters[0].cluster.server}')
+cat >"$work/tephra.kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "$server", certificate-authority: "$work/cluster/pki/ca.crt"}
+users:
+- name: tephra
+  user: {token: "$sa_token"}
+contexts:
+- name: c
+  context: {cluster: c, user: tephra, namespace: tephra-system}
+current-context: c
+KC
+
+start_tephra() {
+  "$TEPHRA_BIN" serve --kubeconfig "$work/tephra.kubeconfig" \
+    --listen "127.0.0.1:$tephra_port" --metrics-listen "127.0.0.1:$metrics_port" \
+    --tls-cert "$work/tls/tls.crt" --tls-key "$work/tls/tls.key" \
+    >>"$work/tephra.log" 2>&1 &
+  tephra_pid=$!
+  local i
+  for ((i = 0; i < 120; i++)); do
+    curl -sf "http://127.0.0.1:$metrics_port/readyz" >/dev/null 2>&1 && return 0
+    kill -0 "$tephra_pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  echo "run.sh: tephra serve did not become ready" >&2
+  tail -n 30 "$work/tephra.log" >&2
+  return 1
+}
+stop_tephra() {
+  [ -n "$tephra_pid" ] || return 0
+  kill "$tephra_pid" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$tephra_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "$tephra_pid" 2>/dev/null || true
+  wait "$tephra_pid" 2>/dev/null || true
+  tephra_pid=""
+}
+start_tephra
+
+# The webhooks as the README applies them, with the out-of-cluster change the
+# README describes: each `service:` reference becomes a URL on loopback.
+sed -e "s|caBundle: Cg==|caBundle: $(cat "$work/ca-bundle")|" \
+  -e "s|service: {name: tephra, namespace: tephra-system, path: \([^,]*\), port: 443}|url: https://127.0.0.1:$tephra_port\1|" \
+  "$repo_dir/manifests/webhooks.yaml" | k apply -f - >>"$install_log" 2>&1 \
+  || { cat "$install_log" >&2; exit 1; }
+
+# tephra makes the built-in `default` and `root` queues once it runs (through its
+# own queue webhooks); every scenario needs them.
+for ((i = 0; i < 120; i++)); do
+  k get queue default >/dev/null 2>&1 && break
+  sleep 0.5
+done
+k get queue default >/dev/null || { echo "run.sh: tephra made no queue default in 60 s" >&2; tail -n 30 "$work/tephra.log" >&2; exit 1; }
+
+if [ "${TEPHRA_CLUSTER_BENCH:-0}" = 1 ]; then
+  # shellcheck source=tests/cluster/bench-body.sh
+  . "$cluster_dir/bench-body.sh"
+  exit 0
+fi
+
+# --- helpers ------------------------------------------------------------------
+passed=0 failed=0 skipped=0
+why=""
+# wait_until SECONDS CMD...: polls CMD every 0.5 s for at most SECONDS.
+wait_until() {
+  local secs=$1 i
+  shift
+  for ((i = 0; i < secs * 2; i++)); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  return 1
+}
+phase_is() { [ "$(k get vcjob "$1" -o jsonpath='{.status.state.phase}')" = "$2" ]; }
+# wait_phase JOB PHASE SECONDS: sets `why` when it times out.
+wait_phase() {
+  wait_until "$3" phase_is "$1" "$2" && return 0
+  why="vcjob/$1 is '$(k get vcjob "$1" -o jsonpath='{.status.state.phase}' 2>&1)', not $2 after $3 s"
+  return 1
+}
+# Sum of tephra_extender_requests_total for one verb, all results.
+extender_calls() {
+  curl -sf "http://127.0.0.1:$metrics_port/metrics" \
+    | awk -v v="verb=\"$1\"" '/^tephra_extender_requests_total\{/ && index($0, v) { s += $NF } END { print s + 0 }'
+}
+# vcjob NAME REPLICAS CPU SUCCEED_AFTER: a one-task gang of REPLICAS pods that
+# all end Succeeded SUCCEED_AFTER after they start.
+vcjob() {
+  cat <<YAML
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: $1}
+spec:
+  minAvailable: $2
+  schedulerName: volcano
+  tasks:
+    - name: work
+      replicas: $2
+      template:
+        metadata:
+          annotations: {kwok.tephra.test/succeed-after: "$4"}
+        spec:
+          restartPolicy: Never
+          containers:
+            - name: work
+              image: busybox:1.36
+              command: ["true"]
+              resources:
+                requests: {cpu: "$3", memory: 128Mi}
+YAML
+}
+job_pods() { k get pods -l "volcano.sh/job-name=$1" -o name | wc -l | tr -d ' '; }
+# scenario NAME FUNCTION: runs it, counts the outcome. A function returns 0
+# (pass), 1 (fail, with `why`) or 2 (skipped, with `why`).
+scenario() {
+  local name=$1 rc=0 start
+  start=$(date +%s)
+  why=""
+  "$2" || rc=$?
+  case $rc in
+    0) passed=$((passed + 1)); echo "ok - $name ($(($(date +%s) - start)) s)" ;;
+    2) skipped=$((skipped + 1)); echo "skipped - $name: $why" ;;
+    *) failed=$((failed + 1)); echo "not ok - $name: $why" ;;
+  esac
+}
+
+# --- scenarios ----------------------------------------------------------------
+s_job_completes() {
+  local before_filter before_bind
+  before_filter=$(extender_calls filter) before_bind=$(extender_calls bind)
+  # tests/data's hello-gang: the master ends after 3 s, TaskCompleted ->
+  # CompleteJob stops the two workers (which would run forever).
+  sed 's|simulation.tephra.io/run-seconds: "2"|&\n            kwok.tephra.test/succeed-after: "3s"|' \
+    "$repo_dir/tests/data/manifests/vcjob-run.yaml" | k apply -f - >/dev/null || { why="apply failed"; return 1; }
+  wait_phase hello-gang Completed 90 || return 1
+  local filter bind
+  filter=$(extender_calls filter) bind=$(extender_calls bind)
+  if [ "$filter" -le "$before_filter" ] || [ "$bind" -lt $((before_bind + 3)) ]; then
+    why="tephra's extender metrics show no calls from kube-scheduler (filter $before_filter -> $filter, bind $before_bind -> $bind)"
+    return 1
+  fi
+  [ "$(k get vcjob hello-gang -o jsonpath='{.status.state.reason}')" = TaskCompleted ] \
+    || { why="completed for '$(k get vcjob hello-gang -o jsonpath='{.status.state.reason}')', not TaskCompleted"; return 1; }
+  wait_until 60 bash -c "[ \"\$(kubectl get pods -l volcano.sh/job-name=hello-gang,volcano.sh/task-spec=worker -o name | wc -l)\" = 0 ]" \
+    || { why="the workers were not stopped"; return 1; }
+  echo "#   extender calls: filter $before_filter -> $filter, bind $before_bind -> $bind"
+}
+
+s_invalid_refused() {
+  local out
+  if out=$(k apply -f "$repo_dir/tests/data/manifests/vcjob-invalid.yaml" 2>&1); then
+    why="kube-apiserver accepted an invalid vcJob"
+    return 1
+  fi
+  # kube-apiserver's wording around the webhook's own message.
+  case $out in
+    *'admission webhook "validatejob.tephra.io" denied the request'*minAvailable*) ;;
+    *) why="unexpected refusal: $out"; return 1 ;;
+  esac
+  echo "#   ${out//$'\n'/ }"
+}
+
+# Two gangs of 3 pods of 6 cpu on 8-cpu nodes: each gang needs 3 of the 4
+# nodes to itself, so they cannot both run; each must run whole, one after
+# the other.
+s_gangs_in_turn() {
+  if [ "$nodes" -ne 4 ]; then why="sized for 4 nodes (TEPHRA_CLUSTER_NODES=$nodes)"; return 2; fi
+  vcjob gang-a 3 6 6s | k apply -f - >/dev/null || { why="apply gang-a"; return 1; }
+  vcjob gang-b 3 6 6s | k apply -f - >/dev/null || { why="apply gang-b"; return 1; }
+  local i a b max_a=0 max_b=0 both=0
+  for ((i = 0; i < 240; i++)); do
+    a=$(k get pods -l volcano.sh/job-name=gang-a --field-selector=status.phase=Running -o name | wc -l)
+    b=$(k get pods -l volcano.sh/job-name=gang-b --field-selector=status.phase=Running -o name | wc -l)
+    [ "$a" -gt "$max_a" ] && max_a=$a
+    [ "$b" -gt "$max_b" ] && max_b=$b
+    if [ "$a" -gt 0 ] && [ "$b" -gt 0 ]; then both=1; fi
+    phase_is gang-a Completed && phase_is gang-b Completed && break
+    sleep 0.5
+  done
+  if ! phase_is gang-a Completed || ! phase_is gang-b Completed; then
+    why="gang-a '$(k get vcjob gang-a -o jsonpath='{.status.state.phase}')', gang-b '$(k get vcjob gang-b -o jsonpath='{.status.state.phase}')' after 120 s"
+    return 1
+  fi
+  [ "$both" = 0 ] || { why="pods of both gangs ran at once"; return 1; }
+  # Every pod of each gang must have started before any finished.
+  local job starts ends
+  for job in gang-a gang-b; do
+    starts=$(k get pods -l "volcano.sh/job-name=$job" -o jsonpath='{range .items[*]}{.status.startTime}{"\n"}{end}' | sort | tail -n 1)
+    ends=$(k get pods -l "volcano.sh/job-name=$job" -o jsonpath='{range .items[*]}{.status.containerStatuses[0].state.terminated.finishedAt}{"\n"}{end}' | sort | head -n 1)
+    [[ ! "$ends" < "$starts" ]] || { why="$job did not run whole: a pod started at $starts, after another finished at $ends"; return 1; }
+  done
+  echo "#   at most $max_a of gang-a and $max_b of gang-b running, never both"
+}
+
+web_gang_running() { [ "$(k get pods -l app=web-gang --field-selector=status.phase=Running -o name | wc -l)" -eq 2 ]; }
+s_deployment_podgroup() {
+  k apply -f "$repo_dir/tests/data/manifests/deployment.yaml" >/dev/null || { why="apply"; return 1; }
+  wait_until 90 web_gang_running || { why="web-gang pods not Running: $(k get pods -l app=web-gang --no-headers 2>&1 | tr '\n' ';')"; return 1; }
+  local groups pg min
+  groups=$(k get pods -l app=web-gang -o jsonpath='{range .items[*]}{.metadata.annotations.scheduling\.k8s\.io/group-name}{"\n"}{end}' | sort -u)
+  if [ -z "$groups" ] || [ "$(echo "$groups" | wc -l)" -ne 1 ]; then
+    why="the pods name groups '$groups'"
+    return 1
+  fi
+  pg=$groups
+  min=$(k get podgroup "$pg" -o jsonpath='{.spec.minMember}' 2>&1) || { why="podgroup $pg: $min"; return 1; }
+  [ "$min" = 2 ] || { why="podgroup $pg minMember '$min', not 2"; return 1; }
+  echo "#   ReplicaSet pods in PodGroup $pg (minMember 2)"
+  k delete deployment web-gang --wait=false >/dev/null
+}
+
+doomed_gone() { [ "$(job_pods doomed)" = 0 ] && ! k get podgroups -o name | grep -q doomed; }
+s_delete_gc() {
+  vcjob doomed 2 500m 1h | k apply -f - >/dev/null || { why="apply"; return 1; }
+  wait_phase doomed Running 60 || return 1
+  k delete vcjob doomed --wait=false >/dev/null || { why="delete"; return 1; }
+  wait_until 60 doomed_gone || { why="after 60 s: pods $(job_pods doomed), podgroups $(k get podgroups -o name | grep -c doomed)"; return 1; }
+}
+
+s_restart_mid_job() {
+  vcjob survivor 2 500m 20s | k apply -f - >/dev/null || { why="apply"; return 1; }
+  wait_phase survivor Running 60 || return 1
+  stop_tephra
+  sleep 2
+  start_tephra || { why="tephra did not restart"; return 1; }
+  wait_phase survivor Completed 90 || return 1
+}
+
+scenario "a vcJob applied with kubectl runs to Completed through kube-scheduler's extender calls" s_job_completes
+scenario "an invalid vcJob is refused by kube-apiserver with tephra's message" s_invalid_refused
+scenario "two gangs that cannot both fit run one after the other, each whole" s_gangs_in_turn
+scenario "a Deployment with group-min-member gets its PodGroup through the ReplicaSet controller's pods" s_deployment_podgroup
+scenario "deleting a vcJob removes its pods through the garbage collector" s_delete_gc
+scenario "tephra restarted mid-job finishes it" s_restart_mid_job
+
+if [ "$failed" -gt 0 ]; then
+  echo "--- last lines of tephra's log" >&2
+  tail -n 40 "$work/tephra.log" >&2
+fi
+echo "cluster: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
