@@ -66,10 +66,20 @@ fn job(name: &str, spec: Value) -> Job {
 }
 
 async fn create(client: &Client, j: Job) -> Job {
-    Api::<Job>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &j)
-        .await
-        .unwrap_or_else(|e| panic!("creating job {}: {e}", j.name_any()))
+    let api = Api::<Job>::namespaced(client.clone(), "default");
+    // The webhooks read queues from tephra's watch cache, which can be a moment behind the
+    // built-in queues created at start: such a refusal is retried briefly.
+    let mut tries = 0;
+    loop {
+        match api.create(&PostParams::default(), &j).await {
+            Ok(created) => return created,
+            Err(e) if tries < 50 && common::gangs::queue_not_seen_yet(&e) => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("creating job {}: {e}", j.name_any()),
+        }
+    }
 }
 
 async fn get(client: &Client, name: &str) -> Option<Job> {

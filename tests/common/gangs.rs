@@ -39,10 +39,20 @@ impl Gang<'_> {
             "spec": spec
         }))
         .unwrap();
-        Api::<PodGroup>::namespaced(c.clone(), "default")
-            .create(&PostParams::default(), &pg)
-            .await
-            .unwrap();
+        let api = Api::<PodGroup>::namespaced(c.clone(), "default");
+        // The webhooks read queues from tephra's watch cache, which can be a moment behind a
+        // queue just created (the built-in ones at start): such a refusal is retried briefly.
+        let mut tries = 0;
+        loop {
+            match api.create(&PostParams::default(), &pg).await {
+                Ok(_) => break,
+                Err(e) if tries < 50 && queue_not_seen_yet(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("creating PodGroup {}: {e}", self.name),
+            }
+        }
         let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
         for i in 0..self.size {
             let p: Pod = serde_json::from_value(json!({
@@ -95,4 +105,9 @@ pub async fn pg_phase(c: &Client, name: &str) -> String {
         .and_then(|s| s.phase)
         .map(|p| p.as_str().to_string())
         .unwrap_or_default()
+}
+
+/// Whether a webhook refused a write because its cache has not seen the queue yet.
+pub fn queue_not_seen_yet(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 403 && s.message.contains("queue") && s.message.contains("not found"))
 }
