@@ -421,29 +421,10 @@ async fn sync_job(
     }
     let delete_errors = delete_pods(ctx, &to_delete, &mut counts).await;
     if !create_errors.is_empty() {
-        let msg = format!("Error creating pods: {}", create_errors.join("; "));
-        ctx.event(
-            &job,
-            EventType::Warning,
-            keys::job_events::FAILED_CREATE,
-            &msg,
-        )
-        .await;
-        return Err(JobError::Pods {
-            verb: "create",
-            failed: create_errors.len(),
-            first: create_errors.swap_remove(0),
-        });
+        return Err(pods_failed(ctx, &job, "create", create_errors).await);
     }
-    if let Some(e) = delete_errors {
-        ctx.event(
-            &job,
-            EventType::Warning,
-            keys::job_events::FAILED_DELETE,
-            &e.1,
-        )
-        .await;
-        return Err(e.0);
+    if !delete_errors.is_empty() {
+        return Err(pods_failed(ctx, &job, "delete", delete_errors).await);
     }
 
     let mut st = old.clone();
@@ -498,12 +479,8 @@ where
 }
 
 /// Deletes `pods` in parallel; successes count as terminating, failures by their phase and
-/// are retried with backoff. Returns the error to report, if any.
-async fn delete_pods(
-    ctx: &Arc<Context>,
-    pods: &[Pod],
-    counts: &mut Counts,
-) -> Option<(JobError, String)> {
+/// are retried with backoff. Returns the failures' texts.
+async fn delete_pods(ctx: &Arc<Context>, pods: &[Pod], counts: &mut Counts) -> Vec<String> {
     let results = in_parallel(ctx, pods.to_vec(), |ctx, p| async move {
         let r = ctx.delete_pod(&p).await;
         (p, r)
@@ -521,18 +498,34 @@ async fn delete_pods(
             }
         }
     }
-    if errors.is_empty() {
-        return None;
-    }
-    let msg = format!("Error deleting pods: {}", errors.join("; "));
-    Some((
-        JobError::Pods {
-            verb: "delete",
-            failed: errors.len(),
-            first: errors.swap_remove(0),
+    errors
+}
+
+/// Records Volcano's Warning Event (`FailedCreate` / `FailedDelete`) for pods that could not
+/// be created or deleted, and gives the error the request fails with. `errors` is not empty.
+async fn pods_failed(
+    ctx: &Context,
+    job: &Job,
+    verb: &'static str,
+    mut errors: Vec<String>,
+) -> JobError {
+    let (reason, doing) = if verb == "create" {
+        (keys::job_events::FAILED_CREATE, "creating")
+    } else {
+        (keys::job_events::FAILED_DELETE, "deleting")
+    };
+    let msg = format!("Error {doing} pods: {}", errors.join("; "));
+    ctx.event(job, EventType::Warning, reason, &msg).await;
+    let failed = errors.len();
+    JobError::Pods {
+        verb,
+        failed,
+        first: if errors.is_empty() {
+            String::new()
+        } else {
+            errors.swap_remove(0)
         },
-        msg,
-    ))
+    }
 }
 
 /// Job volumes: generated claim names written into the spec, PVCs created from
@@ -640,26 +633,9 @@ pub(crate) async fn kill(
             }
         }
     }
-    let delete_error = delete_pods(ctx, &marked, &mut counts).await;
-    if !errors.is_empty() || delete_error.is_some() {
-        let total = victims.len();
-        let mut msgs = errors;
-        if let Some((_, m)) = &delete_error {
-            msgs.push(m.clone());
-        }
-        let msg = format!("Error deleting pods: {}", msgs.join("; "));
-        ctx.event(
-            &job,
-            EventType::Warning,
-            keys::job_events::FAILED_DELETE,
-            &msg,
-        )
-        .await;
-        return Err(JobError::Pods {
-            verb: "kill",
-            failed: msgs.len(),
-            first: format!("of {total}: {}", msgs.swap_remove(0)),
-        });
+    errors.extend(delete_pods(ctx, &marked, &mut counts).await);
+    if !errors.is_empty() {
+        return Err(pods_failed(ctx, &job, "kill", errors).await);
     }
 
     let mut st = old.clone();

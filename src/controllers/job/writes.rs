@@ -269,38 +269,26 @@ impl Context {
     /// Deletes a plugin's object (NotFound is success).
     pub(crate) async fn delete_owned(&self, r: &Removed) -> Result<(), JobError> {
         let c = self.client.clone();
-        let dp = DeleteParams::default();
+        let ns = r.namespace.as_str();
         self.count("delete-plugin-resource");
         let res = match r.kind {
             OwnedKind::ConfigMap => {
-                self.forget_config_map(&r.namespace, &r.name);
-                Api::<ConfigMap>::namespaced(c, &r.namespace)
-                    .delete(&r.name, &dp)
-                    .await
-                    .map(|_| ())
+                self.forget_config_map(ns, &r.name);
+                delete_if_present(Api::<ConfigMap>::namespaced(c, ns), &r.name).await
             }
-            OwnedKind::Service => Api::<Service>::namespaced(c, &r.namespace)
-                .delete(&r.name, &dp)
-                .await
-                .map(|_| ()),
-            OwnedKind::NetworkPolicy => Api::<NetworkPolicy>::namespaced(c, &r.namespace)
-                .delete(&r.name, &dp)
-                .await
-                .map(|_| ()),
-            OwnedKind::Secret => Api::<Secret>::namespaced(c, &r.namespace)
-                .delete(&r.name, &dp)
-                .await
-                .map(|_| ()),
+            OwnedKind::Service => {
+                delete_if_present(Api::<Service>::namespaced(c, ns), &r.name).await
+            }
+            OwnedKind::NetworkPolicy => {
+                delete_if_present(Api::<NetworkPolicy>::namespaced(c, ns), &r.name).await
+            }
+            OwnedKind::Secret => delete_if_present(Api::<Secret>::namespaced(c, ns), &r.name).await,
         };
-        match res {
-            Ok(()) => Ok(()),
-            Err(e) if code(&e) == Some(404) => Ok(()),
-            Err(e) => Err(JobError::Kube {
-                op: "delete-plugin-resource",
-                name: r.name.clone(),
-                source: e,
-            }),
-        }
+        res.map_err(|e| JobError::Kube {
+            op: "delete-plugin-resource",
+            name: r.name.clone(),
+            source: e,
+        })
     }
 
     /// Whether a PVC exists (a GET: PVCs are not watched, and this runs only while a job with
@@ -365,6 +353,18 @@ impl Context {
                 source: e,
             }),
         }
+    }
+}
+
+/// Deletes an object; one already gone is no error.
+async fn delete_if_present<K>(api: Api<K>, name: &str) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if code(&e) == Some(404) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
