@@ -232,7 +232,7 @@ fn timing_layer(
                 v.push(start.elapsed().as_nanos() as u64);
             }
             resp
-        })
+        }) as std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
     }
 }
 
@@ -507,6 +507,7 @@ fn bind_part() -> BenchResult<bool> {
             let (synced_tx, synced_rx) = tokio::sync::oneshot::channel::<()>();
             tokio::spawn(async move {
                 use futures::StreamExt as _;
+                use kube::runtime::WatchStreamExt as _;
                 let mut synced_tx = Some(synced_tx);
                 let mut bound = std::collections::HashSet::new();
                 let mut stream = kube::runtime::watcher(pods, kube::runtime::watcher::Config::default())
@@ -533,6 +534,7 @@ fn bind_part() -> BenchResult<bool> {
                     bound_count.store(bound.len(), std::sync::atomic::Ordering::Relaxed);
                     if bound.len() >= total {
                         all_bound.notify_one();
+                        break;
                     }
                 }
             });
