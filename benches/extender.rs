@@ -215,14 +215,11 @@ fn wrk(script: &Path, secs: u64, url: &str) -> BenchResult<(u64, f64)> {
         .ok_or_else(|| format!("no request count in wrk's output:\n{text}").into())
 }
 
+/// What [`timing_layer`]'s middleware returns.
+type Timed = std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>;
+
 /// A middleware that records how long the route took (body read, decision, answer).
-fn timing_layer(
-    t: Timings,
-) -> impl Fn(Request, Next) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
-+ Clone
-+ Send
-+ Sync
-+ 'static {
+fn timing_layer(t: Timings) -> impl Fn(Request, Next) -> Timed + Clone + Send + Sync + 'static {
     move |req: Request, next: Next| {
         let t = t.clone();
         Box::pin(async move {
@@ -232,7 +229,7 @@ fn timing_layer(
                 v.push(start.elapsed().as_nanos() as u64);
             }
             resp
-        }) as std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>
+        }) as Timed
     }
 }
 
