@@ -160,6 +160,28 @@ impl State {
     }
 }
 
+/// Why a node failed the stand-in's own fit checks, before it is turned into text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Why<'a> {
+    /// A fixed reason.
+    Fixed(&'static str),
+    /// `Insufficient <resource>`.
+    Insufficient(&'a str),
+}
+
+/// The body of `filter` and `prioritize` (`ExtenderArgs` with `nodeCacheCapable: true`),
+/// serialized straight from the pod and the names rather than through a `serde_json::Value`.
+#[derive(serde::Serialize)]
+struct FilterArgs<'a> {
+    #[serde(rename = "Pod")]
+    pod: &'a Pod,
+    /// Always `null` in this form.
+    #[serde(rename = "Nodes")]
+    nodes: Option<()>,
+    #[serde(rename = "NodeNames")]
+    node_names: &'a [String],
+}
+
 /// The pod, the feasible node names, and the count of each reason others failed.
 type Feasible = (Arc<Pod>, Vec<String>, BTreeMap<String, usize>);
 
@@ -509,37 +531,51 @@ impl Sim {
         });
         let mut want = p.req.clone();
         want.scalars.remove(PODS);
-        let mut names = Vec::new();
-        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        let mut names = Vec::with_capacity(st.nodes.len());
+        // Counted by a borrowed reason and turned into text once: this loop runs over every
+        // node in every scheduling cycle, so it allocates only for the names it keeps.
+        let mut counts: BTreeMap<Why<'_>, usize> = BTreeMap::new();
         for (name, n) in &st.nodes {
             let why = if !n.ready {
-                Some("node(s) were not ready".to_string())
+                Some(Why::Fixed("node(s) were not ready"))
             } else if n.unschedulable && !tolerates_cordon {
-                Some("node(s) were unschedulable".to_string())
+                Some(Why::Fixed("node(s) were unschedulable"))
             } else if selector
                 .is_some_and(|sel| sel.iter().any(|(k, v)| n.labels.get(k) != Some(v)))
             {
-                Some("node(s) didn't match Pod's node affinity/selector".to_string())
+                Some(Why::Fixed(
+                    "node(s) didn't match Pod's node affinity/selector",
+                ))
             } else if n.allocatable.get(PODS) > 0.0
                 && f64::from(n.pods + 1) > n.allocatable.get(PODS) / 1000.0
             {
-                Some("Too many pods".to_string())
+                Some(Why::Fixed("Too many pods"))
             } else {
-                want.first_exceeding(&n.allocatable.minus(&n.used))
-                    .map(|r| format!("Insufficient {r}"))
+                want.first_exceeding_free(&n.allocatable, &n.used)
+                    .map(Why::Insufficient)
             };
             match why {
                 None => names.push(name.clone()),
-                Some(r) => *reasons.entry(r).or_default() += 1,
+                Some(r) => *counts.entry(r).or_default() += 1,
             }
         }
+        let reasons = counts
+            .into_iter()
+            .map(|(why, n)| {
+                let text = match why {
+                    Why::Fixed(t) => t.to_string(),
+                    Why::Insufficient(r) => format!("Insufficient {r}"),
+                };
+                (text, n)
+            })
+            .collect();
         Some((p.pod.clone(), names, reasons))
     }
 
-    async fn post<T: serde::de::DeserializeOwned>(
+    async fn post<T: serde::de::DeserializeOwned, B: serde::Serialize + ?Sized>(
         &self,
         verb: &str,
-        body: &serde_json::Value,
+        body: &B,
     ) -> Result<T, String> {
         let r = self
             .http
@@ -569,7 +605,11 @@ impl Sim {
             self.failed(&uid, msg, false).await;
             return;
         }
-        let body = json!({ "Pod": &*pod, "Nodes": null, "NodeNames": &names });
+        let body = FilterArgs {
+            pod: &pod,
+            nodes: None,
+            node_names: &names,
+        };
         let result: ExtenderFilterResult = match self.post("filter", &body).await {
             Ok(r) => r,
             Err(e) => return self.failed(&uid, e, true).await,
@@ -593,8 +633,12 @@ impl Sim {
         let node = if kept.len() == 1 {
             kept[0].clone()
         } else {
-            let body = json!({ "Pod": &*pod, "Nodes": null, "NodeNames": &kept });
-            match self.post::<Vec<HostPriority>>("prioritize", &body).await {
+            let body = FilterArgs {
+                pod: &pod,
+                nodes: None,
+                node_names: &kept,
+            };
+            match self.post::<Vec<HostPriority>, _>("prioritize", &body).await {
                 Ok(scores) => {
                     let by: HashMap<&str, i64> =
                         scores.iter().map(|h| (h.host.as_str(), h.score)).collect();
@@ -635,10 +679,7 @@ impl Sim {
             pod_uid: uid.clone(),
             node,
         };
-        let r = match serde_json::to_value(&args) {
-            Ok(body) => self.post::<ExtenderBindingResult>("bind", &body).await,
-            Err(e) => Err(e.to_string()),
-        };
+        let r = self.post::<ExtenderBindingResult, _>("bind", &args).await;
         let err = match r {
             Ok(res) if res.error.is_empty() => None,
             Ok(res) => Some(res.error),

@@ -6,7 +6,8 @@
 //!   handler re-plans the gang within the names sent ([`Decision::Replan`]).
 //! * A gang that cannot fit whole fails every node sent with the gang's reason, the same words
 //!   as its PodGroup condition (`N/M tasks in gang unschedulable: ...`).
-//! * A pod the plan has not seen yet asks for a session first ([`Decision::NeedSession`]).
+//! * A pod the plan has not seen yet asks for a session first ([`Decision::NeedSession`]),
+//!   unless its gang has fewer pods than `minMember` (no session could place it).
 //! * A pod outside any gang keeps every node that passes the predicates.
 
 use super::protocol::FailedNodesMap;
@@ -104,6 +105,15 @@ pub fn decide(
         };
     }
     if may_wait {
+        // A gang with fewer pods than minMember cannot be placed by any session, so waiting for
+        // one would only hold kube-scheduler's scheduling cycle (one at a time) for nothing:
+        // while pods of a gang are still being created, each would wait a whole session. The
+        // reason of the session that last saw the gang is its PodGroup condition's words.
+        if let Some(Verdict::Waiting(reason)) = plan.gangs.get(job)
+            && short_of_members(idx, job)
+        {
+            return Decision::fail_all(names, reason);
+        }
         return Decision::NeedSession;
     }
     match plan.gangs.get(job) {
@@ -117,6 +127,15 @@ pub fn decide(
         }
         None => Decision::fail_all(names, &format!("gang {job} is not planned yet")),
     }
+}
+
+/// `true` when `job` has fewer pods than its `minMember`, so no session can make it ready.
+fn short_of_members(idx: &ClusterIndex, job: &str) -> bool {
+    let Some(pg) = idx.podgroup(job) else {
+        return false;
+    };
+    let min = usize::try_from(pg.spec.min_member.unwrap_or(0)).unwrap_or(0);
+    idx.job_tasks(job).count() < min
 }
 
 /// Every node sent that passes the predicates and has room (pods outside any gang).

@@ -156,7 +156,7 @@ impl Extender {
     }
 
     /// Answers a filter request.
-    pub async fn filter(&self, args: &ExtenderArgs) -> ExtenderFilterResult {
+    pub async fn filter(&self, args: &ExtenderArgs<'_>) -> ExtenderFilterResult {
         let pod = match args.pod_ref() {
             Ok(p) => p,
             Err(e) => return error_result(format!("Pod: {e}")),
@@ -365,7 +365,7 @@ fn error_result(error: String) -> ExtenderFilterResult {
 
 /// The result in the form the request came in: names for names, node objects for nodes.
 fn answer(
-    args: &ExtenderArgs,
+    args: &ExtenderArgs<'_>,
     names: &[&str],
     keep: &[usize],
     failed: FailedNodesMap,

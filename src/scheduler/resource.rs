@@ -209,6 +209,23 @@ impl Resource {
             .map(|(k, _)| k.clone())
     }
 
+    /// [`Self::first_exceeding`] against `allocatable - used` (clamped at zero, as
+    /// [`Self::minus`]), without building the difference: a scheduler checks this for every
+    /// node in every cycle.
+    pub fn first_exceeding_free(&self, allocatable: &Resource, used: &Resource) -> Option<&str> {
+        let free = |a: f64, u: f64| (a - u).max(0.0);
+        if !le(self.milli_cpu, free(allocatable.milli_cpu, used.milli_cpu)) {
+            return Some("cpu");
+        }
+        if !le(self.memory, free(allocatable.memory, used.memory)) {
+            return Some("memory");
+        }
+        self.scalars
+            .iter()
+            .find(|(k, v)| !le(**v, free(allocatable.get(k), used.get(k))))
+            .map(|(k, _)| k.as_str())
+    }
+
     /// The dominant share of `self` against `total`: the largest per-dimension ratio over the
     /// dimensions of `total` (a dimension with total 0 counts 0 when nothing is used, else 1).
     pub fn share_of(&self, total: &Resource) -> f64 {
@@ -438,5 +455,27 @@ mod tests {
             Resource::new(500.0, 10.0).share_of(&Resource::new(1000.0, 100.0)),
             0.5
         );
+    }
+
+    #[test]
+    fn first_exceeding_free_is_first_exceeding_of_the_difference() {
+        let alloc = Resource::new(4000.0, 8e9).with_scalar("gpu", 2000.0);
+        let used = Resource::new(3000.0, 1e9)
+            .with_scalar("gpu", 2000.0)
+            .with_scalar("x", 5.0);
+        for want in [
+            Resource::new(1000.0, 1e9),
+            Resource::new(1001.0, 1e9),
+            Resource::new(500.0, 8e9),
+            Resource::new(0.0, 0.0).with_scalar("gpu", 1.0),
+            Resource::new(0.0, 0.0).with_scalar("x", 1.0),
+            Resource::new(0.0, 0.0).with_scalar("y", 0.0),
+        ] {
+            assert_eq!(
+                want.first_exceeding_free(&alloc, &used).map(str::to_string),
+                want.first_exceeding(&alloc.minus(&used)),
+                "{want:?}"
+            );
+        }
     }
 }
