@@ -393,6 +393,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         scheduler.clone(),
         ExtenderOptions {
             bind_hold_timeout: args.extender.bind_hold_timeout,
+            bind_gather_timeout: args.extender.bind_gather_timeout,
             plan_wait: args.extender.extender_plan_wait,
         },
         metrics.registry(),

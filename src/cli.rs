@@ -187,11 +187,19 @@ pub struct ServeArgs {
 #[derive(Debug, Args)]
 pub struct ExtenderFlags {
     /// Scheduler extender: how long a gang member's bind is held waiting for binds of the rest
-    /// of its gang's minMember members; then every held bind is answered with an error and its
-    /// placement released. Keep it below the extender httpTimeout of kube-scheduler's
+    /// of its gang's minMember members; then every held bind is answered with an error (and
+    /// kube-scheduler retries it). Keep it below the extender httpTimeout of kube-scheduler's
     /// configuration (manifests/scheduler-config.yaml sets 5s).
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
     pub bind_hold_timeout: std::time::Duration,
+
+    /// Scheduler extender: how long gang members whose held binds timed out keep their
+    /// placements after the gang's last bind arrived; when the rest of the gang arrives in that
+    /// window, all are bound together (the timed-out ones too). kube-scheduler places one pod at
+    /// a time, so a gang's binds can arrive further apart than one hold. `0s` releases the
+    /// placements at the hold timeout.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub bind_gather_timeout: std::time::Duration,
 
     /// Scheduler extender: how long a filter request for a pod the plan has not seen yet waits
     /// for an on-demand scheduling session before answering.

@@ -25,6 +25,7 @@ struct Env {
     client: Client,
     scheduler: Scheduler,
     router: Router,
+    registry: prometheus::Registry,
     shutdown: CancellationToken,
 }
 
@@ -35,8 +36,14 @@ impl Drop for Env {
 }
 
 const HOLD: Duration = Duration::from_millis(800);
+/// The gather window of the tests (`--bind-gather-timeout`).
+const GATHER: Duration = Duration::from_millis(1500);
 
 async fn start(nodes: usize, sim_kubelet: bool) -> Env {
+    start_with(nodes, sim_kubelet, GATHER).await
+}
+
+async fn start_with(nodes: usize, sim_kubelet: bool, gather: Duration) -> Env {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let shutdown = CancellationToken::new();
     let api = ApiServer::start(
@@ -74,6 +81,7 @@ async fn start(nodes: usize, sim_kubelet: bool) -> Env {
         scheduler.clone(),
         ExtenderOptions {
             bind_hold_timeout: HOLD,
+            bind_gather_timeout: gather,
             plan_wait: Duration::from_millis(500),
         },
         &registry,
@@ -84,6 +92,7 @@ async fn start(nodes: usize, sim_kubelet: bool) -> Env {
         client,
         scheduler,
         router: extender::router(Arc::new(ext)),
+        registry,
         shutdown,
     }
 }
@@ -372,6 +381,30 @@ async fn bound_nodes(c: &Client) -> Vec<(String, Option<String>)> {
     v
 }
 
+/// `tephra_extender_gang_binds_total` summed over gangs, for one outcome.
+fn gang_binds(env: &Env, outcome: &str) -> f64 {
+    env.registry
+        .gather()
+        .iter()
+        .filter(|f| f.name() == "tephra_extender_gang_binds_total")
+        .flat_map(|f| f.get_metric())
+        .filter(|m| {
+            m.get_label()
+                .iter()
+                .any(|l| l.name() == "outcome" && l.value() == outcome)
+        })
+        .map(|m| m.get_counter().get_value())
+        .sum()
+}
+
+/// Whether each of `pods` is assumed (placed, not bound) in the plan.
+fn assumed(env: &Env, pods: &[Pod]) -> Vec<bool> {
+    let idx = env.scheduler.index();
+    pods.iter()
+        .map(|p| idx.assumed_node(&uid(p)).is_some())
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gang_bind_is_atomic_three_of_four_bind_nothing_four_in_any_order_bind_all() {
     let env = start(3, false).await;
@@ -383,10 +416,9 @@ async fn gang_bind_is_atomic_three_of_four_bind_nothing_four_in_any_order_bind_a
     let answers = futures::future::join_all((0..3).map(|i| bind(&env, &pods[i], &nodes[i]))).await;
     assert!(started.elapsed() >= HOLD && started.elapsed() < HOLD * 4);
     for a in &answers {
-        assert!(
-            a["Error"].as_str().unwrap().contains("nothing was bound"),
-            "{a}"
-        );
+        let e = a["Error"].as_str().unwrap();
+        assert!(e.contains("nothing was bound"), "{a}");
+        assert!(e.contains("kept"), "{a}");
     }
     assert!(
         bound_nodes(&env.client)
@@ -394,13 +426,26 @@ async fn gang_bind_is_atomic_three_of_four_bind_nothing_four_in_any_order_bind_a
             .iter()
             .all(|(_, n)| n.is_none())
     );
-    {
-        // Their placements are released: the capacity is free again.
-        let idx = env.scheduler.index();
-        for p in &pods[..3] {
-            assert!(idx.assumed_node(&uid(p)).is_none());
-        }
+    // Gathered: the placements stay while the gang may still gather...
+    assert_eq!(assumed(&env, &pods[..3]), [true; 3]);
+    assert_eq!(gang_binds(&env, "gather_expired"), 0.0);
+    // ...and are released when the gather window (from the last arrival) passes. A session
+    // may place them again at once, so the release is read from the binder's own series.
+    let deadline = Instant::now() + GATHER * 3;
+    while gang_binds(&env, "gather_expired") < 3.0 {
+        assert!(
+            Instant::now() < deadline,
+            "gathered placements never released"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert!(started.elapsed() >= GATHER);
+    assert!(
+        bound_nodes(&env.client)
+            .await
+            .iter()
+            .all(|(_, n)| n.is_none())
+    );
 
     // A later session plans the gang again; now all four arrive, in reverse order.
     let nodes = planned(&env, &pods).await;
@@ -424,6 +469,92 @@ async fn gang_bind_is_atomic_three_of_four_bind_nothing_four_in_any_order_bind_a
     // shown the bind yet: "already assigned").
     let a = bind(&env, &pods[0], &nodes[0]).await;
     assert!(a["Error"].as_str().unwrap().contains("already"), "{a}");
+}
+
+/// kube-scheduler places one pod per cycle: a gang's binds can arrive further apart than one
+/// hold. Members whose hold timed out stay gathered, and the member that completes the gang
+/// binds them all, each on its planned node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_whose_hold_timed_out_are_bound_when_the_rest_arrive_in_the_gather_window() {
+    let env = start_with(3, false, Duration::from_secs(20)).await;
+    let pods = gang(&env.client, "late", 4, 4, 1).await;
+    let nodes = planned(&env, &pods).await;
+
+    // Two arrive and time out; a third arrives alone later and times out too.
+    let answers = futures::future::join_all((0..2).map(|i| bind(&env, &pods[i], &nodes[i]))).await;
+    for a in &answers {
+        assert!(a["Error"].as_str().unwrap().contains("kept"), "{a}");
+    }
+    let a = bind(&env, &pods[2], &nodes[2]).await;
+    assert!(
+        a["Error"]
+            .as_str()
+            .unwrap()
+            .contains("binds for 3 of minMember 4"),
+        "{a}"
+    );
+    assert!(
+        bound_nodes(&env.client)
+            .await
+            .iter()
+            .all(|(_, n)| n.is_none())
+    );
+    // kube-scheduler retries one of them: its new request joins, nothing is counted twice.
+    let retried = tokio::spawn({
+        let router = env.router.clone();
+        let body = json!({"PodName": pods[0].metadata.name, "PodNamespace": "default",
+            "PodUID": uid(&pods[0]), "Node": nodes[0]})
+        .to_string();
+        async move {
+            let req = Request::post("/scheduler/bind")
+                .header("content-type", "application/json")
+                .body(Body::from(body))
+                .unwrap();
+            router.oneshot(req).await.unwrap().status()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        bound_nodes(&env.client)
+            .await
+            .iter()
+            .all(|(_, n)| n.is_none())
+    );
+
+    // The fourth completes the gang: all four are bound together, each on its planned node.
+    let a = bind(&env, &pods[3], &nodes[3]).await;
+    assert_eq!(a["Error"], "", "{a}");
+    assert_eq!(retried.await.unwrap(), StatusCode::OK);
+    let bound = bound_nodes(&env.client).await;
+    let want: Vec<(String, Option<String>)> = pods
+        .iter()
+        .zip(&nodes)
+        .map(|(p, n)| (p.metadata.name.clone().unwrap(), Some(n.clone())))
+        .collect();
+    assert_eq!(bound, want);
+}
+
+/// With `--bind-gather-timeout 0s` a timed-out hold releases its placements at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_gather_window_a_timed_out_hold_releases_at_once() {
+    let env = start_with(3, false, Duration::ZERO).await;
+    let pods = gang(&env.client, "g0", 3, 3, 1).await;
+    let nodes = planned(&env, &pods).await;
+    let answers = futures::future::join_all((0..2).map(|i| bind(&env, &pods[i], &nodes[i]))).await;
+    for a in &answers {
+        let e = a["Error"].as_str().unwrap();
+        assert!(
+            e.contains("nothing was bound") && e.contains("released"),
+            "{a}"
+        );
+    }
+    assert_eq!(assumed(&env, &pods[..2]), [false; 2]);
+    assert!(
+        bound_nodes(&env.client)
+            .await
+            .iter()
+            .all(|(_, n)| n.is_none())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,13 +5,27 @@
 //! for `minMember` members of its gang are in flight, counting members already bound; then all
 //! held binds are posted (Binding subresource) together and each request is answered with its
 //! own result. If the rest do not arrive within `--bind-hold-timeout` (below kube-scheduler's
-//! extender `httpTimeout`), every held bind is answered with an `Error`, its placement is
-//! released, and kube-scheduler retries the pods later; nothing of the gang was bound.
+//! extender `httpTimeout`), every held bind is answered with an `Error` and kube-scheduler
+//! retries the pods later; nothing of the gang was bound.
+//!
+//! A request cannot be held longer than kube-scheduler's `httpTimeout`, but a gang's binds can
+//! arrive further apart than that: kube-scheduler places one pod per scheduling cycle, in
+//! queue order, so when many gangs' pods are interleaved in its queue (or some members come
+//! back from backoff later than others) a gang of ten may need many seconds to get all its
+//! members through. Releasing everything at each hold timeout then livelocks: the members
+//! that timed out come back at different times and the gang never gathers again. So members
+//! whose hold timed out stay *gathered* for `--bind-gather-timeout` after the gang's last
+//! arrival: their placements stay reserved in the plan, and when the gang's count (bound +
+//! held + gathered) reaches `minMember` the binder posts Bindings for the held and the
+//! gathered members together. kube-scheduler, which was answered with an error for a
+//! gathered member, sees it bound through its watch (as for a pod another scheduler binds); if
+//! it retries the member first, the new bind request simply joins the hold. When the gather
+//! window passes without the gang completing, the gathered placements are released.
 //!
 //! ```text
-//!  bind(a) ─┐ hold[gang] = {a}            ┌─ timer (hold timeout): all Error, placements released
-//!  bind(b) ─┤ hold[gang] = {a,b}          │
-//!  bind(c) ─┘ bound + held ≥ minMember ───┴─ post a, b, c concurrently ─ answer each
+//!  bind(a) ─┐ hold[gang] = {a}            ┌─ hold timeout: held answered Error, kept gathered
+//!  bind(b) ─┤ hold[gang] = {a,b}          │   └─ gather timeout: placements released
+//!  bind(c) ─┘ bound + held + gathered ≥ minMember ─ post all concurrently ─ answer the held
 //! ```
 //! Members beyond `minMember` (the gang already has that many bound) and pods outside any gang
 //! are bound at once.
@@ -68,12 +82,12 @@ pub enum BindError {
     UnknownNode(String),
     /// The gang's other members did not arrive in time.
     #[error(
-        "gang {gang}: binds for {held} of minMember {min} members arrived within {timeout:?} ({bound} already bound); nothing was bound and the placement is released"
+        "gang {gang}: binds for {held} of minMember {min} members arrived within {timeout:?} ({bound} already bound); nothing was bound; {after}"
     )]
     HoldTimedOut {
         /// The gang.
         gang: String,
-        /// Binds held when the time ran out.
+        /// Binds held or gathered when the time ran out.
         held: usize,
         /// Members bound before.
         bound: usize,
@@ -81,6 +95,8 @@ pub enum BindError {
         min: usize,
         /// The hold bound.
         timeout: Duration,
+        /// What happens to the placement: released, or kept while the gang gathers.
+        after: String,
     },
     /// A newer bind for the same pod replaced this one.
     #[error("a newer bind request for this pod replaced this one")]
@@ -93,25 +109,43 @@ pub enum BindError {
     Abandoned,
 }
 
+/// A gang member whose bind is held (`reply` set: its request is open) or gathered (`reply`
+/// gone: its request was answered at a hold timeout, its placement kept).
 struct Held {
     uid: String,
     namespace: String,
     name: String,
     node: String,
-    reply: oneshot::Sender<Result<(), BindError>>,
+    reply: Option<oneshot::Sender<Result<(), BindError>>>,
+}
+
+impl Held {
+    /// Answers the open request, if any.
+    fn answer(&mut self, r: Result<(), BindError>) {
+        if let Some(tx) = self.reply.take() {
+            let _ = tx.send(r);
+        }
+    }
 }
 
 struct Hold {
+    /// The round of open requests: a hold timer acts only on the round it was started for.
     generation: u64,
     bound: usize,
     min: usize,
+    /// Members whose requests are open.
     members: Vec<Held>,
+    /// Members whose requests were answered at a hold timeout; placements kept.
+    gathered: Vec<Held>,
+    /// The last time a member arrived: the gather window runs from it.
+    last_arrival: Instant,
 }
 
 struct Inner {
     client: Client,
     scheduler: Scheduler,
     hold_timeout: Duration,
+    gather_timeout: Duration,
     metrics: ExtenderMetrics,
     holds: Mutex<HashMap<String, Hold>>,
     generation: AtomicU64,
@@ -154,11 +188,14 @@ enum Admit {
 }
 
 impl Binder {
-    /// A binder posting Bindings with `client`, holding gang binds at most `hold_timeout`.
+    /// A binder posting Bindings with `client`, holding gang binds at most `hold_timeout` and
+    /// keeping timed-out members gathered `gather_timeout` after their gang's last arrival
+    /// (zero: released at the hold timeout).
     pub fn new(
         client: Client,
         scheduler: Scheduler,
         hold_timeout: Duration,
+        gather_timeout: Duration,
         metrics: ExtenderMetrics,
     ) -> Self {
         Self {
@@ -166,6 +203,7 @@ impl Binder {
                 client,
                 scheduler,
                 hold_timeout,
+                gather_timeout,
                 metrics,
                 holds: Mutex::new(HashMap::new()),
                 generation: AtomicU64::new(0),
@@ -174,11 +212,17 @@ impl Binder {
         }
     }
 
-    /// Uids whose binds are held now for `job` (a re-plan keeps their placements).
+    /// Uids whose binds are held or gathered now for `job` (a re-plan keeps their placements).
     pub fn held_uids(&self, job: &str) -> HashSet<String> {
         lock(&self.inner.holds)
             .get(job)
-            .map(|h| h.members.iter().map(|m| m.uid.clone()).collect())
+            .map(|h| {
+                h.members
+                    .iter()
+                    .chain(&h.gathered)
+                    .map(|m| m.uid.clone())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -208,51 +252,104 @@ impl Binder {
             namespace: args.pod_namespace.clone(),
             name: args.pod_name.clone(),
             node: args.node.clone(),
-            reply: tx,
+            reply: Some(tx),
         };
         let m = &self.inner.metrics;
         m.gang_binds.with_label_values(&[&job, "held"]).inc();
         let flush = {
             let mut holds = lock(&self.inner.holds);
-            let hold = holds.entry(job.clone()).or_insert_with(|| {
-                let generation = self.inner.generation.fetch_add(1, Ordering::Relaxed);
-                self.start_timer(job.clone(), generation);
-                Hold {
-                    generation,
-                    bound,
-                    min,
-                    members: Vec::new(),
-                }
+            let hold = holds.entry(job.clone()).or_insert_with(|| Hold {
+                generation: 0,
+                bound,
+                min,
+                members: Vec::new(),
+                gathered: Vec::new(),
+                last_arrival: Instant::now(),
             });
             // The latest counts win: members may have been bound since the hold began.
             hold.bound = bound;
             hold.min = min;
+            hold.last_arrival = Instant::now();
             if let Some(i) = hold.members.iter().position(|h| h.uid == held.uid) {
-                let old = hold.members.swap_remove(i);
-                let _ = old.reply.send(Err(BindError::Superseded));
+                let mut old = hold.members.swap_remove(i);
+                old.answer(Err(BindError::Superseded));
                 m.held_now.dec();
+            }
+            // A gathered member kube-scheduler retried: its new request is the open one.
+            hold.gathered.retain(|h| h.uid != held.uid);
+            if hold.members.is_empty() {
+                // A new round of open requests, answered within the hold timeout.
+                let generation = self.inner.generation.fetch_add(1, Ordering::Relaxed);
+                hold.generation = generation;
+                self.start_timer(job.clone(), generation);
             }
             hold.members.push(held);
             m.held_now.inc();
-            if hold.bound + hold.members.len() >= hold.min {
-                let members = holds.remove(&job).map(|h| h.members);
-                // Counted as bound before the holds lock is released, so a member arriving
-                // now binds at once rather than starting a new hold.
-                for h in members.iter().flatten() {
-                    self.commit(&job, &h.uid);
-                }
-                members
+            if hold.bound + hold.members.len() + hold.gathered.len() >= hold.min {
+                self.take_for_flush(&mut holds, &job)
             } else {
                 None
             }
         };
-        if let Some(members) = flush {
-            m.held_now.sub(members.len() as i64);
+        if let Some((members, dropped)) = flush {
+            self.release(&dropped);
             // Its own task: the flush must finish even if this request is dropped.
             let me = self.clone();
             tokio::spawn(async move { me.flush(job, members).await });
         }
         rx.await.unwrap_or(Err(BindError::Abandoned))
+    }
+
+    /// Takes `job`'s hold out for a flush, when its members are still enough: gathered members
+    /// the index no longer shows pending (deleted, bound by someone else, finished) are dropped
+    /// first, so a flush never posts a Binding bound to fail and leave the gang partly bound.
+    /// Returns the members to bind and the gathered members dropped.
+    fn take_for_flush(
+        &self,
+        holds: &mut HashMap<String, Hold>,
+        job: &str,
+    ) -> Option<(Vec<Held>, Vec<Held>)> {
+        let hold = holds.get_mut(job)?;
+        let mut dropped = Vec::new();
+        if !hold.gathered.is_empty() {
+            let idx = self.inner.scheduler.index();
+            let (keep, gone): (Vec<Held>, Vec<Held>) = std::mem::take(&mut hold.gathered)
+                .into_iter()
+                .partition(|h| {
+                    idx.task(&h.uid).is_some_and(|t| {
+                        !t.status.is_completed() && (t.node.is_none() || t.assumed)
+                    })
+                });
+            hold.gathered = keep;
+            dropped = gone;
+        }
+        if hold.bound + hold.members.len() + hold.gathered.len() < hold.min {
+            return None;
+        }
+        let hold = holds.remove(job)?;
+        self.inner.metrics.held_now.sub(hold.members.len() as i64);
+        let mut members = hold.members;
+        members.extend(hold.gathered);
+        // Counted as bound before the holds lock is released, so a member arriving now binds
+        // at once rather than starting a new hold.
+        for h in &members {
+            self.commit(job, &h.uid);
+        }
+        Some((members, dropped))
+    }
+
+    /// Releases the placements of `members` (no longer held for their gang).
+    fn release(&self, members: &[Held]) {
+        if members.is_empty() {
+            return;
+        }
+        {
+            let mut idx = self.inner.scheduler.index();
+            for h in members {
+                idx.forget(&h.uid);
+            }
+        }
+        self.inner.scheduler.request();
     }
 
     /// Checks the request against the index and counts the gang's bound members.
@@ -318,41 +415,120 @@ impl Binder {
         Ok(Admit::Hold { job, bound, min })
     }
 
+    /// Ends a round of open requests `hold_timeout` after it began: the held members are
+    /// answered with an error and, with a gather window, kept gathered.
     fn start_timer(&self, job: String, generation: u64) {
         let me = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(me.inner.hold_timeout).await;
-            let hold = {
-                let mut holds = lock(&me.inner.holds);
-                match holds.get(&job) {
-                    Some(h) if h.generation == generation => holds.remove(&job),
-                    _ => None,
-                }
+            me.hold_timed_out(&job, generation);
+        });
+    }
+
+    fn hold_timed_out(&self, job: &str, generation: u64) {
+        let gather = self.inner.gather_timeout;
+        let mut holds = lock(&self.inner.holds);
+        let Some(hold) = holds.get_mut(job).filter(|h| h.generation == generation) else {
+            return;
+        };
+        let mut timed_out = std::mem::take(&mut hold.members);
+        let n = timed_out.len();
+        let m = &self.inner.metrics;
+        m.held_now.sub(n as i64);
+        m.gang_binds
+            .with_label_values(&[job, "timed_out"])
+            .inc_by(n as u64);
+        let (bound, min) = (hold.bound, hold.min);
+        if gather.is_zero() {
+            let gathered = holds.remove(job).map(|h| h.gathered).unwrap_or_default();
+            drop(holds);
+            tracing::info!(gang = %job, held = n, min, bound, "gang binds timed out; placements released");
+            self.release(&timed_out);
+            self.release(&gathered);
+            let error = BindError::HoldTimedOut {
+                gang: job.to_string(),
+                held: n,
+                bound,
+                min,
+                timeout: self.inner.hold_timeout,
+                after: "the placement is released".to_string(),
             };
-            let Some(hold) = hold else { return };
-            let n = hold.members.len();
-            let m = &me.inner.metrics;
-            m.held_now.sub(n as i64);
-            m.gang_binds
-                .with_label_values(&[&job, "timed_out"])
-                .inc_by(n as u64);
-            tracing::info!(gang = %job, held = n, min = hold.min, bound = hold.bound, "gang binds timed out; placements released");
-            {
-                let mut idx = me.inner.scheduler.index();
-                for h in &hold.members {
-                    idx.forget(&h.uid);
+            for mut h in timed_out {
+                h.answer(Err(error.clone()));
+            }
+            return;
+        }
+        let error = BindError::HoldTimedOut {
+            gang: job.to_string(),
+            held: n + hold.gathered.len(),
+            bound,
+            min,
+            timeout: self.inner.hold_timeout,
+            after: format!(
+                "the placement is kept and the pod is bound with its gang if the rest arrive within {gather:?}"
+            ),
+        };
+        tracing::info!(gang = %job, held = n, gathered = hold.gathered.len(), min, bound, "gang binds timed out; kept gathered");
+        {
+            // The placements must outlive the gather window, not expire with the assume TTL.
+            let mut idx = self.inner.scheduler.index();
+            let now = Instant::now();
+            for h in &timed_out {
+                idx.forget(&h.uid);
+                idx.assume(&h.uid, &h.node, gather + self.inner.hold_timeout, now);
+            }
+        }
+        for h in &mut timed_out {
+            h.answer(Err(error.clone()));
+        }
+        let start_timer = hold.gathered.is_empty();
+        hold.gathered.extend(timed_out);
+        drop(holds);
+        if start_timer {
+            self.start_gather_timer(job.to_string());
+        }
+    }
+
+    /// Releases a gang's gathered members once `gather_timeout` has passed since its last
+    /// arrival with the gang still short.
+    fn start_gather_timer(&self, job: String) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let gather = me.inner.gather_timeout;
+            loop {
+                let wait = {
+                    let holds = lock(&me.inner.holds);
+                    let Some(hold) = holds.get(&job) else { return };
+                    if hold.gathered.is_empty() {
+                        return;
+                    }
+                    (hold.last_arrival + gather).saturating_duration_since(Instant::now())
+                };
+                if wait.is_zero() {
+                    break;
                 }
+                tokio::time::sleep(wait).await;
             }
-            for h in hold.members {
-                let _ = h.reply.send(Err(BindError::HoldTimedOut {
-                    gang: job.clone(),
-                    held: n,
-                    bound: hold.bound,
-                    min: hold.min,
-                    timeout: me.inner.hold_timeout,
-                }));
+            let expired = {
+                let mut holds = lock(&me.inner.holds);
+                let Some(hold) = holds.get_mut(&job) else {
+                    return;
+                };
+                let expired = std::mem::take(&mut hold.gathered);
+                if hold.members.is_empty() {
+                    holds.remove(&job);
+                }
+                expired
+            };
+            if !expired.is_empty() {
+                me.inner
+                    .metrics
+                    .gang_binds
+                    .with_label_values(&[&job, "gather_expired"])
+                    .inc_by(expired.len() as u64);
+                tracing::info!(gang = %job, gathered = expired.len(), "gang did not gather in time; placements released");
+                me.release(&expired);
             }
-            me.inner.scheduler.request();
         });
     }
 
@@ -391,7 +567,7 @@ impl Binder {
         let results = futures::future::join_all(posts).await;
         let m = &self.inner.metrics;
         let mut failed = false;
-        for (h, r) in results {
+        for (mut h, r) in results {
             let outcome = if r.is_ok() { "completed" } else { "failed" };
             m.gang_binds.with_label_values(&[&job, outcome]).inc();
             if r.is_err() {
@@ -399,7 +575,7 @@ impl Binder {
                 self.uncommit(&job, &h.uid);
                 self.inner.scheduler.index().forget(&h.uid);
             }
-            let _ = h.reply.send(r);
+            h.answer(r);
         }
         if failed {
             self.inner.scheduler.request();

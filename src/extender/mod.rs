@@ -43,6 +43,11 @@ use protocol::{ExtenderArgs, ExtenderFilterResult, FailedNodesMap, NodeList};
 /// gives up on it.
 pub const DEFAULT_BIND_HOLD_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Default `--bind-gather-timeout`: how long gang members whose held binds timed out stay
+/// placed after their gang's last arrival (the plan's assume TTL, so a gathered placement
+/// lasts as long as any other).
+pub const DEFAULT_BIND_GATHER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Default `--extender-plan-wait`: how long a filter for a pod the plan has not seen waits for
 /// an on-demand session, well under kube-scheduler's extender timeout.
 pub const DEFAULT_PLAN_WAIT: Duration = Duration::from_secs(2);
@@ -63,6 +68,8 @@ pub const NUDGE_ANNOTATION: &str = "scheduling.tephra.io/plan";
 pub struct ExtenderOptions {
     /// `--bind-hold-timeout`.
     pub bind_hold_timeout: Duration,
+    /// `--bind-gather-timeout` (zero: placements released at the hold timeout).
+    pub bind_gather_timeout: Duration,
     /// `--extender-plan-wait`.
     pub plan_wait: Duration,
 }
@@ -71,6 +78,7 @@ impl Default for ExtenderOptions {
     fn default() -> Self {
         Self {
             bind_hold_timeout: DEFAULT_BIND_HOLD_TIMEOUT,
+            bind_gather_timeout: DEFAULT_BIND_GATHER_TIMEOUT,
             plan_wait: DEFAULT_PLAN_WAIT,
         }
     }
@@ -120,6 +128,7 @@ impl Extender {
             client.clone(),
             scheduler.clone(),
             options.bind_hold_timeout,
+            options.bind_gather_timeout,
             metrics.clone(),
         );
         Ok(Self {
