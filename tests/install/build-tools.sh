@@ -2,7 +2,8 @@
 # Builds helm from its published Go module (helm.sh/helm/v3) into
 # ${TEPHRA_TOOLS_CACHE:-$HOME/.cache/tephra-tools}/helm-<version>/helm, only
 # when that binary is missing, and prints the binary's path on its last line.
-# The first build takes several minutes (many packages); later runs are instant.
+# The first build takes several minutes (216 s on 2 busy cores); later runs are instant.
+# Progress goes to stderr, so `$(build-tools.sh)` is the path alone.
 set -euo pipefail
 
 helm_version=v3.22.0
@@ -22,13 +23,13 @@ if [ ! -x "$helm_bin" ]; then
   tmp=$(mktemp -d "$helm_dir/.build.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   start=$(date +%s)
-  echo "build-tools.sh: building helm $helm_version ..."
+  echo "build-tools.sh: building helm $helm_version ..." >&2
   # Static binary, the machine's toolchain only; helm reports its version from
   # these linker flags (otherwise `helm version` says v3.x-dev).
   CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$tmp" nice "$go_bin" install -trimpath \
     -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version" \
     "helm.sh/helm/v3/cmd/helm@$helm_version"
   mv "$tmp/helm" "$helm_bin"
-  echo "build-tools.sh: built helm in $(( $(date +%s) - start )) s"
+  echo "build-tools.sh: built helm in $(( $(date +%s) - start )) s" >&2
 fi
 echo "$helm_bin"
