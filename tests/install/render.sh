@@ -8,6 +8,8 @@
 #    (strict field validation: an unknown or misplaced field is refused), plus a
 #    `helm install --dry-run` there (renders NOTES.txt)
 #  - checks of what the renders must contain (TLS flags, cert-manager annotations, caBundle)
+#  - when the real control plane is built (tests/cluster/build.sh), the same renders sent to
+#    a real kube-apiserver too (tests/cluster/up.sh), which also checks every value's type
 #
 # Why the server and not `kubectl apply --dry-run=client`: a client dry run needs discovery
 # anyway and checks nothing but the YAML; the server decodes every built-in object into its
@@ -19,6 +21,7 @@
 # Environment:
 #   TEPHRA_BIN  the tephra binary (default: built with cargo from this checkout)
 #   HELM        helm binary (default: tests/install/build-tools.sh builds or finds it)
+#   TEPHRA_RENDER_REAL_API=0  skip the real kube-apiserver even when it is built
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -33,7 +36,12 @@ PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); p
 WORK="$(mktemp -d)"
 "$TEPHRA_BIN" apiserver --listen "127.0.0.1:$PORT" >"$WORK/apiserver.log" 2>&1 &
 SERVER=$!
-cleanup() { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"; }
+CLUSTER=""
+cleanup() {
+  kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true
+  [ -z "$CLUSTER" ] || "$ROOT/tests/cluster/down.sh" "$CLUSTER" >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 K=(kubectl --server "http://127.0.0.1:$PORT" --kubeconfig /dev/null --request-timeout=20s)
@@ -62,13 +70,17 @@ for ns in tephra-system tephra-helm; do "${K[@]}" create namespace "$ns" >/dev/n
 for _ in $(seq 1 50); do "${K[@]}" get servicemonitors -A >/dev/null 2>&1 && break; sleep 0.1; done
 ok "tephra apiserver on port $PORT with tephra's and the stand-in CRDs"
 
-# dry_run NAME FILE: every object of FILE accepted by the server; counts them.
+# dry_run NAME FILE [kubectl...]: every object of FILE accepted by the server (tephra
+# apiserver unless another kubectl command line is given); counts them.
 dry_run() {
-  local out n
-  n=$(grep -c '^kind:' "$2")
-  out=$("${K[@]}" apply --dry-run=server --validate=strict -f "$2" 2>&1) || fail "$1: dry run refused: $out"
-  [ "$(grep -c 'server dry run' <<<"$out")" -eq "$n" ] || fail "$1: $n objects rendered, the server answered: $out"
-  ok "$1: $n objects accepted by the server (dry run)"
+  local name=$1 file=$2 out n
+  shift 2
+  local kc=("${K[@]}")
+  [ "$#" -eq 0 ] || kc=("$@")
+  n=$(grep -c '^kind:' "$file")
+  out=$("${kc[@]}" apply --dry-run=server --validate=strict -f "$file" 2>&1) || fail "$name: dry run refused: $out"
+  [ "$(grep -c 'server dry run' <<<"$out")" -eq "$n" ] || fail "$name: $n objects rendered, the server answered: $out"
+  ok "$name: $n objects accepted by the server (dry run)"
 }
 
 # --- kustomize --------------------------------------------------------------------------
@@ -185,5 +197,29 @@ printf 'apiVersion: v1\nkind: Config\nclusters: [{name: t, cluster: {server: "ht
 contains "$WORK/install" "kubectl -n tephra-helm rollout status deployment/tephra" "helm NOTES: how to wait for tephra"
 contains "$WORK/install" "kubectl get vcjob hello-gang -w" "helm NOTES: a first vcJob"
 contains "$WORK/install" "tephra's own kube-scheduler (Deployment tephra-kube-scheduler)" "helm NOTES: how kube-scheduler reaches tephra"
+
+# --- the same renders against a real kube-apiserver ------------------------------------
+# tephra apiserver decodes built-in kinds and refuses unknown fields but does not check
+# every value (types of custom resources, enums, required fields of built-in kinds);
+# kube-apiserver does. Only when tests/cluster/build.sh has built it (CI does, first).
+# shellcheck source=tests/cluster/lib.sh
+. "$ROOT/tests/cluster/lib.sh"
+if [ "${TEPHRA_RENDER_REAL_API:-1}" = 0 ]; then
+  echo "skipped: real kube-apiserver (TEPHRA_RENDER_REAL_API=0)"
+elif [ ! -x "$bin_dir/kube-apiserver" ]; then
+  echo "skipped: real kube-apiserver (not built; tests/cluster/build.sh builds it)"
+else
+  CLUSTER=$(TEPHRA_CLUSTER_DIR="$WORK/cluster" "$ROOT/tests/cluster/up.sh" 1 2>"$WORK/up.err" | tail -n 1) \
+    || fail "tests/cluster/up.sh: $(tail -n 5 "$WORK/up.err")"
+  R=(kubectl --kubeconfig "$CLUSTER/kubeconfig" --request-timeout=30s)
+  for ns in tephra-system tephra-helm; do "${R[@]}" create namespace "$ns" >/dev/null || fail "kube-apiserver: create namespace $ns"; done
+  "${R[@]}" apply --server-side -f "$ROOT/manifests/crds" -f "$ROOT/tests/install/crds/foreign-crds.yaml" >/dev/null \
+    || fail "kube-apiserver: apply the CRDs"
+  "${R[@]}" wait --for=condition=Established crd --all --timeout=30s >/dev/null || fail "kube-apiserver: CRDs not established"
+  ok "a real kube-apiserver ($k8s_version) with tephra's and the stand-in CRDs"
+  for f in "$WORK"/manifests.yaml "$WORK"/overlays-*.yaml "$WORK"/helm-*.yaml; do
+    dry_run "kube-apiserver: $(basename "$f" .yaml)" "$f" "${R[@]}"
+  done
+fi
 
 echo "render.sh: $PASSED passed"
