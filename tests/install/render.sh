@@ -198,6 +198,27 @@ contains "$WORK/install" "kubectl -n tephra-helm rollout status deployment/tephr
 contains "$WORK/install" "kubectl get vcjob hello-gang -w" "helm NOTES: a first vcJob"
 contains "$WORK/install" "tephra's own kube-scheduler (Deployment tephra-kube-scheduler)" "helm NOTES: how kube-scheduler reaches tephra"
 
+# The README's Helm lifecycle for real: install, upgrade with new values, uninstall
+# (everything but the CRDs goes, as Helm does; they were applied above, so Helm skips its
+# crds/ here).
+HK=("$HELM" -n tephra-helm --kubeconfig "$WORK/kubeconfig")
+"${HK[@]}" install tephra "$CHART" >"$WORK/install" 2>&1 || fail "helm install: $(tail -n 20 "$WORK/install")"
+[ "$("${K[@]}" -n tephra-helm get deployment tephra -o jsonpath='{.spec.replicas}')" = 2 ] || fail "helm install: no Deployment tephra with 2 replicas"
+"${K[@]}" get validatingwebhookconfiguration tephra-validating-webhooks >/dev/null 2>&1 || fail "helm install: no webhook configuration"
+ok "helm install: Deployment tephra (2 replicas), webhook configurations"
+"${HK[@]}" upgrade tephra "$CHART" --set replicas=3 --set monitoring.dashboard.enabled=true >"$WORK/upgrade" 2>&1 \
+  || fail "helm upgrade: $(tail -n 20 "$WORK/upgrade")"
+[ "$("${K[@]}" -n tephra-helm get deployment tephra -o jsonpath='{.spec.replicas}')" = 3 ] || fail "helm upgrade: replicas not 3"
+"${K[@]}" -n tephra-helm get configmap tephra-grafana-dashboard >/dev/null 2>&1 || fail "helm upgrade: no dashboard ConfigMap"
+ok "helm upgrade: 3 replicas and the dashboard"
+"${HK[@]}" uninstall tephra >"$WORK/uninstall" 2>&1 || fail "helm uninstall: $(cat "$WORK/uninstall")"
+for obj in clusterrole/tephra mutatingwebhookconfiguration/tephra-mutating-webhooks "-n tephra-helm deployment/tephra"; do
+  # shellcheck disable=SC2086 # "-n NS" is two words on purpose
+  if "${K[@]}" get $obj >/dev/null 2>&1; then fail "helm uninstall left $obj"; fi
+done
+"${K[@]}" get crd jobs.batch.volcano.sh >/dev/null 2>&1 || fail "helm uninstall deleted the CRDs (Helm keeps them)"
+ok "helm uninstall: tephra's objects gone, the CRDs kept"
+
 # --- the same renders against a real kube-apiserver ------------------------------------
 # tephra apiserver decodes built-in kinds and refuses unknown fields but does not check
 # every value (types of custom resources, enums, required fields of built-in kinds);
@@ -220,6 +241,14 @@ else
   for f in "$WORK"/manifests.yaml "$WORK"/overlays-*.yaml "$WORK"/helm-*.yaml; do
     dry_run "kube-apiserver: $(basename "$f" .yaml)" "$f" "${R[@]}"
   done
+  # The README's kustomize install for real (kwok plays the nodes, so pods "run" without the
+  # images): applied, and both Deployments roll out.
+  "${R[@]}" apply -k "$ROOT/overlays/monitoring" >"$WORK/apply" 2>&1 || fail "kubectl apply -k overlays/monitoring: $(cat "$WORK/apply")"
+  "${R[@]}" -n tephra-system rollout status deployment/tephra deployment/tephra-kube-scheduler --timeout=60s >/dev/null \
+    || fail "kube-apiserver: tephra's Deployments did not roll out: $("${R[@]}" -n tephra-system get pods 2>&1)"
+  cm=$("${R[@]}" -n tephra-system get deployment tephra-kube-scheduler -o jsonpath='{.spec.template.spec.volumes[?(@.name=="config")].configMap.name}')
+  "${R[@]}" -n tephra-system get configmap "$cm" >/dev/null 2>&1 || fail "kube-scheduler's ConfigMap '$cm' does not exist"
+  ok "kube-apiserver: kubectl apply -k overlays/monitoring, both Deployments rolled out, scheduler ConfigMap $cm"
 fi
 
 echo "render.sh: $PASSED passed"
