@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# The install files rendered by the real tools and checked against an API server:
+#  - tests/install/sync.sh --check (the chart's CRDs, rules and dashboard are the manifests')
+#  - `kubectl kustomize` of the base (manifests/) and of each overlay (overlays/*)
+#  - `helm lint --strict` and `helm template` of charts/tephra with several value sets, and
+#    values the schema must refuse
+#  - every rendered object sent to `tephra apiserver` with `kubectl apply --dry-run=server`
+#    (strict field validation: an unknown or misplaced field is refused), plus a
+#    `helm install --dry-run` there (renders NOTES.txt)
+#  - checks of what the renders must contain (TLS flags, cert-manager annotations, caBundle)
+#  - when the real control plane is built (tests/cluster/build.sh), the same renders sent to
+#    a real kube-apiserver too (tests/cluster/up.sh), which also checks every value's type
+#
+# Why the server and not `kubectl apply --dry-run=client`: a client dry run needs discovery
+# anyway and checks nothing but the YAML; the server decodes every built-in object into its
+# Kubernetes type and refuses unknown fields, and checks custom resources against their CRD.
+# Kinds of other projects (cert-manager's Certificate and Issuer, prometheus-operator's
+# ServiceMonitor and PrometheusRule) are known to it through tests/install/crds/, minimal
+# stand-in CRDs applied first (see that file for what they check).
+#
+# Environment:
+#   TEPHRA_BIN  the tephra binary (default: built with cargo from this checkout)
+#   HELM        helm binary (default: tests/install/build-tools.sh builds or finds it)
+#   TEPHRA_RENDER_REAL_API=0  skip the real kube-apiserver even when it is built
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+command -v kubectl >/dev/null || { echo "render.sh: kubectl not installed" >&2; exit 1; }
+if [ -z "${TEPHRA_BIN:-}" ]; then
+  (cd "$ROOT" && cargo build -q --bin tephra)
+  TEPHRA_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/tephra"
+fi
+HELM="${HELM:-$("$ROOT/tests/install/build-tools.sh" | tail -n 1)}"
+
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+WORK="$(mktemp -d)"
+"$TEPHRA_BIN" apiserver --listen "127.0.0.1:$PORT" >"$WORK/apiserver.log" 2>&1 &
+SERVER=$!
+CLUSTER=""
+cleanup() {
+  kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true
+  [ -z "$CLUSTER" ] || "$ROOT/tests/cluster/down.sh" "$CLUSTER" >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+K=(kubectl --server "http://127.0.0.1:$PORT" --kubeconfig /dev/null --request-timeout=20s)
+PASSED=0
+ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
+fail() { echo "render.sh: $PASSED passed, 1 failed" >&2; echo "FAIL: $*" >&2; exit 1; }
+# contains FILE PATTERN WHAT / lacks FILE PATTERN WHAT: a fixed-string check of a render.
+contains() { grep -qF -- "$2" "$1" || fail "$3: '$2' not in the render"; ok "$3"; }
+lacks() { if grep -qF -- "$2" "$1"; then fail "$3: '$2' in the render"; fi; ok "$3"; }
+
+"$ROOT/tests/install/sync.sh" --check || fail "the chart's copies differ from manifests/ (run tests/install/sync.sh)"
+ok "chart CRDs, rules and dashboard equal manifests/"
+
+for _ in $(seq 1 300); do
+  "${K[@]}" get --raw /version >/dev/null 2>&1 && break
+  kill -0 "$SERVER" 2>/dev/null || fail "tephra apiserver exited: $(tail -n 5 "$WORK/apiserver.log")"
+  sleep 0.1
+done
+"${K[@]}" get --raw /version >/dev/null 2>&1 || fail "tephra apiserver not ready in 30s"
+# Objects a user has before installing: the namespaces (a dry run of a Namespace creates
+# nothing, so the namespaced objects after it need it to exist) and the CRDs of the other
+# projects the overlays use.
+for ns in tephra-system tephra-helm; do "${K[@]}" create namespace "$ns" >/dev/null || fail "create namespace $ns"; done
+"${K[@]}" apply -f "$ROOT/manifests/crds" >/dev/null || fail "apply tephra's CRDs"
+"${K[@]}" apply -f "$ROOT/tests/install/crds/foreign-crds.yaml" >/dev/null || fail "apply the stand-in CRDs"
+for _ in $(seq 1 50); do "${K[@]}" get servicemonitors -A >/dev/null 2>&1 && break; sleep 0.1; done
+ok "tephra apiserver on port $PORT with tephra's and the stand-in CRDs"
+
+# dry_run NAME FILE [kubectl...]: every object of FILE accepted by the server (tephra
+# apiserver unless another kubectl command line is given); counts them.
+dry_run() {
+  local name=$1 file=$2 out n
+  shift 2
+  local kc=("${K[@]}")
+  [ "$#" -eq 0 ] || kc=("$@")
+  n=$(grep -c '^kind:' "$file")
+  out=$("${kc[@]}" apply --dry-run=server --validate=strict -f "$file" 2>&1) || fail "$name: dry run refused: $out"
+  [ "$(grep -c 'server dry run' <<<"$out")" -eq "$n" ] || fail "$name: $n objects rendered, the server answered: $out"
+  ok "$name: $n objects accepted by the server (dry run)"
+}
+
+# --- kustomize --------------------------------------------------------------------------
+for dir in manifests overlays/self-signed overlays/cert-manager overlays/monitoring; do
+  name=${dir//\//-}
+  kubectl kustomize "$ROOT/$dir" >"$WORK/$name.yaml" 2>"$WORK/err" || fail "kubectl kustomize $dir: $(cat "$WORK/err")"
+  dry_run "kustomize $dir" "$WORK/$name.yaml"
+done
+B="$WORK/manifests.yaml" S="$WORK/overlays-self-signed.yaml" C="$WORK/overlays-cert-manager.yaml" M="$WORK/overlays-monitoring.yaml"
+contains "$B" "kind: CustomResourceDefinition" "base: the CRDs"
+contains "$B" "name: tephra-scheduler-config-" "base: scheduler configuration as a generated ConfigMap"
+contains "$S" "- --tls-mode=self" "self-signed: tephra manages its certificates"
+lacks "$S" "secretName: tephra-tls" "self-signed: no certificate Secret mounted"
+contains "$S" "name: tephra-self-tls" "self-signed: may write the webhooks' caBundle"
+contains "$C" "- --tls-mode=files" "cert-manager: tephra reads certificate files"
+[ "$(grep -c 'cert-manager.io/inject-ca-from: tephra-system/tephra-serving' "$C")" -eq 2 ] || fail "cert-manager: both webhook configurations get the CA injector annotation"
+ok "cert-manager: CA injected into both webhook configurations"
+contains "$C" "kind: Certificate" "cert-manager: the serving Certificate"
+contains "$M" "kind: ServiceMonitor" "monitoring: ServiceMonitor"
+contains "$M" "kind: PrometheusRule" "monitoring: PrometheusRule"
+contains "$M" "grafana_dashboard: \"1\"" "monitoring: dashboard ConfigMap for Grafana's sidecar"
+lacks "$B" "kind: ServiceMonitor" "base: no monitoring objects"
+
+# A misspelt field must be refused: the dry run is a real check, not a formality.
+sed 's/^  endpoints:/  endpointz:/' "$M" >"$WORK/typo.yaml"
+! cmp -s "$M" "$WORK/typo.yaml" || fail "no ServiceMonitor endpoints field to misspell"
+if "${K[@]}" apply --dry-run=server --validate=strict -f "$WORK/typo.yaml" >/dev/null 2>&1; then
+  fail "a ServiceMonitor with a misspelt field was accepted"
+fi
+sed 's/^  replicas: \([0-9]*\)$/  replicaz: \1/' "$B" >"$WORK/typo.yaml"
+! cmp -s "$B" "$WORK/typo.yaml" || fail "no Deployment replicas field to misspell"
+if "${K[@]}" apply --dry-run=server --validate=strict -f "$WORK/typo.yaml" >/dev/null 2>&1; then
+  fail "a Deployment with a misspelt field was accepted"
+fi
+ok "misspelt fields are refused (ServiceMonitor, Deployment)"
+
+# --- Helm -------------------------------------------------------------------------------
+CHART="$ROOT/charts/tephra"
+CA=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' | base64 -w0)
+# Value sets: the defaults; cert-manager with everything for monitoring; your own files with
+# the extender in another kube-scheduler; and choices for every other value.
+sets=(
+  "defaults|"
+  "cert-manager+monitoring|--set tls.mode=certManager --set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true --set monitoring.dashboard.enabled=true"
+  "files|--set tls.mode=files --set tls.caBundle=$CA --set kubeScheduler.enabled=false --set replicas=1"
+  "choices|-f $WORK/choices.yaml"
+)
+cat >"$WORK/choices.yaml" <<'VALUES'
+schedulerNames: [volcano, batch]
+webhooks:
+  failurePolicy: {pods: Fail}
+  excludeNamespaces: [kube-system, monitoring]
+nodeSelector: {role: infra}
+tolerations: [{key: infra, operator: Exists}]
+extraArgs: [--schedule-period=2s]
+schedulerConf: |
+  actions: "enqueue, allocate, backfill"
+VALUES
+for entry in "${sets[@]}"; do
+  name=${entry%%|*} args=${entry#*|}
+  # shellcheck disable=SC2086 # the value flags are split on purpose
+  "$HELM" lint --strict "$CHART" -n tephra-helm $args >"$WORK/lint" 2>&1 || fail "helm lint ($name): $(cat "$WORK/lint")"
+  # shellcheck disable=SC2086
+  "$HELM" template tephra "$CHART" -n tephra-helm --include-crds $args >"$WORK/helm-$name.yaml" 2>"$WORK/err" || fail "helm template ($name): $(cat "$WORK/err")"
+  ok "helm lint and template ($name)"
+  dry_run "helm $name" "$WORK/helm-$name.yaml"
+done
+H="$WORK/helm-defaults.yaml"
+contains "$H" "- --tls-mode=self" "helm defaults: self-managed certificates"
+contains "$H" "kind: PodDisruptionBudget" "helm defaults: a PodDisruptionBudget for 2 replicas"
+contains "$H" "urlPrefix: https://tephra-extender.tephra-helm.svc:443/scheduler" "helm defaults: kube-scheduler calls the leader's extender Service"
+contains "$H" 'values: ["tephra-helm","kube-system"]' "helm defaults: the release namespace is not sent to the webhooks"
+lacks "$H" "kind: ServiceMonitor" "helm defaults: monitoring off"
+H="$WORK/helm-cert-manager+monitoring.yaml"
+[ "$(grep -c 'cert-manager.io/inject-ca-from: tephra-helm/tephra-serving' "$H")" -eq 2 ] || fail "helm cert-manager: CA injector annotation on both configurations"
+ok "helm cert-manager: CA injected into both webhook configurations"
+contains "$H" "kind: PrometheusRule" "helm monitoring: PrometheusRule"
+contains "$H" "alert: TephraGangWaitingTooLong" "helm monitoring: the alerts of manifests/monitoring"
+H="$WORK/helm-files.yaml"
+contains "$H" "caBundle: $CA" "helm files: the given caBundle in the webhooks"
+lacks "$H" "kind: PodDisruptionBudget" "helm files: no PodDisruptionBudget for one replica"
+lacks "$H" "tephra-kube-scheduler" "helm files: no kube-scheduler when disabled"
+H="$WORK/helm-choices.yaml"
+contains "$H" "- schedulerName: batch" "helm choices: one kube-scheduler profile per scheduler name"
+contains "$H" "- --scheduler-name=batch" "helm choices: tephra serves every scheduler name"
+[ "$(grep -c 'failurePolicy: Fail' "$H")" -eq 8 ] || fail "helm choices: pods webhooks Fail (8 fail-closed webhooks)"
+ok "helm choices: failure policies from values"
+contains "$H" "role: infra" "helm choices: nodeSelector"
+contains "$H" "- --config=/etc/tephra/scheduler/scheduler-conf.yaml" "helm choices: scheduler configuration file"
+
+# Values the schema refuses, each with helm's message.
+bad=(
+  "--set tls.mode=auto|value must be one of 'self', 'certManager', 'files'"
+  "--set replicas=0|minimum: got 0, want 1"
+  "--set webhooks.failurePolicy.jobs=Never|value must be one of 'Fail', 'Ignore'"
+  "--set schedulerNames=null|missing property 'schedulerNames'"
+  "--set schedulerNames[0]=Bad_Name|at '/schedulerNames/0': 'Bad_Name' does not match pattern"
+  "--set extraArgs={schedule-period=2s}|does not match pattern"
+  "--set tls.mode=files|tls.mode=files needs tls.caBundle"
+  "--set imageTag=x|additional properties 'imageTag' not allowed"
+)
+for entry in "${bad[@]}"; do
+  args=${entry%%|*} want=${entry#*|}
+  # shellcheck disable=SC2086
+  if "$HELM" template tephra "$CHART" $args >"$WORK/out" 2>&1; then fail "helm accepted $args"; fi
+  grep -qF -- "$want" "$WORK/out" || fail "helm refused $args, but not with '$want': $(cat "$WORK/out")"
+done
+ok "helm refuses ${#bad[@]} bad value sets with a clear message"
+
+# helm install --dry-run against the API: what a user runs first, and NOTES.txt rendered.
+printf 'apiVersion: v1\nkind: Config\nclusters: [{name: t, cluster: {server: "http://127.0.0.1:%s"}}]\ncontexts: [{name: t, context: {cluster: t, user: t}}]\nusers: [{name: t, user: {}}]\ncurrent-context: t\n' "$PORT" >"$WORK/kubeconfig"
+"$HELM" install tephra "$CHART" -n tephra-helm --kubeconfig "$WORK/kubeconfig" --dry-run=server >"$WORK/install" 2>&1 \
+  || fail "helm install --dry-run=server: $(tail -n 20 "$WORK/install")"
+contains "$WORK/install" "kubectl -n tephra-helm rollout status deployment/tephra" "helm NOTES: how to wait for tephra"
+contains "$WORK/install" "kubectl get vcjob hello-gang -w" "helm NOTES: a first vcJob"
+contains "$WORK/install" "tephra's own kube-scheduler (Deployment tephra-kube-scheduler)" "helm NOTES: how kube-scheduler reaches tephra"
+
+# The README's Helm lifecycle for real: install, upgrade with new values, uninstall
+# (everything but the CRDs goes, as Helm does; they were applied above, so Helm skips its
+# crds/ here).
+HK=("$HELM" -n tephra-helm --kubeconfig "$WORK/kubeconfig")
+"${HK[@]}" install tephra "$CHART" >"$WORK/install" 2>&1 || fail "helm install: $(tail -n 20 "$WORK/install")"
+[ "$("${K[@]}" -n tephra-helm get deployment tephra -o jsonpath='{.spec.replicas}')" = 2 ] || fail "helm install: no Deployment tephra with 2 replicas"
+"${K[@]}" get validatingwebhookconfiguration tephra-validating-webhooks >/dev/null 2>&1 || fail "helm install: no webhook configuration"
+ok "helm install: Deployment tephra (2 replicas), webhook configurations"
+"${HK[@]}" upgrade tephra "$CHART" --set replicas=3 --set monitoring.dashboard.enabled=true >"$WORK/upgrade" 2>&1 \
+  || fail "helm upgrade: $(tail -n 20 "$WORK/upgrade")"
+[ "$("${K[@]}" -n tephra-helm get deployment tephra -o jsonpath='{.spec.replicas}')" = 3 ] || fail "helm upgrade: replicas not 3"
+"${K[@]}" -n tephra-helm get configmap tephra-grafana-dashboard >/dev/null 2>&1 || fail "helm upgrade: no dashboard ConfigMap"
+ok "helm upgrade: 3 replicas and the dashboard"
+"${HK[@]}" uninstall tephra >"$WORK/uninstall" 2>&1 || fail "helm uninstall: $(cat "$WORK/uninstall")"
+for obj in clusterrole/tephra mutatingwebhookconfiguration/tephra-mutating-webhooks "-n tephra-helm deployment/tephra"; do
+  # shellcheck disable=SC2086 # "-n NS" is two words on purpose
+  if "${K[@]}" get $obj >/dev/null 2>&1; then fail "helm uninstall left $obj"; fi
+done
+"${K[@]}" get crd jobs.batch.volcano.sh >/dev/null 2>&1 || fail "helm uninstall deleted the CRDs (Helm keeps them)"
+ok "helm uninstall: tephra's objects gone, the CRDs kept"
+
+# --- the same renders against a real kube-apiserver ------------------------------------
+# tephra apiserver decodes built-in kinds and refuses unknown fields but does not check
+# every value (types of custom resources, enums, required fields of built-in kinds);
+# kube-apiserver does. Only when tests/cluster/build.sh has built it (CI does, first).
+# shellcheck source=tests/cluster/lib.sh
+. "$ROOT/tests/cluster/lib.sh"
+if [ "${TEPHRA_RENDER_REAL_API:-1}" = 0 ]; then
+  echo "skipped: real kube-apiserver (TEPHRA_RENDER_REAL_API=0)"
+elif [ ! -x "$bin_dir/kube-apiserver" ]; then
+  echo "skipped: real kube-apiserver (not built; tests/cluster/build.sh builds it)"
+else
+  CLUSTER=$(TEPHRA_CLUSTER_DIR="$WORK/cluster" "$ROOT/tests/cluster/up.sh" 1 2>"$WORK/up.err" | tail -n 1) \
+    || fail "tests/cluster/up.sh: $(tail -n 5 "$WORK/up.err")"
+  R=(kubectl --kubeconfig "$CLUSTER/kubeconfig" --request-timeout=30s)
+  for ns in tephra-system tephra-helm; do "${R[@]}" create namespace "$ns" >/dev/null || fail "kube-apiserver: create namespace $ns"; done
+  "${R[@]}" apply --server-side -f "$ROOT/manifests/crds" -f "$ROOT/tests/install/crds/foreign-crds.yaml" >/dev/null \
+    || fail "kube-apiserver: apply the CRDs"
+  "${R[@]}" wait --for=condition=Established crd --all --timeout=30s >/dev/null || fail "kube-apiserver: CRDs not established"
+  ok "a real kube-apiserver ($k8s_version) with tephra's and the stand-in CRDs"
+  for f in "$WORK"/manifests.yaml "$WORK"/overlays-*.yaml "$WORK"/helm-*.yaml; do
+    dry_run "kube-apiserver: $(basename "$f" .yaml)" "$f" "${R[@]}"
+  done
+  # The README's kustomize install for real (kwok plays the nodes, so pods "run" without the
+  # images): applied, and both Deployments roll out.
+  "${R[@]}" apply -k "$ROOT/overlays/monitoring" >"$WORK/apply" 2>&1 || fail "kubectl apply -k overlays/monitoring: $(cat "$WORK/apply")"
+  "${R[@]}" -n tephra-system rollout status deployment/tephra deployment/tephra-kube-scheduler --timeout=60s >/dev/null \
+    || fail "kube-apiserver: tephra's Deployments did not roll out: $("${R[@]}" -n tephra-system get pods 2>&1)"
+  cm=$("${R[@]}" -n tephra-system get deployment tephra-kube-scheduler -o jsonpath='{.spec.template.spec.volumes[?(@.name=="config")].configMap.name}')
+  "${R[@]}" -n tephra-system get configmap "$cm" >/dev/null 2>&1 || fail "kube-scheduler's ConfigMap '$cm' does not exist"
+  ok "kube-apiserver: kubectl apply -k overlays/monitoring, both Deployments rolled out, scheduler ConfigMap $cm"
+fi
+
+echo "render.sh: $PASSED passed"
