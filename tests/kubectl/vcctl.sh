@@ -98,6 +98,13 @@ sed 's/name: hello-gang/name: pausable/; s/simulation.tephra.io\/run-seconds: "2
   "$ROOT/tests/data/manifests/vcjob-run.yaml" >"$WORK/pausable.yaml"
 "${T[@]}" job run -f "$WORK/pausable.yaml" >/dev/null || fail "job run pausable"
 wait_phase pausable Running 60
+# The PodGroup's status follows its pods (phase Running, 3 running), not stuck at Inqueue.
+for _ in $(seq 1 100); do
+  "${T[@]}" pg list | grep -qE '^pausable-[0-9a-f-]+ +Running +3 +3 ' && break
+  sleep 0.1
+done
+"${T[@]}" pg list | grep -qE '^pausable-[0-9a-f-]+ +Running +3 +3 ' || fail "PodGroup status stuck: $("${T[@]}" pg list -o wide)"
+ok "pg list: the running gang's PodGroup is Running with 3 running"
 run_fails "watch timeout" 'tephra: error: job "pausable" is still Running after 1s (--timeout)' \
   "${T[@]}" job view pausable -w --timeout 1s
 expect "job abort" "$("${T[@]}" job abort pausable | norm)" "job.batch.volcano.sh/pausable: AbortJob requested (command.bus.volcano.sh/pausable-abortjob-XXXXX)"
