@@ -3,7 +3,8 @@
 # the exact output of every table form checked (ages and generated names normalised):
 # job run/list/view/view --watch/abort/resume/restart/delete, queue create/list/get/close/open/
 # delete, pg list, -A, -o wide|json|yaml, and the one-line errors (unknown job or queue, no
-# cluster) with exit code 1. kubectl checks what the commands did, and that `kubectl describe`
+# cluster) with exit code 1, --kubeconfig/KUBECONFIG with the context's namespace, `run -f -`.
+# kubectl checks what the commands did, and that `kubectl describe`
 # of a vcJob and of its PodGroup says why the job waits.
 #
 # Environment:
@@ -75,6 +76,25 @@ run_fails "a file of something else" "tephra: error: $ROOT/manifests/namespace.y
   "${T[@]}" job run -f "$ROOT/manifests/namespace.yaml"
 OUT="$("${T[@]}" job list 2>&1)" || fail "job list on an empty namespace"
 expect "nothing to list" "$OUT" "No resources found in default namespace."
+
+# A kubeconfig works as for kubectl, its context's namespace the default; `-f -` reads stdin.
+cat >"$WORK/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: embedded, cluster: {server: "http://127.0.0.1:$PORT"}}]
+users: [{name: nobody, user: {}}]
+contexts: [{name: team, context: {cluster: embedded, user: nobody, namespace: team}}]
+current-context: team
+EOF
+"${K[@]}" create namespace team >/dev/null || fail "create namespace team"
+OUT="$(env -u TEPHRA_SERVER "${T[@]}" job list --kubeconfig "$WORK/kubeconfig" 2>&1)" || fail "job list --kubeconfig: $OUT"
+expect "job list --kubeconfig: the context's namespace" "$OUT" "No resources found in team namespace."
+sed 's/name: hello-gang/name: from-stdin/' "$ROOT/tests/data/manifests/vcjob-run.yaml" \
+  | env -u TEPHRA_SERVER KUBECONFIG="$WORK/kubeconfig" "${T[@]}" job run -f - >"$WORK/out" 2>&1 \
+  || fail "job run -f - with KUBECONFIG: $(cat "$WORK/out")"
+expect "job run -f - with KUBECONFIG" "$(cat "$WORK/out")" "job.batch.volcano.sh/from-stdin created"
+expect "created in the context's namespace" "$("${K[@]}" get vcjob -n team -o name)" "job.batch.volcano.sh/from-stdin"
+"${T[@]}" job delete from-stdin -n team >/dev/null || fail "job delete -n team"
 
 # A job that runs to Completed, followed live.
 expect "job run" "$("${T[@]}" job run -f "$ROOT/tests/data/manifests/vcjob-run.yaml")" "job.batch.volcano.sh/hello-gang created"
