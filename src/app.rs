@@ -96,6 +96,9 @@ pub enum AppError {
         /// The names it holds.
         names: certs::CertNames,
     },
+    /// A `job`, `queue` or `pg` command failed.
+    #[error(transparent)]
+    Vcctl(#[from] crate::vcctl::VcctlError),
     /// The controllers could not be started.
     #[error(transparent)]
     Controllers(#[from] crate::controllers::ControllerError),
@@ -132,6 +135,9 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
             Ok(())
         }
         Command::Apiserver(args) => apiserver(args).await,
+        Command::Job(args) => Ok(crate::vcctl::job(args).await?),
+        Command::Queue(args) => Ok(crate::vcctl::queue(args).await?),
+        Command::Pg(args) => Ok(crate::vcctl::pg(args).await?),
     }
 }
 

@@ -1,4 +1,5 @@
-//! The command line, as `contract.md` fixes it: `serve`, `crds`, `apiserver`, `certs`.
+//! The command line, as `contract.md` fixes it: `serve`, `crds`, `apiserver`, `certs`; and
+//! the `vcctl`-style `job`, `queue` and `pg` (their flags live in [`crate::vcctl`]).
 //!
 //! Only parsing lives here (clap derive), so the flags and their help text can be tested
 //! without starting anything; `main.rs` dispatches to the library.
@@ -72,7 +73,25 @@ pub enum Command {
     /// Make a CA and a serving certificate for the webhook Service; writes ca.crt, tls.crt and
     /// tls.key into --out and prints the base64 caBundle for webhook configurations.
     Certs(CertsArgs),
+    /// Run, list, view and steer vcJobs (run, list, view, abort, resume, restart, delete).
+    Job(crate::vcctl::JobArgs),
+    /// Create, list and steer Queues (create, list, get, open, close, delete).
+    Queue(crate::vcctl::QueueArgs),
+    /// List PodGroups, the gangs the scheduler places.
+    Pg(crate::vcctl::PgArgs),
 }
+
+impl Command {
+    /// Whether this is one of the user commands (`job`, `queue`, `pg`), which print results
+    /// rather than logs.
+    pub fn is_client(&self) -> bool {
+        matches!(self, Command::Job(_) | Command::Queue(_) | Command::Pg(_))
+    }
+}
+
+/// The log filter of the user commands without --log or RUST_LOG: their errors are the one
+/// line `main` prints, so the kube client's own error logs would only say it twice.
+pub const CLIENT_LOG_FILTER: &str = "warn,kube_client=off";
 
 /// Flags of `tephra serve`.
 #[derive(Debug, Args)]

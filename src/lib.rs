@@ -43,3 +43,4 @@ pub mod metrics;
 pub mod report;
 pub mod scheduler;
 pub mod server;
+pub mod vcctl;

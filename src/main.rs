@@ -20,7 +20,11 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    if let Err(e) = tephra::app::init_logging(cli.log_format, cli.log.as_deref()) {
+    let filter = cli.log.clone().or_else(|| {
+        (cli.command.is_client() && std::env::var_os("RUST_LOG").is_none())
+            .then(|| tephra::cli::CLIENT_LOG_FILTER.to_string())
+    });
+    if let Err(e) = tephra::app::init_logging(cli.log_format, filter.as_deref()) {
         eprintln!("tephra: error: {}", tephra::report::report(&e));
         return std::process::ExitCode::from(2);
     }

@@ -692,3 +692,36 @@ fn a_missing_or_bad_scheduler_config_is_refused_before_anything_starts() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn job_commands_without_a_cluster_say_how_to_name_one() {
+    for args in [
+        &["job", "list"][..],
+        &["queue", "get", "q"][..],
+        &["pg", "list", "-A"][..],
+    ] {
+        let out = tephra().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr_of(&out);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("tephra: error: no cluster to use: pass --server URL"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn job_view_refuses_watch_with_an_output_format() {
+    let out = tephra()
+        .args(["job", "view", "x", "--watch", "-o", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--watch") && err.contains("tephra job view --help"),
+        "{err}"
+    );
+}

@@ -123,6 +123,13 @@ impl ClusterIndex {
         std::mem::take(&mut self.changes)
     }
 
+    /// Adds `c` to what changed (changes taken out and found to be still due).
+    pub fn restore_changes(&mut self, c: Changes) {
+        self.changes.pending_pod |= c.pending_pod;
+        self.changes.gang |= c.gang;
+        self.changes.capacity |= c.capacity;
+    }
+
     /// What changed since the last [`Self::take_changes`], without resetting it.
     pub fn peek_changes(&self) -> Changes {
         self.changes
@@ -365,6 +372,13 @@ impl ClusterIndex {
             }
             if old.task.status.occupies_node() && !task.status.occupies_node() {
                 self.changes.capacity = true;
+            }
+            // A gang member bound, started or finished: its PodGroup's phase and counts
+            // (written by the session) are due, even when nothing is left to place. Without
+            // this a gang could stay `Inqueue` with `running: 0` and a stale Unschedulable
+            // condition while all its pods run.
+            if old.task.job.is_some() && old.task.status != task.status {
+                self.changes.gang = true;
             }
         }
         if ours && task.status == TaskStatus::Pending {
@@ -846,4 +860,27 @@ fn relist_step<'a, K: Clone>(ev: &'a watcher::Event<K>, buf: &mut Option<Vec<K>>
 /// The objects of a relist that decoded.
 fn valid<K>(all: Vec<DeserializeGuard<K>>) -> Vec<K> {
     all.into_iter().filter_map(|g| g.0.ok()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::testing::{pod, podgroup, running};
+
+    #[test]
+    fn a_gang_member_that_starts_running_is_a_change() {
+        let mut idx = ClusterIndex::new(vec!["volcano".into()]);
+        idx.apply_podgroup(&podgroup("ns", "g", "default", 1, None));
+        let p = pod("ns", "g-0", "g", 100, 64);
+        idx.apply_pod(&p);
+        idx.take_changes();
+        // The same pod again: nothing new.
+        idx.apply_pod(&p);
+        assert!(!idx.take_changes().any());
+        idx.apply_pod(&running(p, "node-0"));
+        assert!(
+            idx.take_changes().gang,
+            "a member's new phase is due in its PodGroup status"
+        );
+    }
 }

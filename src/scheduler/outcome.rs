@@ -181,6 +181,39 @@ fn phase_of(st: &State, j: usize, unschedulable: bool) -> PodGroupPhase {
 
 /// Compares statuses the way Volcano's job updater does: condition times and transition ids do
 /// not count as a change.
+/// Reason of the Unschedulable condition of a gang the enqueue step holds back.
+pub const NOT_ENQUEUED_REASON: &str = "NotEnqueued";
+
+/// The condition of a Pending gang without pods that the enqueue action refused, with the
+/// refusal's reason.
+fn not_enqueued_condition(
+    pending_without_pods: bool,
+    js: &super::session::JobState,
+) -> Option<(String, String, String)> {
+    let why = js
+        .job_fit_error
+        .as_ref()
+        .filter(|_| pending_without_pods && js.enqueue_refused)?;
+    Some((
+        "Unschedulable".into(),
+        NOT_ENQUEUED_REASON.into(),
+        format!("gang not admitted to its queue yet, no pod is created until it is: {why}"),
+    ))
+}
+
+/// Marks a [`NOT_ENQUEUED_REASON`] condition `False` once the gang is no longer held back,
+/// so it does not go on explaining a wait that is over.
+fn clear_not_enqueued(status: &mut PodGroupStatus, over: bool) {
+    if !over {
+        return;
+    }
+    for c in status.conditions.iter_mut().flatten() {
+        if c.reason.as_deref() == Some(NOT_ENQUEUED_REASON) && c.status.as_deref() == Some("True") {
+            c.status = Some("False".into());
+        }
+    }
+}
+
 fn same_status(a: &PodGroupStatus, b: &PodGroupStatus) -> bool {
     let strip = |s: &PodGroupStatus| {
         let mut s = s.clone();
@@ -268,9 +301,19 @@ fn close(st: &State, now: Time) -> Outcome {
             .insert(job.id.clone(), job.min_available);
         let old = job.podgroup.status.clone().unwrap_or_default();
         let mut status = old.clone();
-        let mut unschedulable = false;
-        if let Some((type_, reason, message)) = &js.condition {
-            unschedulable = type_ == "Unschedulable";
+        let unschedulable = js
+            .condition
+            .as_ref()
+            .is_some_and(|(type_, _, _)| type_ == "Unschedulable");
+        let phase = phase_of(st, j, unschedulable);
+        // A gang the enqueue step holds back (queue closed, queue short of quota) has no pods
+        // yet, so the gang plugin writes no condition for it (as in Volcano); the reason is
+        // written as an Unschedulable condition anyway, so `kubectl describe pg` shows it and
+        // the Job controller's PodGroupPending Event carries it to the vcJob.
+        let not_enqueued =
+            not_enqueued_condition(job.tasks.is_empty() && phase == PodGroupPhase::Pending, js);
+        clear_not_enqueued(&mut status, not_enqueued.is_none());
+        if let Some((type_, reason, message)) = js.condition.as_ref().or(not_enqueued.as_ref()) {
             let cond = PodGroupCondition {
                 type_: Some(PodGroupConditionType::from(type_.as_str())),
                 status: Some("True".into()),
@@ -327,7 +370,6 @@ fn close(st: &State, now: Time) -> Outcome {
                 .unschedulable_tasks
                 .insert(job.id.clone(), pending);
         }
-        let phase = phase_of(st, j, unschedulable);
         let count = |s: TaskStatus| {
             job.tasks
                 .iter()

@@ -272,11 +272,15 @@ impl Scheduler {
         );
         {
             let mut idx = self.index();
+            // What the watches brought while the session ran (a pod bound or started, a new
+            // pending pod) is not in this outcome: it stays due for the next session.
+            let during = idx.take_changes();
             for (uid, p) in &outcome.plan.placements {
                 idx.assume(uid, &p.node, self.inner.options.assume_ttl, now);
             }
             // Capacity and pods the plan now holds are accounted; do not wake for them.
             idx.take_changes();
+            idx.restore_changes(during);
             let mut ready = lock(&self.inner.ready_gangs);
             let now_s = k8s_openapi::jiff::Timestamp::now().as_second();
             for (job, v) in &outcome.plan.gangs {

@@ -83,6 +83,9 @@ pub struct JobState {
     pub condition: Option<(String, String, String)>,
     /// Enqueued in this session.
     pub enqueued: bool,
+    /// The enqueue action considered the job and refused it this session (`job_fit_error`
+    /// says why).
+    pub enqueue_refused: bool,
 }
 
 impl JobState {

@@ -373,3 +373,63 @@ fn role_minimums_gate_readiness() {
     };
     assert!(msg.contains("Not enough valid pods of each task"), "{msg}");
 }
+
+/// The Unschedulable condition of a PodGroup in an outcome: (reason, message, status).
+fn unschedulable_of(out: &Outcome, name: &str) -> Option<(String, String, String)> {
+    let u = out.podgroups.iter().find(|u| u.name == name)?;
+    let c = u.status.conditions.iter().flatten().find(|c| {
+        c.type_
+            .as_ref()
+            .is_some_and(|t| t.as_str() == "Unschedulable")
+    })?;
+    Some((
+        c.reason.clone().unwrap_or_default(),
+        c.message.clone().unwrap_or_default(),
+        c.status.clone().unwrap_or_default(),
+    ))
+}
+
+#[test]
+fn a_gang_the_enqueue_step_refuses_says_why_in_its_condition() {
+    // 2 nodes × 4 cpu; the pod-less gang asks 12 cpu: more than the cluster has for gangs.
+    let pg = super::testing::podgroup("ns", "big", "default", 3, Some((12_000, 3072)));
+    let mut w = World::default().nodes(2, 4, 16);
+    w.index.apply_podgroup(&pg);
+    let out = session(&w);
+    assert_eq!(phase_of(&out, "big"), Some(PodGroupPhase::Pending));
+    let (reason, message, status) = unschedulable_of(&out, "big").expect("a condition");
+    assert_eq!((reason.as_str(), status.as_str()), ("NotEnqueued", "True"));
+    assert!(
+        message.starts_with("gang not admitted to its queue yet, no pod is created until it is: ")
+            && message.contains("resource in cluster is overused"),
+        "{message}"
+    );
+
+    // Once the gang fits, it is enqueued and the condition stops explaining anything.
+    let mut pg = super::testing::podgroup("ns", "big", "default", 3, Some((3_000, 3072)));
+    pg.status = out.podgroups[0].status.clone().into();
+    w.index.apply_podgroup(&pg);
+    let out = session(&w);
+    assert_eq!(phase_of(&out, "big"), Some(PodGroupPhase::Inqueue));
+    let (_, _, status) = unschedulable_of(&out, "big").expect("the old condition");
+    assert_eq!(status, "False");
+}
+
+#[test]
+fn a_gang_in_a_closed_queue_says_so() {
+    let mut closed = super::testing::queue("shut", 1);
+    closed.status.get_or_insert_default().state = Some("Closed".into());
+    let mut w = World::default().nodes(2, 4, 16);
+    w.index.apply_queue(&closed);
+    w.index.apply_podgroup(&super::testing::podgroup(
+        "ns",
+        "g",
+        "shut",
+        1,
+        Some((1_000, 128)),
+    ));
+    let out = session(&w);
+    let (reason, message, _) = unschedulable_of(&out, "g").expect("a condition");
+    assert_eq!(reason, "NotEnqueued");
+    assert!(message.contains("shut"), "{message}");
+}

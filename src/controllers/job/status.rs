@@ -124,6 +124,42 @@ pub fn running_duration(created: Option<&Time>, status: &JobStatus) -> Option<Du
     Some(Duration::from_std(d))
 }
 
+/// The Event a job's phase change earns on the vcJob, so `kubectl describe vcjob` tells what
+/// changed it: `(warning, reason, message)` with the new phase as the reason and the old phase,
+/// the cause and the controller's message in the text; `None` when the phase did not change.
+/// A failed or terminated job is a warning.
+pub fn phase_change_event(
+    old: Option<&JobStatus>,
+    new: &JobStatus,
+) -> Option<(bool, String, String)> {
+    let phase_of = |s: Option<&JobStatus>| {
+        s.and_then(|s| s.state.as_ref())
+            .and_then(|s| s.phase.clone())
+    };
+    let to = phase_of(Some(new))?;
+    let from = phase_of(old);
+    if from.as_ref() == Some(&to) {
+        return None;
+    }
+    let state = new.state.clone().unwrap_or_default();
+    let mut message = match &from {
+        Some(f) => format!("{f} -> {to}"),
+        None => format!("new job -> {to}"),
+    };
+    if let Some(r) = state.reason.as_deref().filter(|r| !r.is_empty()) {
+        message.push_str(&format!(" ({r})"));
+    }
+    if let Some(m) = state.message.as_deref().filter(|m| !m.is_empty()) {
+        message.push_str(": ");
+        message.push_str(m);
+    }
+    let warning = matches!(
+        to,
+        JobPhase::Failed | JobPhase::Terminating | JobPhase::Terminated
+    );
+    Some((warning, to.to_string(), message))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,5 +227,47 @@ mod tests {
         );
         let d = running_duration(Some(&t("2026-01-01T00:00:00Z")), &s);
         assert_eq!(d.map(|d| d.0), Some("9s".to_string()));
+    }
+
+    #[test]
+    fn phase_changes_earn_an_event_saying_from_what_and_why() {
+        use crate::api::batch::JobState;
+        let st = |phase: JobPhase, reason: &str, message: &str| JobStatus {
+            state: Some(JobState {
+                phase: Some(phase),
+                reason: Some(reason.into()),
+                message: Some(message.into()),
+                ..JobState::default()
+            }),
+            ..JobStatus::default()
+        };
+        let pending = st(JobPhase::Pending, "", "job accepted");
+        let aborted = st(JobPhase::Aborted, "AbortJob", "pods stopped");
+        assert_eq!(
+            phase_change_event(Some(&pending), &aborted),
+            Some((
+                false,
+                "Aborted".to_string(),
+                "Pending -> Aborted (AbortJob): pods stopped".to_string()
+            ))
+        );
+        assert_eq!(
+            phase_change_event(None, &pending),
+            Some((
+                false,
+                "Pending".to_string(),
+                "new job -> Pending: job accepted".to_string()
+            ))
+        );
+        assert_eq!(phase_change_event(Some(&aborted), &aborted), None);
+        let failed = st(JobPhase::Failed, "PodFailed", "");
+        assert_eq!(
+            phase_change_event(Some(&aborted), &failed).map(|e| (e.0, e.2)),
+            Some((true, "Aborted -> Failed (PodFailed)".to_string()))
+        );
+        assert_eq!(
+            phase_change_event(Some(&aborted), &JobStatus::default()),
+            None
+        );
     }
 }

@@ -13,6 +13,7 @@ use super::context::Context;
 use super::plugins::{Owned, OwnedKind, Removed};
 use crate::api::batch::JobStatus;
 use crate::api::{Job, PodGroup, keys};
+use crate::cluster::events::EventType;
 
 /// The HTTP status of an API error.
 pub(crate) fn code(e: &kube::Error) -> Option<u16> {
@@ -51,6 +52,17 @@ impl Context {
         {
             Ok(written) => {
                 self.remember_job(&written);
+                if let Some((warning, reason, message)) = super::status::phase_change_event(
+                    job.status.as_ref(),
+                    written.status.as_ref().unwrap_or(&JobStatus::default()),
+                ) {
+                    let t = if warning {
+                        EventType::Warning
+                    } else {
+                        EventType::Normal
+                    };
+                    self.event(&written, t, &reason, &message).await;
+                }
                 Ok(written)
             }
             Err(e) if code(&e) == Some(404) => Ok(obj),

@@ -36,6 +36,8 @@ pub fn run(ssn: &mut Session) {
             ssn.state.jobs[j].phase = PodGroupPhase::Inqueue;
             ssn.state.job_state[j].enqueued = true;
             ssn.state.job_state[j].job_fit_error = None;
+        } else {
+            ssn.state.job_state[j].enqueue_refused = true;
         }
         if !by_queue.get(&q).is_none_or(Vec::is_empty) {
             queues.push(q);
