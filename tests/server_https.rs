@@ -259,7 +259,7 @@ async fn a_tls_11_client_is_refused_with_a_fatal_alert_and_no_server_hello() {
 #[tokio::test]
 async fn generated_certs_verify_under_every_service_name_with_only_the_ca_trusted() {
     let dir = temp_dir("certs-names");
-    let ca_bundle = certs::run_certs_command("tephra", "volcano-system", &[], &dir).unwrap();
+    let ca_bundle = certs::run_certs_command("tephra", "volcano-system", &[], &dir, false).unwrap();
     let ca = std::fs::read_to_string(dir.join(certs::CA_FILE)).unwrap();
     assert!(!ca_bundle.is_empty());
     let r = Running::start(local_config(files(&dir)), Router::new()).await;
