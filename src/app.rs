@@ -172,6 +172,8 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
         },
         metrics_listen: Some(args.metrics_listen),
         enable_http2: args.enable_http2,
+        cert_reload_interval: args.tls_reload_interval,
+        client_ca: args.client_ca.clone(),
         ..ServerConfig::default()
     }
 }

@@ -105,6 +105,19 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_ca: Option<PathBuf>,
 
+    /// How often --tls-cert/--tls-key are re-read; a changed pair (cert-manager, a mounted
+    /// Secret, `tephra certs --renew-serving`) is served to new connections without a restart,
+    /// open connections keep theirs.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub tls_reload_interval: std::time::Duration,
+
+    /// PEM CA certificate(s): require and verify a client certificate signed by one of them on
+    /// the HTTPS listener (for kube-apiserver and kube-scheduler configured to present one; see
+    /// the README's AdmissionConfiguration). Off by default. /metrics, /healthz and /readyz on
+    /// --metrics-listen stay open for the kubelet's probes.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca: Option<PathBuf>,
+
     /// Plain-HTTP address serving /metrics, /healthz and /readyz.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_listen: SocketAddr,
