@@ -100,9 +100,10 @@ pub enum AppError {
     /// The controllers could not be started.
     #[error(transparent)]
     Controllers(#[from] crate::controllers::ControllerError),
-    /// Leader election flags are inconsistent.
+    /// Leader election flags are inconsistent (boxed: the variant would make every result
+    /// of this module large).
     #[error(transparent)]
-    Leader(#[from] crate::leader::LeaderError),
+    Leader(Box<crate::leader::LeaderError>),
     /// This replica led and lost the Lease; it stopped its leader-only tasks and exits so it
     /// restarts as a follower.
     #[error(
@@ -350,7 +351,10 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     let state = ServerState::new(metrics.clone());
     let elect = args.leader.enabled(args.embedded);
     if elect {
-        args.leader.timings().check()?;
+        args.leader
+            .timings()
+            .check()
+            .map_err(|e| AppError::Leader(Box::new(e)))?;
     }
     // Everything that writes (controllers, session, status writers, the nudger, extender
     // answers) runs under `leadership`; the caches and webhooks run on every replica.

@@ -40,11 +40,15 @@ pub enum LogFormat {
 pub const SERVE_RUNS: &str = "the admission webhooks (vcJobs, Pods, PodGroups, Queues, \
      Deployments and StatefulSets), the gang scheduling session (PodGroup and Queue status, \
      the placement plan), the kube-scheduler extender (filter, prioritize, bind, preempt), \
-     the Job, PodGroup and Queue controllers and the built-in `default` and `root` queues; with \
-     --embedded also the in-memory Kubernetes API with its kubelet and kube-scheduler stand-ins";
+     the Job, PodGroup and Queue controllers and the built-in `default` and `root` queues, with \
+     leader election on a Lease (only the leader runs the controllers, the session and the \
+     extender's answers; every replica serves the webhooks); with --embedded also the in-memory \
+     Kubernetes API with its kubelet and kube-scheduler stand-ins";
 
 /// What `tephra serve` does not run yet (see [`SERVE_RUNS`]).
-pub const SERVE_NOT_YET: &str = "leader election (run a single replica)";
+pub const SERVE_NOT_YET: &str = "--tls-mode self (certificates kept in a Secret and written \
+     into the webhook configurations by tephra itself; use `tephra certs` or cert-manager with \
+     --tls-cert/--tls-key, which are reloaded when they change)";
 
 /// `tephra serve --help`'s first line.
 const SERVE_ABOUT: &str = "Run tephra's admission webhooks against a cluster (or, with \

@@ -633,7 +633,9 @@ async fn files_replaced_under_load_are_served_within_seconds_and_no_request_fail
         tokio::time::sleep(Duration::from_millis(300)).await;
         // Renewed under the same CA with one more name: only the new certificate has it.
         let name = format!("rotated-{round}.ns.svc");
-        let bundle = certs::run_certs_command("tephra", "ns", &[name.clone()], &dir, true).unwrap();
+        let bundle =
+            certs::run_certs_command("tephra", "ns", std::slice::from_ref(&name), &dir, true)
+                .unwrap();
         assert_eq!(bundle, first, "the caBundle does not change");
         let started = std::time::Instant::now();
         let new_url = r.url(&name, "/healthz");

@@ -114,7 +114,7 @@ impl Elector {
             action,
             namespace: self.config.namespace.clone(),
             name: self.config.name.clone(),
-            source,
+            source: Box::new(source),
         }
     }
 
@@ -360,7 +360,7 @@ async fn set_label(pods: &Api<Pod>, name: &str, leading: bool) -> Result<(), Lea
         Err(source) => Err(LeaderError::Label {
             namespace: pods.namespace().unwrap_or_default().to_string(),
             name: name.to_string(),
-            source,
+            source: Box::new(source),
         }),
     }
 }

@@ -65,9 +65,9 @@ pub enum LeaderError {
         namespace: String,
         /// The Lease name.
         name: String,
-        /// The API error.
+        /// The API error (boxed: kube's error is large and this one travels in results).
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// An API call on the Lease took longer than the retry period.
     #[error("leader election: {action} Lease timed out after {after:?}")]
@@ -86,7 +86,7 @@ pub enum LeaderError {
         name: String,
         /// The API error.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
 }
 

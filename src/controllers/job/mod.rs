@@ -179,7 +179,8 @@ fn pod_of(ev: &watcher::Event<Pod>) -> Option<&Pod> {
 }
 
 /// Registers the Job controller's subscribers on `feeds` (call before `feeds.run`) and starts
-/// its workers, which wait for the caches to sync.
+/// its workers, which wait for the caches to sync and for this replica to lead.
+#[allow(clippy::too_many_arguments)] // one caller (controllers::start), every argument named there
 pub fn start(
     client: &Client,
     caches: &Caches,
