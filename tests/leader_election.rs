@@ -347,3 +347,131 @@ async fn one_replica_leads_and_the_other_takes_over_after_sigkill_and_sigterm() 
     assert_eq!(code, Some(0), "a stopped leader exits 0");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Resident memory (VmRSS, KiB) of a process, from /proc.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// The figure for the README: resident memory of the leader and of a follower with a cluster of
+/// `TEPHRA_HA_NODES` nodes (5,000) and `TEPHRA_HA_PODS` bound pods (50,000) in the API. Heavy,
+/// so ignored by default: `cargo test --release --test leader_election -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: minutes and a few GiB at the full size"]
+async fn resident_memory_of_leader_and_follower() {
+    use futures::StreamExt;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (nodes, pods) = (env("TEPHRA_HA_NODES", 5000), env("TEPHRA_HA_PODS", 50_000));
+    let dir = std::env::temp_dir().join(format!("tephra-leader-mem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let port = served::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let n = nodes.to_string();
+    let api = Proc::spawn(
+        &[
+            "apiserver",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--embedded-nodes",
+            &n,
+            "--no-sim-kubelet",
+        ],
+        None,
+    );
+    let c = served::client(&url);
+    eventually(60, "tephra apiserver to answer", || async {
+        tephra::cluster::bootstrap::install_crds(&c).await.ok()
+    })
+    .await;
+    let started = Instant::now();
+    let pod_api: Api<Pod> = Api::namespaced(c.clone(), "default");
+    futures::stream::iter(0..pods)
+        .map(|i| {
+            let pod_api = pod_api.clone();
+            async move {
+                let pod: Pod = serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": format!("p-{i}"), "namespace": "default",
+                                 "labels": {"app": format!("a-{}", i % 100)}},
+                    "spec": {"nodeName": format!("node-{}", 1 + i % nodes),
+                             "containers": [{"name": "c", "image": "busybox",
+                                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
+                }))
+                .unwrap_or_else(|e| panic!("{e}"));
+                pod_api
+                    .create(&PostParams::default(), &pod)
+                    .await
+                    .unwrap_or_else(|e| panic!("pod {i}: {e}"));
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+    println!(
+        "{pods} pods on {nodes} nodes created in {:?}",
+        started.elapsed()
+    );
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap_or_else(|e| panic!("{e}"));
+    let _ = Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await;
+    let kc = kubeconfig(&dir, &url);
+    let metrics: Vec<u16> = (0..2).map(|_| served::free_port()).collect();
+    let replicas: Vec<Proc> = ["tephra-a", "tephra-b"]
+        .iter()
+        .zip(&metrics)
+        .map(|(pod, m)| {
+            Proc::spawn_with_env(
+                &[
+                    "serve",
+                    "--kubeconfig",
+                    &kc,
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--metrics-listen",
+                    &format!("127.0.0.1:{m}"),
+                ],
+                &[("POD_NAME", pod), ("POD_NAMESPACE", NS)],
+                None,
+            )
+        })
+        .collect();
+    let http = reqwest::Client::new();
+    for m in &metrics {
+        eventually(300, "both replicas ready", || async {
+            let r = http
+                .get(format!("http://127.0.0.1:{m}/readyz"))
+                .send()
+                .await
+                .ok()?;
+            r.status().is_success().then_some(())
+        })
+        .await;
+    }
+    let leader = eventually(60, "a leader", || holder(&c)).await;
+    // Let the leader's first sessions and controllers go through every pod.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    for (pod, p) in ["tephra-a", "tephra-b"].iter().zip(&replicas) {
+        let role = if pod_of(&leader) == *pod {
+            "leader"
+        } else {
+            "follower"
+        };
+        let kib = p.pid().and_then(rss_kib).unwrap_or(0);
+        println!("{role} ({pod}): resident {} MiB", kib / 1024);
+    }
+    let api_kib = api.pid().and_then(rss_kib).unwrap_or(0);
+    println!("tephra apiserver: resident {} MiB", api_kib / 1024);
+    let _ = std::fs::remove_dir_all(&dir);
+}
