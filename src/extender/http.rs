@@ -224,3 +224,31 @@ async fn preempt(State(ext): State<Arc<Extender>>, body: Bytes) -> Response {
     observe(&ext, "preempt", None, "ok", started);
     json_response(&r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_of(r: Response) -> (StatusCode, serde_json::Value) {
+        let status = r.status();
+        let bytes = axum::body::to_bytes(r.into_body(), 1 << 16)
+            .await
+            .unwrap_or_default();
+        (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn a_follower_answers_in_error_never_with_a_placement() {
+        for verb in ["filter", "bind"] {
+            let (status, body) = body_of(follower_answer(&format!("/scheduler/{verb}"))).await;
+            assert_eq!(status, StatusCode::OK, "{verb}");
+            assert_eq!(body, json!({"Error": NOT_THE_LEADER}), "{verb}");
+        }
+        // prioritize and preempt have no Error field: an HTTP error fails the cycle instead.
+        for verb in ["prioritize", "preempt"] {
+            let (status, body) = body_of(follower_answer(&format!("/scheduler/{verb}"))).await;
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{verb}");
+            assert_eq!(body["message"], NOT_THE_LEADER, "{verb}");
+        }
+    }
+}
