@@ -18,6 +18,7 @@ use crate::cluster::webhooks::{self, WebhookError, WebhookHost, WebhookTarget};
 use crate::cluster::{self, BootstrapError, CacheFeeds, Caches, ClusterError};
 use crate::embedded::{self, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
 use crate::extender::{self, Extender, ExtenderOptions};
+use crate::leader::{Elector, ElectorConfig, Leadership, Outcome};
 use crate::metrics::{Metrics, MetricsError};
 use crate::report::report;
 use crate::scheduler::{Scheduler, SchedulerOptions};
@@ -102,6 +103,17 @@ pub enum AppError {
     /// The controllers could not be started.
     #[error(transparent)]
     Controllers(#[from] crate::controllers::ControllerError),
+    /// Leader election flags are inconsistent (boxed: the variant would make every result
+    /// of this module large).
+    #[error(transparent)]
+    Leader(Box<crate::leader::LeaderError>),
+    /// This replica led and lost the Lease; it stopped its leader-only tasks and exits so it
+    /// restarts as a follower.
+    #[error(
+        "lost the leader election Lease (could not renew it in time, or another replica took it); \
+         exiting to restart as a follower"
+    )]
+    LeaderLost,
 }
 
 /// Installs the global `tracing` subscriber: `--log` (or `RUST_LOG`, default `info`) as the
@@ -143,8 +155,13 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
 
 /// `tephra certs`: write the files, print the caBundle on standard output.
 fn certs_command(args: &CertsArgs) -> Result<(), AppError> {
-    let bundle =
-        certs::run_certs_command(&args.service, &args.namespace, &args.extra_names, &args.out)?;
+    let bundle = certs::run_certs_command(
+        &args.service,
+        &args.namespace,
+        &args.extra_names,
+        &args.out,
+        args.renew_serving,
+    )?;
     println!("{bundle}");
     Ok(())
 }
@@ -162,6 +179,8 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
         },
         metrics_listen: Some(args.metrics_listen),
         enable_http2: args.enable_http2,
+        cert_reload_interval: args.tls_reload_interval,
+        client_ca: args.client_ca.clone(),
         ..ServerConfig::default()
     }
 }
@@ -336,6 +355,20 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     let shutdown = CancellationToken::new();
     server::cancel_on_signals(shutdown.clone());
     let state = ServerState::new(metrics.clone());
+    let elect = args.leader.enabled(args.embedded);
+    if elect {
+        args.leader
+            .timings()
+            .check()
+            .map_err(|e| AppError::Leader(Box::new(e)))?;
+    }
+    // Everything that writes (controllers, session, status writers, the nudger, extender
+    // answers) runs under `leadership`; the caches and webhooks run on every replica.
+    let leadership = if elect {
+        Leadership::pending(&shutdown)
+    } else {
+        Leadership::always(&shutdown)
+    };
 
     // Embedded mode: bind the API first and point the ordinary kube client at it, exactly as
     // at a cluster; nothing downstream knows the difference.
@@ -374,7 +407,8 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         metrics.registry(),
     )?;
     scheduler.subscribe(&mut feeds);
-    let _controllers = start_controllers(&args, &client, &caches, &mut feeds, &metrics, &shutdown)?;
+    let controllers =
+        start_controllers(&args, &client, &caches, &mut feeds, &metrics, &leadership)?;
     let mut feeds = Some(feeds);
     if !args.embedded
         && let Some(f) = feeds.take()
@@ -404,8 +438,12 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         },
         metrics.registry(),
     )?);
-    extender.clone().spawn_nudger(shutdown.clone());
-    let routes = admission::router(admission).merge(extender::router(extender));
+    let extender_routes = if elect {
+        extender::router_for_leader(extender.clone(), leadership.clone())
+    } else {
+        extender::router(extender.clone())
+    };
+    let routes = admission::router(admission).merge(extender_routes);
     let bound = server::bind(config, routes, state.clone())?;
     let https_addr = bound.https_addr();
     let metrics_at = bound
@@ -437,14 +475,85 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         }
     }
     cluster::ensure_default_queues(&client).await?;
-    // The scheduling session runs from the shared caches; its status writer uses the client.
-    let session = scheduler.clone().spawn(client.clone(), shutdown.clone());
+    let elector = elect.then(|| {
+        let elector = Arc::new(Elector::new(
+            &client,
+            elector_config(&args),
+            leadership.clone(),
+        ));
+        let (e, stop) = (elector.clone(), shutdown.clone());
+        let task = tokio::spawn(async move {
+            let outcome = e.run(&stop).await;
+            if outcome == Outcome::Lost {
+                // Leader-only tasks have stopped; the process drains and exits non-zero.
+                stop.cancel();
+            }
+            outcome
+        });
+        (elector, task)
+    });
+    // The scheduling session (its status writer included) and the nudger start once this
+    // replica leads, and stop when leadership ends.
+    let leader_tasks = {
+        let (leadership, scheduler, client) =
+            (leadership.clone(), scheduler.clone(), client.clone());
+        tokio::spawn(async move {
+            if !leadership.wait_elected().await {
+                return None;
+            }
+            extender.spawn_nudger(leadership.token().clone());
+            Some(scheduler.spawn(client, leadership.token().clone()))
+        })
+    };
 
+    // Until a signal (or a lost Lease): then /readyz fails, in-flight requests drain.
     running.await.map_err(|e| AppError::Task(e.to_string()))??;
     shutdown.cancel();
-    let _ = session.await;
+    let stopped = async {
+        controllers.join().await;
+        if let Ok(Some(session)) = leader_tasks.await {
+            let _ = session.await;
+        }
+    };
+    if tokio::time::timeout(LEADER_TASKS_STOP, stopped)
+        .await
+        .is_err()
+    {
+        tracing::warn!(after = ?LEADER_TASKS_STOP, "leader-only tasks did not stop in time");
+    }
+    if let Some((elector, task)) = elector {
+        match task.await.map_err(|e| AppError::Task(e.to_string()))? {
+            Outcome::Lost => return Err(AppError::LeaderLost),
+            Outcome::ShutDownLeading => {
+                // Only now, with nothing of ours writing any more, may the next leader start.
+                if let Err(e) = elector.release().await {
+                    tracing::warn!(error = %report(&e), "could not release the Lease; the next leader waits for it to expire");
+                }
+            }
+            Outcome::NeverLed => {}
+        }
+    }
     tracing::info!("drained, exiting");
     Ok(())
+}
+
+/// How long shutdown waits for the controllers and the session to finish their current work.
+const LEADER_TASKS_STOP: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The elector's settings from the flags and the downward API (`POD_NAME`, `POD_NAMESPACE`).
+fn elector_config(args: &ServeArgs) -> ElectorConfig {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    ElectorConfig {
+        namespace: args
+            .leader
+            .leader_elect_namespace
+            .clone()
+            .unwrap_or_else(crate::leader::default_namespace),
+        name: args.leader.leader_elect_lease_name.clone(),
+        identity: crate::leader::identity(),
+        timings: args.leader.timings(),
+        pod: env("POD_NAMESPACE").zip(env("POD_NAME")),
+    }
 }
 
 /// How the embedded API reaches and trusts tephra's webhooks.
@@ -537,15 +646,15 @@ fn track_cache_sync(caches: Caches, state: ServerState) {
     });
 }
 
-/// The PodGroup and Queue controllers, as one unit on the shared caches (their subscribers go
-/// on `feeds` before the watches start); they stop with `shutdown`.
+/// The PodGroup, Queue and Job controllers, as one unit on the shared caches (their subscribers
+/// go on `feeds` before the watches start); their workers run while `leadership` is held.
 fn start_controllers(
     args: &ServeArgs,
     client: &kube::Client,
     caches: &Caches,
     feeds: &mut CacheFeeds,
     metrics: &Metrics,
-    shutdown: &CancellationToken,
+    leadership: &Leadership,
 ) -> Result<crate::controllers::Controllers, AppError> {
     let config = crate::controllers::ControllerConfig {
         scheduler_names: args.scheduler_names.clone(),
@@ -554,6 +663,7 @@ fn start_controllers(
             workers: usize::from(args.job_workers),
             max_requeue: args.max_requeue,
         },
+        leadership: leadership.clone(),
         ..crate::controllers::ControllerConfig::default()
     };
     Ok(crate::controllers::start(
@@ -562,6 +672,6 @@ fn start_controllers(
         feeds,
         config,
         metrics.registry(),
-        shutdown,
+        leadership.token(),
     )?)
 }

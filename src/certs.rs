@@ -32,8 +32,9 @@ use rcgen::{
 };
 
 /// The CA lives inside every webhook configuration's `caBundle`; replacing it means re-patching
-/// all of them, so it is long-lived (10 years). It signs one certificate and its key is gone,
-/// so a long life adds no exposure.
+/// all of them, so it is long-lived (10 years). Its key is written beside it (`ca.key`, mode
+/// 0600) only so `tephra certs --renew-serving` can issue the next serving certificate under
+/// the same CA; keep that file out of the cluster.
 const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// The serving certificate's key sits in a Secret on every node running tephra; one year bounds
 /// the useful life of a leaked key while keeping rotations (which the server picks up without
@@ -50,6 +51,8 @@ pub const CA_FILE: &str = "ca.crt";
 pub const CERT_FILE: &str = "tls.crt";
 /// The serving key file name (written with mode 0600).
 pub const KEY_FILE: &str = "tls.key";
+/// The CA's private key file name (written with mode 0600), read by `--renew-serving`.
+pub const CA_KEY_FILE: &str = "ca.key";
 
 /// Errors from making or writing certificates.
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +133,8 @@ pub struct CertBundle {
     pub cert_pem: String,
     /// The serving certificate's private key, PKCS#8 (`tls.key`).
     pub key_pem: String,
+    /// The CA's private key, PKCS#8 (`ca.key`).
+    pub ca_key_pem: String,
     ca_cert_der: Vec<u8>,
 }
 
@@ -170,6 +175,14 @@ impl CertBundle {
         write_atomic(&dir.join(KEY_FILE), self.key_pem.as_bytes(), 0o600)?;
         write_atomic(&dir.join(CERT_FILE), self.cert_pem.as_bytes(), 0o644)?;
         write_atomic(&dir.join(CA_FILE), self.ca_cert_pem.as_bytes(), 0o644)?;
+        write_atomic(&dir.join(CA_KEY_FILE), self.ca_key_pem.as_bytes(), 0o600)?;
+        Ok(())
+    }
+
+    /// Writes only `tls.key` and `tls.crt` (a renewed serving certificate; the CA stays).
+    pub fn write_serving_to(&self, dir: &Path) -> Result<(), CertError> {
+        write_atomic(&dir.join(KEY_FILE), self.key_pem.as_bytes(), 0o600)?;
+        write_atomic(&dir.join(CERT_FILE), self.cert_pem.as_bytes(), 0o644)?;
         Ok(())
     }
 }
@@ -201,24 +214,85 @@ pub fn self_signed(names: &[String]) -> Result<CertBundle, CertError> {
 }
 
 /// `tephra certs --service S --namespace NS --out DIR`: makes the bundle, writes it, and returns
-/// the base64 `caBundle` for the caller to print.
+/// the base64 `caBundle` for the caller to print. With `renew_serving`, the CA already in
+/// `DIR` (`ca.crt`, `ca.key`) signs a new serving certificate and only `tls.crt`/`tls.key` are
+/// replaced: the `caBundle` (printed again) does not change.
 pub fn run_certs_command(
     service: &str,
     namespace: &str,
     extra_names: &[String],
     out_dir: &Path,
+    renew_serving: bool,
 ) -> Result<String, CertError> {
-    let bundle = if extra_names.is_empty() {
-        generate(service, namespace)?
-    } else {
-        check_dns_label("service", service)?;
-        check_dns_label("namespace", namespace)?;
-        let mut names = service_dns_names(service, namespace);
-        names.extend(extra_names.iter().cloned());
-        issue(&format!("{service}.{namespace}.svc"), &names)?
-    };
+    check_dns_label("service", service)?;
+    check_dns_label("namespace", namespace)?;
+    let mut names = service_dns_names(service, namespace);
+    names.extend(extra_names.iter().cloned());
+    let cn = format!("{service}.{namespace}.svc");
+    if renew_serving {
+        let bundle = renew_with_ca(out_dir, &cn, &names)?;
+        bundle.write_serving_to(out_dir)?;
+        return Ok(bundle.ca_bundle_base64());
+    }
+    let bundle = issue(&cn, &names)?;
     bundle.write_to(out_dir)?;
     Ok(bundle.ca_bundle_base64())
+}
+
+/// A new serving certificate for `names` signed by the CA in `dir` (`ca.crt`, `ca.key`).
+pub fn renew_with_ca(
+    dir: &Path,
+    common_name: &str,
+    names: &[String],
+) -> Result<CertBundle, CertError> {
+    let read = |file: &str| {
+        let path = dir.join(file);
+        std::fs::read_to_string(&path).map_err(|source| CertError::Read { path, source })
+    };
+    let (ca_pem, ca_key_pem) = (read(CA_FILE)?, read(CA_KEY_FILE)?);
+    let parse = |file: &str, reason: String| CertError::Parse {
+        path: dir.join(file),
+        reason,
+    };
+    let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| parse(CA_KEY_FILE, e.to_string()))?;
+    let ca_chain = PemChain::parse(&dir.join(CA_FILE), ca_pem.as_bytes())?;
+    let ca_der = ca_chain.leaf().to_vec();
+    // The issuer is rebuilt from the CA's subject (organization and common name, as `issue`
+    // writes them) and its key; the result is verified below, so a CA made elsewhere with a
+    // richer subject is refused with a clear message rather than producing an unusable pair.
+    let (_, parsed) =
+        x509_parser::parse_x509_certificate(&ca_der).map_err(|e| parse(CA_FILE, e.to_string()))?;
+    let text = |it: &mut dyn Iterator<Item = &x509_parser::x509::AttributeTypeAndValue<'_>>| {
+        it.next().and_then(|a| a.as_str().ok()).map(str::to_string)
+    };
+    let mut dn = DistinguishedName::new();
+    if let Some(o) = text(&mut parsed.subject().iter_organization()) {
+        dn.push(DnType::OrganizationName, o);
+    }
+    if let Some(cn) = text(&mut parsed.subject().iter_common_name()) {
+        dn.push(DnType::CommonName, cn);
+    }
+    let mut ca_params = CertificateParams::default();
+    ca_params.distinguished_name = dn;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    let issuer = Issuer::new(ca_params, ca_key);
+    let now = SystemTime::now();
+    let (leaf_pem, key_pem) = sign_leaf(common_name, names, &issuer, now, LEAF_VALIDITY)?;
+    let chain = PemChain::parse(&dir.join(CERT_FILE), leaf_pem.as_bytes())?;
+    let check_name = names.first().map_or(common_name, String::as_str);
+    verify_chain(
+        &chain,
+        &ca_chain.certs,
+        &dir.join(CA_FILE).display().to_string(),
+        check_name,
+    )?;
+    Ok(CertBundle {
+        cert_pem: format!("{leaf_pem}{ca_pem}"),
+        ca_cert_pem: ca_pem,
+        key_pem,
+        ca_key_pem,
+        ca_cert_der: ca_der,
+    })
 }
 
 /// The names a serving certificate is valid for: the DNS names and IP addresses of its
@@ -403,8 +477,28 @@ fn issue(common_name: &str, names: &[String]) -> Result<CertBundle, CertError> {
     ca_params.not_after = (now + CA_VALIDITY).into();
     let ca_key = KeyPair::generate()?;
     let ca_cert = ca_params.self_signed(&ca_key)?;
+    let ca_key_pem = ca_key.serialize_pem();
     let issuer = Issuer::new(ca_params, ca_key);
+    let (leaf_pem, key_pem) = sign_leaf(common_name, names, &issuer, now, LEAF_VALIDITY)?;
 
+    Ok(CertBundle {
+        ca_cert_pem: ca_cert.pem(),
+        cert_pem: format!("{leaf_pem}{}", ca_cert.pem()),
+        key_pem,
+        ca_key_pem,
+        ca_cert_der: ca_cert.der().to_vec(),
+    })
+}
+
+/// A serving certificate for `names` signed by `issuer`: its PEM and its key's PEM.
+fn sign_leaf(
+    common_name: &str,
+    names: &[String],
+    issuer: &Issuer<'_, KeyPair>,
+    now: SystemTime,
+    validity: Duration,
+) -> Result<(String, String), CertError> {
+    let not_before = now.checked_sub(BACKDATE).unwrap_or(now);
     let mut leaf_params = CertificateParams::new(names.to_vec())?;
     leaf_params.distinguished_name = distinguished_name(common_name);
     leaf_params.is_ca = IsCa::ExplicitNoCa;
@@ -415,16 +509,10 @@ fn issue(common_name: &str, names: &[String]) -> Result<CertBundle, CertError> {
     leaf_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     leaf_params.use_authority_key_identifier_extension = true;
     leaf_params.not_before = not_before.into();
-    leaf_params.not_after = (now + LEAF_VALIDITY).into();
+    leaf_params.not_after = (now + validity).into();
     let leaf_key = KeyPair::generate()?;
-    let leaf_cert = leaf_params.signed_by(&leaf_key, &issuer)?;
-
-    Ok(CertBundle {
-        ca_cert_pem: ca_cert.pem(),
-        cert_pem: format!("{}{}", leaf_cert.pem(), ca_cert.pem()),
-        key_pem: leaf_key.serialize_pem(),
-        ca_cert_der: ca_cert.der().to_vec(),
-    })
+    let leaf_cert = leaf_params.signed_by(&leaf_key, issuer)?;
+    Ok((leaf_cert.pem(), leaf_key.serialize_pem()))
 }
 
 fn distinguished_name(common_name: &str) -> DistinguishedName {
@@ -600,7 +688,7 @@ mod tests {
     #[test]
     fn run_certs_command_writes_the_three_files_with_a_private_key_mode() {
         let dir = std::env::temp_dir().join(format!("tephra-certs-unit-{}", std::process::id()));
-        let bundle = run_certs_command("tephra", "default", &[], &dir).unwrap();
+        let bundle = run_certs_command("tephra", "default", &[], &dir, false).unwrap();
         let ca = std::fs::read_to_string(dir.join(CA_FILE)).unwrap();
         let crt = std::fs::read_to_string(dir.join(CERT_FILE)).unwrap();
         let key = std::fs::read_to_string(dir.join(KEY_FILE)).unwrap();
@@ -618,6 +706,39 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn renew_serving_keeps_the_ca_and_replaces_the_serving_pair() {
+        let dir = std::env::temp_dir().join(format!("tephra-certs-renew-{}", std::process::id()));
+        let first = run_certs_command("tephra", "default", &[], &dir, false).unwrap();
+        let ca_key_mode = {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(dir.join(CA_KEY_FILE))
+                .unwrap()
+                .permissions()
+                .mode()
+        };
+        assert_eq!(ca_key_mode & 0o777, 0o600);
+        let old_crt = std::fs::read_to_string(dir.join(CERT_FILE)).unwrap();
+        let old_key = std::fs::read_to_string(dir.join(KEY_FILE)).unwrap();
+        let again =
+            run_certs_command("tephra", "default", &["127.0.0.1".into()], &dir, true).unwrap();
+        assert_eq!(first, again, "the caBundle does not change");
+        let ca = std::fs::read_to_string(dir.join(CA_FILE)).unwrap();
+        let crt = std::fs::read_to_string(dir.join(CERT_FILE)).unwrap();
+        assert_ne!(crt, old_crt);
+        assert_ne!(
+            std::fs::read_to_string(dir.join(KEY_FILE)).unwrap(),
+            old_key
+        );
+        verify(&verifier(&ca), &crt, "tephra.default.svc").unwrap();
+        verify(&verifier(&ca), &crt, "127.0.0.1").unwrap();
+        // Without a CA in the folder, renewal says which file is missing.
+        let empty = dir.join("empty");
+        let e = run_certs_command("tephra", "default", &[], &empty, true).unwrap_err();
+        assert!(e.to_string().contains("ca.crt"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -41,11 +41,15 @@ pub enum LogFormat {
 pub const SERVE_RUNS: &str = "the admission webhooks (vcJobs, Pods, PodGroups, Queues, \
      Deployments and StatefulSets), the gang scheduling session (PodGroup and Queue status, \
      the placement plan), the kube-scheduler extender (filter, prioritize, bind, preempt), \
-     the Job, PodGroup and Queue controllers and the built-in `default` and `root` queues; with \
-     --embedded also the in-memory Kubernetes API with its kubelet and kube-scheduler stand-ins";
+     the Job, PodGroup and Queue controllers and the built-in `default` and `root` queues, with \
+     leader election on a Lease (only the leader runs the controllers, the session and the \
+     extender's answers; every replica serves the webhooks); with --embedded also the in-memory \
+     Kubernetes API with its kubelet and kube-scheduler stand-ins";
 
 /// What `tephra serve` does not run yet (see [`SERVE_RUNS`]).
-pub const SERVE_NOT_YET: &str = "leader election (run a single replica)";
+pub const SERVE_NOT_YET: &str = "--tls-mode self (certificates kept in a Secret and written \
+     into the webhook configurations by tephra itself; use `tephra certs` or cert-manager with \
+     --tls-cert/--tls-key, which are reloaded when they change)";
 
 /// `tephra serve --help`'s first line.
 const SERVE_ABOUT: &str = "Run tephra's admission webhooks against a cluster (or, with \
@@ -124,6 +128,19 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_ca: Option<PathBuf>,
 
+    /// How often --tls-cert/--tls-key are re-read; a changed pair (cert-manager, a mounted
+    /// Secret, `tephra certs --renew-serving`) is served to new connections without a restart,
+    /// open connections keep theirs.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub tls_reload_interval: std::time::Duration,
+
+    /// PEM CA certificate(s): require and verify a client certificate signed by one of them on
+    /// the HTTPS listener (for kube-apiserver and kube-scheduler configured to present one; see
+    /// the README's AdmissionConfiguration). Off by default. /metrics, /healthz and /readyz on
+    /// --metrics-listen stay open for the kubelet's probes.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca: Option<PathBuf>,
+
     /// Plain-HTTP address serving /metrics, /healthz and /readyz.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_listen: SocketAddr,
@@ -200,6 +217,67 @@ pub struct ServeArgs {
     /// Scheduler extender flags.
     #[command(flatten)]
     pub extender: ExtenderFlags,
+
+    /// Leader election flags.
+    #[command(flatten)]
+    pub leader: LeaderFlags,
+}
+
+/// Flags of leader election (kube-scheduler's names and defaults).
+#[derive(Debug, Args)]
+pub struct LeaderFlags {
+    /// Elect a leader on a coordination.k8s.io/v1 Lease before running the controllers, the
+    /// scheduling session, the status writers and the extender's answers; every replica serves
+    /// the webhooks. On by default, except with --embedded; `--leader-elect=false` turns it off
+    /// (run a single replica then).
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub leader_elect: Option<bool>,
+
+    /// How long a Lease stays valid without renewal; a follower takes over after this when the
+    /// leader vanishes without releasing it.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: std::time::Duration,
+
+    /// How long the leader keeps failing to renew before it stops leading (and exits, to
+    /// restart as a follower). Below the lease duration.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: std::time::Duration,
+
+    /// How often followers try to take the Lease and the leader renews it.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: std::time::Duration,
+
+    /// Namespace of the Lease. Default: $POD_NAMESPACE, else the service account's namespace,
+    /// else `tephra-system`.
+    #[arg(long, value_name = "NS")]
+    pub leader_elect_namespace: Option<String>,
+
+    /// Name of the Lease.
+    #[arg(long, value_name = "NAME", default_value = crate::leader::DEFAULT_LEASE_NAME)]
+    pub leader_elect_lease_name: String,
+}
+
+impl LeaderFlags {
+    /// Whether to elect: `--leader-elect`, else on outside embedded mode.
+    pub fn enabled(&self, embedded: bool) -> bool {
+        self.leader_elect.unwrap_or(!embedded)
+    }
+
+    /// The three durations.
+    pub fn timings(&self) -> crate::leader::Timings {
+        crate::leader::Timings {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+        }
+    }
 }
 
 /// Flags of the scheduler extender.
@@ -266,6 +344,13 @@ pub struct CertsArgs {
     /// `--extra-name 127.0.0.1`).
     #[arg(long = "extra-name", value_name = "NAME")]
     pub extra_names: Vec<String>,
+
+    /// Renew only the serving certificate: sign a new tls.crt/tls.key with the CA already in
+    /// --out (ca.crt and ca.key from an earlier `tephra certs`); the caBundle stays the same,
+    /// so webhook configurations need no change and a server given --tls-mode files picks the
+    /// new pair up without a restart.
+    #[arg(long)]
+    pub renew_serving: bool,
 }
 
 /// A Go-style duration flag (`500ms`, `1s`, `1m30s`), at least 10 ms.
@@ -466,6 +551,38 @@ mod tests {
         assert!(
             !first.contains("extender") && !first.contains("controllers"),
             "{first}"
+        );
+    }
+
+    #[test]
+    fn leader_election_is_on_outside_embedded_and_can_be_turned_off() {
+        let serve = |args: &[&str]| {
+            let Command::Serve(s) = Cli::try_parse_from(args).unwrap().command else {
+                panic!("not serve")
+            };
+            s
+        };
+        let s = serve(&["tephra", "serve"]);
+        assert!(s.leader.enabled(s.embedded));
+        assert_eq!(s.leader.timings(), crate::leader::Timings::default());
+        assert_eq!(s.leader.leader_elect_lease_name, "tephra");
+        let s = serve(&["tephra", "serve", "--embedded"]);
+        assert!(!s.leader.enabled(s.embedded));
+        let s = serve(&["tephra", "serve", "--leader-elect=false"]);
+        assert!(!s.leader.enabled(s.embedded));
+        let s = serve(&["tephra", "serve", "--embedded", "--leader-elect"]);
+        assert!(s.leader.enabled(s.embedded));
+        let s = serve(&[
+            "tephra",
+            "serve",
+            "--leader-elect-lease-duration",
+            "3s",
+            "--leader-elect-renew-deadline=2s",
+            "--leader-elect-retry-period=500ms",
+        ]);
+        assert_eq!(
+            s.leader.timings().retry_period,
+            std::time::Duration::from_millis(500)
         );
     }
 

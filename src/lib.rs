@@ -39,6 +39,7 @@ pub mod cluster;
 pub mod controllers;
 pub mod embedded;
 pub mod extender;
+pub mod leader;
 pub mod metrics;
 pub mod report;
 pub mod scheduler;

@@ -633,6 +633,14 @@ async fn restarting_serve_mid_job_loses_nothing_and_duplicates_nothing() {
         tephra::cluster::bootstrap::install_crds(&c).await.ok()
     })
     .await;
+    // tephra's namespace, as manifests/namespace.yaml makes it: its leader election Lease lives
+    // there (the API refuses objects in a namespace that does not exist).
+    let ns: k8s_openapi::api::core::v1::Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "tephra-system"}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await;
     let serve_args = [
         "serve",
         "--kubeconfig",

@@ -259,7 +259,7 @@ async fn a_tls_11_client_is_refused_with_a_fatal_alert_and_no_server_hello() {
 #[tokio::test]
 async fn generated_certs_verify_under_every_service_name_with_only_the_ca_trusted() {
     let dir = temp_dir("certs-names");
-    let ca_bundle = certs::run_certs_command("tephra", "volcano-system", &[], &dir).unwrap();
+    let ca_bundle = certs::run_certs_command("tephra", "volcano-system", &[], &dir, false).unwrap();
     let ca = std::fs::read_to_string(dir.join(certs::CA_FILE)).unwrap();
     assert!(!ca_bundle.is_empty());
     let r = Running::start(local_config(files(&dir)), Router::new()).await;
@@ -590,6 +590,133 @@ async fn rotated_certificate_files_are_served_without_a_restart() {
             .render()
             .contains(r#"tephra_tls_cert_reloads_total{result="ok"} 1"#)
     );
+    r.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_replaced_under_load_are_served_within_seconds_and_no_request_fails() {
+    let dir = temp_dir("rotate-load");
+    let first = certs::run_certs_command("tephra", "ns", &[], &dir, false).unwrap();
+    let ca_pem = std::fs::read_to_string(dir.join(certs::CA_FILE)).unwrap();
+    let config = ServerConfig {
+        cert_reload_interval: Duration::from_millis(200),
+        ..local_config(files(&dir))
+    };
+    let r = Running::start(config, Router::new()).await;
+    let url = r.url("tephra.ns.svc", "/healthz");
+    // Load: one keep-alive client and one that opens a new connection (a new handshake) per
+    // request, both trusting only the CA, for as long as the rotations last.
+    let stop = CancellationToken::new();
+    let load = |fresh: bool| {
+        let (url, stop, ca_pem, https) = (url.clone(), stop.clone(), ca_pem.clone(), r.https);
+        tokio::spawn(async move {
+            let (mut ok, mut failed) = (0u32, Vec::new());
+            let keep = client_trusting(&ca_pem, &["tephra.ns.svc"], https);
+            while !stop.is_cancelled() {
+                let c = if fresh {
+                    client_trusting(&ca_pem, &["tephra.ns.svc"], https)
+                } else {
+                    keep.clone()
+                };
+                match c.get(&url).send().await {
+                    Ok(resp) if resp.status() == 200 => ok += 1,
+                    Ok(resp) => failed.push(resp.status().to_string()),
+                    Err(e) => failed.push(e.to_string()),
+                }
+            }
+            (ok, failed)
+        })
+    };
+    let (fresh, keep) = (load(true), load(false));
+    for round in 0..3 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Renewed under the same CA with one more name: only the new certificate has it.
+        let name = format!("rotated-{round}.ns.svc");
+        let bundle =
+            certs::run_certs_command("tephra", "ns", std::slice::from_ref(&name), &dir, true)
+                .unwrap();
+        assert_eq!(bundle, first, "the caBundle does not change");
+        let started = std::time::Instant::now();
+        let new_url = r.url(&name, "/healthz");
+        loop {
+            let c = client_trusting(&ca_pem, &[name.as_str()], r.https);
+            if c.get(&new_url).send().await.is_ok() {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "round {round}: the new certificate was not served within 5 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        println!(
+            "round {round}: new certificate served after {:?}",
+            started.elapsed()
+        );
+    }
+    stop.cancel();
+    for (what, task) in [("new connections", fresh), ("keep-alive", keep)] {
+        let (ok, failed) = task.await.unwrap();
+        println!("{what}: {ok} requests, {} failed", failed.len());
+        assert!(ok > 10, "{what}: too little load ({ok})");
+        assert!(failed.is_empty(), "{what}: failed requests: {failed:?}");
+    }
+    r.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn client_ca_requires_a_client_certificate_signed_by_it() {
+    let dir = temp_dir("client-ca");
+    let server = certs::generate("tephra", "ns").unwrap();
+    server.write_to(&dir).unwrap();
+    // A client CA and a certificate it signs, as kube-apiserver would present.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::default();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "client-ca");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    std::fs::write(dir.join("client-ca.crt"), ca_cert.pem()).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let mut leaf = rcgen::CertificateParams::new(vec!["kube-apiserver".to_string()]).unwrap();
+    leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let leaf_key = rcgen::KeyPair::generate().unwrap();
+    let leaf_cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
+    let identity = reqwest::Identity::from_pem(
+        format!("{}{}", leaf_cert.pem(), leaf_key.serialize_pem()).as_bytes(),
+    )
+    .unwrap();
+
+    let config = ServerConfig {
+        client_ca: Some(dir.join("client-ca.crt")),
+        ..local_config(files(&dir))
+    };
+    let r = Running::start(config, Router::new()).await;
+    let url = r.url("tephra.ns.svc", "/healthz");
+    let anonymous = client_trusting(&server.ca_cert_pem, &["tephra.ns.svc"], r.https);
+    assert!(
+        anonymous.get(&url).send().await.is_err(),
+        "no client certificate: refused"
+    );
+    let with_cert = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(server.ca_cert_pem.as_bytes()).unwrap()])
+        .identity(identity)
+        .resolve("tephra.ns.svc", r.https)
+        .no_proxy()
+        .timeout(WAIT)
+        .build()
+        .unwrap();
+    assert_eq!(with_cert.get(&url).send().await.unwrap().status(), 200);
+    // The plain metrics listener stays open for the kubelet's probes.
+    let probe = reqwest::Client::new()
+        .get(format!("http://{}/healthz", r.metrics))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(probe.status(), 200);
     r.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -34,6 +34,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{CacheFeeds, Caches};
+use crate::leader::Leadership;
 use crate::metrics::LATENCY_BUCKETS;
 use workqueue::WorkQueue;
 
@@ -51,6 +52,9 @@ pub struct ControllerConfig {
     pub queue_resync: Duration,
     /// The Job controller's settings.
     pub job: job::JobConfig,
+    /// Workers reconcile only while this replica leads (always, without leader election);
+    /// subscribers keep queueing keys meanwhile, so a new leader starts with every key.
+    pub leadership: Leadership,
 }
 
 impl Default for ControllerConfig {
@@ -61,6 +65,7 @@ impl Default for ControllerConfig {
             workers: 8,
             queue_resync: Duration::from_secs(60),
             job: job::JobConfig::default(),
+            leadership: Leadership::default(),
         }
     }
 }
@@ -180,6 +185,7 @@ pub fn start(
         caches,
         feeds,
         config.job.clone(),
+        &config.leadership,
         &metrics,
         registry,
         &token,
@@ -203,12 +209,14 @@ pub trait MetricLabel {
     fn metric_label(&self) -> &'static str;
 }
 
-/// Runs `workers` workers over `queue` once `caches` have synced: each key is reconciled,
-/// timed, and on error logged, counted and retried with backoff.
+/// Runs `workers` workers over `queue` once `caches` have synced and this replica leads: each
+/// key is reconciled, timed, and on error logged, counted and retried with backoff.
+#[allow(clippy::too_many_arguments)] // one call per controller, each argument named there
 pub(crate) fn spawn_workers<K, E, F, Fut>(
     name: &'static str,
     queue: WorkQueue<K>,
     caches: Caches,
+    leadership: &Leadership,
     workers: usize,
     metrics: ControllerMetrics,
     shutdown: CancellationToken,
@@ -222,17 +230,18 @@ where
 {
     (0..workers.max(1))
         .map(|_| {
-            let (queue, caches, metrics, shutdown, reconcile) = (
+            let (queue, caches, leadership, metrics, shutdown, reconcile) = (
                 queue.clone(),
                 caches.clone(),
+                leadership.clone(),
                 metrics.clone(),
                 shutdown.clone(),
                 reconcile.clone(),
             );
             tokio::spawn(async move {
                 // Decisions on a half-listed cache would be wrong (a missing PodGroup looks
-                // like one to create): wait for every cache first.
-                if !wait_for_caches(&caches, &shutdown).await {
+                // like one to create): wait for every cache first, and for the Lease.
+                if !wait_to_run(&caches, &leadership, &shutdown).await {
                     return;
                 }
                 while let Some(key) = queue.next().await {
@@ -266,6 +275,22 @@ where
             })
         })
         .collect()
+}
+
+/// Waits until every cache has listed and this replica leads; `false` if shut down (or
+/// leadership ended) first. Controllers' workers start here, so only the leader writes.
+pub async fn wait_to_run(
+    caches: &Caches,
+    leadership: &Leadership,
+    shutdown: &CancellationToken,
+) -> bool {
+    if !wait_for_caches(caches, shutdown).await {
+        return false;
+    }
+    tokio::select! {
+        () = shutdown.cancelled() => false,
+        elected = leadership.wait_elected() => elected && !shutdown.is_cancelled(),
+    }
 }
 
 /// Waits until every cache has listed; `false` if shut down first.

@@ -31,6 +31,53 @@ pub fn router(ext: Arc<Extender>) -> Router {
         .with_state(ext)
 }
 
+/// What a replica that does not lead answers (in `Error`, or as the 503 message).
+pub const NOT_THE_LEADER: &str = "not the leader";
+
+/// [`router`] answering only while `leadership` is held. Only the leader's plan is the plan:
+/// a follower's answer would place pods from a session that does not run. A follower answers
+/// filter and bind with `Error: "not the leader"` (kube-scheduler fails that scheduling cycle
+/// and retries the pod with backoff; nothing is bound), and prioritize and preempt, whose
+/// results have no `Error` field, with a 503 (kube-scheduler treats it as an extender error,
+/// the same retry). kube-scheduler normally never reaches a follower: the Service
+/// `tephra-extender` selects the Pod labelled `tephra.io/leader=true`.
+pub fn router_for_leader(ext: Arc<Extender>, leadership: crate::leader::Leadership) -> Router {
+    router(ext).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let leading = leadership.is_leading();
+            async move {
+                if leading {
+                    return next.run(req).await;
+                }
+                follower_answer(req.uri().path())
+            }
+        },
+    ))
+}
+
+/// A follower's answer to `path` (see [`router_for_leader`]).
+fn follower_answer(path: &str) -> Response {
+    match path {
+        "/scheduler/filter" | "/scheduler/bind" => json_response(&json!({"Error": NOT_THE_LEADER})),
+        _ => {
+            let body = json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "message": NOT_THE_LEADER,
+                "reason": "ServiceUnavailable",
+                "code": 503,
+            });
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(header::CONTENT_TYPE, "application/json")],
+                serde_json::to_vec(&body).unwrap_or_default(),
+            )
+                .into_response()
+        }
+    }
+}
+
 fn json_response<T: Serialize>(body: &T) -> Response {
     match serde_json::to_vec(body) {
         Ok(bytes) => (
@@ -176,4 +223,32 @@ async fn preempt(State(ext): State<Arc<Extender>>, body: Bytes) -> Response {
     );
     observe(&ext, "preempt", None, "ok", started);
     json_response(&r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_of(r: Response) -> (StatusCode, serde_json::Value) {
+        let status = r.status();
+        let bytes = axum::body::to_bytes(r.into_body(), 1 << 16)
+            .await
+            .unwrap_or_default();
+        (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn a_follower_answers_in_error_never_with_a_placement() {
+        for verb in ["filter", "bind"] {
+            let (status, body) = body_of(follower_answer(&format!("/scheduler/{verb}"))).await;
+            assert_eq!(status, StatusCode::OK, "{verb}");
+            assert_eq!(body, json!({"Error": NOT_THE_LEADER}), "{verb}");
+        }
+        // prioritize and preempt have no Error field: an HTTP error fails the cycle instead.
+        for verb in ["prioritize", "preempt"] {
+            let (status, body) = body_of(follower_answer(&format!("/scheduler/{verb}"))).await;
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{verb}");
+            assert_eq!(body["message"], NOT_THE_LEADER, "{verb}");
+        }
+    }
 }

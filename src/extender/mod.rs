@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use binder::{BindError, Binder};
-pub use http::router;
+pub use http::{NOT_THE_LEADER, router, router_for_leader};
 pub use metrics::ExtenderMetrics;
 
 use crate::scheduler::Scheduler;

@@ -10,7 +10,7 @@ use axum_server::{Control, Handle};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::tls::{PemPair, Reloader, read_pair, server_config};
+use super::tls::{PemPair, Reloader, client_verifier, read_pair, server_config_with};
 use super::{
     ServerConfig, ServerError, ServerState, TLS_CONDITION, TlsSource, metrics_router, router,
 };
@@ -56,16 +56,22 @@ pub fn bind(
     state: ServerState,
 ) -> Result<BoundServer, ServerError> {
     let state = state.with_limits(config.limits);
+    let client = config
+        .client_ca
+        .as_deref()
+        .map(client_verifier)
+        .transpose()?;
     let (tls_config, reloader) = match &config.tls {
         TlsSource::Files { cert, key } => {
             let pair = read_pair(cert, key)?;
-            let tls = server_config(&pair, cert, key, config.enable_http2)?;
+            let tls = server_config_with(&pair, cert, key, config.enable_http2, client.clone())?;
             let reloader = Reloader {
                 cert: cert.clone(),
                 key: key.clone(),
                 current: pair,
                 enable_http2: config.enable_http2,
                 interval: config.cert_reload_interval,
+                client,
             };
             state.set_self_signed_ca(None);
             (tls, Some(reloader))
@@ -84,7 +90,7 @@ pub fn bind(
                 key: bundle.key_pem.clone().into_bytes(),
             };
             let label = PathBuf::from("<self-signed>");
-            let tls = server_config(&pair, &label, &label, config.enable_http2)?;
+            let tls = server_config_with(&pair, &label, &label, config.enable_http2, client)?;
             state.set_self_signed_ca(Some(bundle.ca_cert_pem.clone()));
             (tls, None)
         }

@@ -111,6 +111,9 @@ pub struct ServerConfig {
     /// More DNS names for the self-signed certificate ([`TlsSource::SelfSigned`] only), e.g.
     /// the webhook Service names the embedded API verifies (`tephra.tephra-system.svc`).
     pub self_signed_names: Vec<String>,
+    /// `--client-ca`: PEM CA certificate(s); when set, the HTTPS listener requires a client
+    /// certificate signed by one of them (the metrics listener is unaffected).
+    pub client_ca: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -124,6 +127,7 @@ impl Default for ServerConfig {
             drain_timeout: Duration::from_secs(20),
             cert_reload_interval: Duration::from_secs(30),
             self_signed_names: Vec::new(),
+            client_ca: None,
         }
     }
 }

@@ -40,12 +40,52 @@ pub(crate) fn read_pair(cert: &Path, key: &Path) -> Result<PemPair, ServerError>
     })
 }
 
+/// A verifier requiring client certificates signed by one of the CAs in `path` (`--client-ca`).
+pub(crate) fn client_verifier(
+    path: &Path,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, ServerError> {
+    let invalid = |reason: String| ServerError::InvalidCert {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|source| ServerError::ReadFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        roots
+            .add(cert.map_err(|e| invalid(e.to_string()))?)
+            .map_err(|e| invalid(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(invalid("no PEM CERTIFICATE block found".into()));
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::new(rustls::crypto::ring::default_provider()),
+    )
+    .build()
+    .map_err(|e| invalid(e.to_string()))
+}
+
 /// A rustls server config from PEM; `cert_name`/`key_name` only label errors.
 pub(crate) fn server_config(
     pair: &PemPair,
     cert_name: &Path,
     key_name: &Path,
     enable_http2: bool,
+) -> Result<Arc<rustls::ServerConfig>, ServerError> {
+    server_config_with(pair, cert_name, key_name, enable_http2, None)
+}
+
+/// [`server_config`], requiring client certificates `client` verifies when given.
+pub(crate) fn server_config_with(
+    pair: &PemPair,
+    cert_name: &Path,
+    key_name: &Path,
+    enable_http2: bool,
+    client: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
 ) -> Result<Arc<rustls::ServerConfig>, ServerError> {
     let certs = CertificateDer::pem_slice_iter(&pair.cert)
         .collect::<Result<Vec<_>, _>>()
@@ -71,14 +111,16 @@ pub(crate) fn server_config(
         key: key_name.to_path_buf(),
         source,
     };
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-    .map_err(tls_err)?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
     .map_err(tls_err)?;
+    let builder = match client {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(certs, key).map_err(tls_err)?;
     config.alpn_protocols = if enable_http2 {
         vec![ALPN_H2.to_vec(), ALPN_HTTP11.to_vec()]
     } else {
@@ -100,6 +142,8 @@ pub(crate) struct Reloader {
     pub current: PemPair,
     pub enable_http2: bool,
     pub interval: Duration,
+    /// `--client-ca`'s verifier, kept across reloads.
+    pub client: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
 }
 
 impl Reloader {
@@ -133,7 +177,13 @@ impl Reloader {
             if pair == self.current {
                 continue;
             }
-            match server_config(&pair, &self.cert, &self.key, self.enable_http2) {
+            match server_config_with(
+                &pair,
+                &self.cert,
+                &self.key,
+                self.enable_http2,
+                self.client.clone(),
+            ) {
                 Ok(config) => {
                     live.reload_from_config(config);
                     metrics.tls_cert_reloads.with_label_values(&["ok"]).inc();

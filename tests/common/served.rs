@@ -24,6 +24,11 @@ pub struct Proc {
 impl Proc {
     /// Starts `tephra` with `args` (stdout/stderr to `log`, when given).
     pub fn spawn(args: &[&str], log: Option<&Path>) -> Self {
+        Self::spawn_with_env(args, &[], log)
+    }
+
+    /// [`Proc::spawn`] with extra environment variables (the downward API's `POD_NAME`, say).
+    pub fn spawn_with_env(args: &[&str], env: &[(&str, &str)], log: Option<&Path>) -> Self {
         let (out, err) = match log.map(std::fs::File::create) {
             Some(Ok(f)) => {
                 let f2 = f.try_clone().unwrap_or_else(|e| panic!("log: {e}"));
@@ -33,12 +38,41 @@ impl Proc {
         };
         let child = Command::new(env!("CARGO_BIN_EXE_tephra"))
             .args(args)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "tephra=info")
             .stdout(out)
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("starting tephra: {e}"));
         Self { child: Some(child) }
+    }
+
+    /// Sends `signal` (`TERM`, `KILL`) without waiting.
+    pub fn signal(&self, signal: &str) {
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .args([&format!("-{signal}"), &c.id().to_string()])
+                .status();
+        }
+    }
+
+    /// Waits (bounded) for the process to exit; `Some(code)` when it exited with one.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let child = self.child.as_mut()?;
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// SIGTERM and a bounded wait; `Some(code)` when it exited.

@@ -115,6 +115,8 @@ pub struct Context {
     /// Pods whose deletion failed, retried with backoff.
     pub(crate) retry_deletes: WorkQueue<(String, String)>,
     pub(crate) shutdown: CancellationToken,
+    /// Workers start only once this replica leads.
+    pub(crate) leadership: crate::leader::Leadership,
 }
 
 impl std::fmt::Debug for Context {

@@ -45,6 +45,7 @@ use crate::api::Job;
 use crate::api::batch::{Action as JobAction, Event};
 use crate::cluster::events::{EventRecorder, EventType};
 use crate::cluster::{CacheFeeds, Caches};
+use crate::leader::Leadership;
 use context::{Context, Router};
 pub use context::{fnv32, worker_of};
 use delay::DelayedActions;
@@ -178,12 +179,14 @@ fn pod_of(ev: &watcher::Event<Pod>) -> Option<&Pod> {
 }
 
 /// Registers the Job controller's subscribers on `feeds` (call before `feeds.run`) and starts
-/// its workers, which wait for the caches to sync.
+/// its workers, which wait for the caches to sync and for this replica to lead.
+#[allow(clippy::too_many_arguments)] // one caller (controllers::start), every argument named there
 pub fn start(
     client: &Client,
     caches: &Caches,
     feeds: &mut CacheFeeds,
     config: JobConfig,
+    leadership: &Leadership,
     base: &ControllerMetrics,
     registry: &Registry,
     shutdown: &CancellationToken,
@@ -204,6 +207,7 @@ pub fn start(
         router: router.clone(),
         retry_deletes: WorkQueue::new(token.clone()).with_max_delay(Duration::from_secs(180)),
         shutdown: token.clone(),
+        leadership: leadership.clone(),
     });
     subscribe(&ctx, feeds);
     let commands: WorkQueue<(String, String)> = WorkQueue::new(token.clone());
@@ -228,6 +232,7 @@ pub fn start(
             "job-commands",
             commands,
             caches.clone(),
+            leadership,
             1,
             base.clone(),
             token.clone(),
@@ -383,7 +388,7 @@ fn set_phase_gauge(ctx: &Context, old: Option<&Job>, new: Option<&Job>) {
 /// One job worker: takes requests from its queue and processes them one at a time, so no two
 /// transitions of a job ever race.
 async fn worker(ctx: Arc<Context>, i: usize, queue: WorkQueue<Request>) {
-    if !super::wait_for_caches(&ctx.caches, &ctx.shutdown).await {
+    if !super::wait_to_run(&ctx.caches, &ctx.leadership, &ctx.shutdown).await {
         return;
     }
     while let Some(req) = queue.next().await {

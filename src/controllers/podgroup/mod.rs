@@ -840,6 +840,7 @@ pub(crate) fn start(
         NAME,
         queue,
         caches.clone(),
+        &config.leadership,
         config.workers,
         metrics.clone(),
         shutdown.clone(),

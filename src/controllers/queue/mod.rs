@@ -377,6 +377,7 @@ pub(crate) fn start(
         NAME,
         queue,
         caches.clone(),
+        &config.leadership,
         config.workers.min(4),
         metrics.clone(),
         shutdown.clone(),

@@ -1,0 +1,477 @@
+//! Leader election end to end: two `tephra serve --kubeconfig` replicas against one
+//! `tephra apiserver`, the test playing kube-scheduler (binding every pod) as in
+//! `job_controller.rs`. Exactly one leads; SIGKILL of the leader mid-batch hands over within
+//! the lease duration with every job finished once; SIGTERM hands over within 2 s.
+//!
+//! Short durations (lease 3 s, renew 2 s, retry 250 ms) keep it quick; the figures are printed
+//! (`cargo test --test leader_election -- --nocapture`).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::served::{self, Proc};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tephra::api::Job;
+use tephra::api::batch::JobPhase;
+
+const NS: &str = "tephra-system";
+const LEASE_DURATION: Duration = Duration::from_secs(3);
+
+/// Polls `f` every 20 ms until it gives `Some`, for at most `secs` seconds.
+async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn kubeconfig(dir: &Path, url: &str) -> String {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\nusers:\n- name: t\n  user: {{}}\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    path.to_string_lossy().into_owned()
+}
+
+/// One replica, as the Deployment runs it: its Pod name and namespace from the downward API.
+fn replica(kubeconfig: &str, pod: &str, log: Option<&Path>) -> Proc {
+    Proc::spawn_with_env(
+        &[
+            "serve",
+            "--kubeconfig",
+            kubeconfig,
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--leader-elect-lease-duration=3s",
+            "--leader-elect-renew-deadline=2s",
+            "--leader-elect-retry-period=250ms",
+        ],
+        &[("POD_NAME", pod), ("POD_NAMESPACE", NS)],
+        log,
+    )
+}
+
+/// The Lease's holder, if any.
+async fn holder(c: &Client) -> Option<String> {
+    let lease = Api::<Lease>::namespaced(c.clone(), NS)
+        .get_opt("tephra")
+        .await
+        .ok()
+        .flatten()?;
+    lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+/// The Pod name in a holder identity (`<pod>_<random>`).
+fn pod_of(holder: &str) -> &str {
+    holder.rsplit_once('_').map_or(holder, |(p, _)| p)
+}
+
+async fn leader_label(c: &Client, pod: &str) -> Option<String> {
+    Api::<Pod>::namespaced(c.clone(), NS)
+        .get_opt(pod)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| p.labels().get("tephra.io/leader").cloned())
+}
+
+/// The replicas' own Pods (never scheduled: they only carry the leader label).
+async fn replica_pod(c: &Client, name: &str) {
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": "tephra"}},
+        "spec": {"schedulerName": "none", "containers": [{"name": "tephra", "image": "tephra"}]}
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<Pod>::namespaced(c.clone(), NS)
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("pod {name}: {e}"));
+}
+
+/// A gang job: `replicas` pods running `secs` seconds, all needed (`minAvailable`).
+fn job(name: &str, replicas: i32, secs: f64) -> Job {
+    serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "minAvailable": replicas, "queue": "default", "schedulerName": "volcano",
+            "tasks": [{
+                "name": "w", "replicas": replicas, "minAvailable": replicas,
+                "template": {
+                    "metadata": {"annotations": {
+                        "simulation.tephra.io/run-seconds": secs.to_string(),
+                        "simulation.tephra.io/exit-code": "0"}},
+                    "spec": {"restartPolicy": "Never", "containers": [
+                        {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}]}
+                }
+            }]
+        }
+    }))
+    .unwrap_or_else(|e| panic!("job {name}: {e}"))
+}
+
+/// Binds every unbound, undeleted pod of the `default` namespace to `node-1`.
+async fn bind_all(c: &Client) {
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for p in pods
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let spec = p.spec.clone().unwrap_or_default();
+        if spec.node_name.is_some() || p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let binding = json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": p.name_any(), "uid": p.uid()},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
+        let _ = pods
+            .create_subresource::<_, Value>(
+                "binding",
+                &p.name_any(),
+                &PostParams::default(),
+                &binding,
+            )
+            .await;
+    }
+}
+
+/// Every pod ever seen per job (name → uid), to catch a pod made twice.
+type Seen = BTreeMap<String, BTreeMap<String, String>>;
+
+async fn record_pods(c: &Client, seen: &mut Seen) {
+    let pods = Api::<Pod>::namespaced(c.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    for p in pods {
+        let Some(job) = p.labels().get("volcano.sh/job-name").cloned() else {
+            continue;
+        };
+        let uid = p.uid().unwrap_or_default();
+        let old = seen
+            .entry(job.clone())
+            .or_default()
+            .insert(p.name_any(), uid.clone());
+        if let Some(old) = old {
+            assert_eq!(old, uid, "pod {} of job {job} was made twice", p.name_any());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_leads_and_the_other_takes_over_after_sigkill_and_sigterm() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = std::env::temp_dir().join(format!("tephra-leader-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let log = std::env::var_os("TEPHRA_TEST_LOG").map(std::path::PathBuf::from);
+    let log_of = |n: &str| log.as_ref().map(|d| d.join(format!("{n}.log")));
+    let port = served::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let _api = Proc::spawn(
+        &["apiserver", "--listen", &format!("127.0.0.1:{port}")],
+        None,
+    );
+    let c = served::client(&url);
+    eventually(30, "tephra apiserver to answer", || async {
+        tephra::cluster::bootstrap::install_crds(&c).await.ok()
+    })
+    .await;
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap_or_else(|e| panic!("{e}"));
+    let _ = Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await;
+    replica_pod(&c, "tephra-a").await;
+    replica_pod(&c, "tephra-b").await;
+    let kc = kubeconfig(&dir, &url);
+    let mut a = replica(&kc, "tephra-a", log_of("a").as_deref());
+    let mut b = replica(&kc, "tephra-b", log_of("b").as_deref());
+    served::ready(&c).await;
+
+    // Exactly one leads, and keeps leading; its Pod alone carries the label.
+    let first = eventually(30, "a leader", || holder(&c)).await;
+    let first_pod = pod_of(&first).to_string();
+    let other_pod = if first_pod == "tephra-a" {
+        "tephra-b"
+    } else {
+        "tephra-a"
+    };
+    for _ in 0..20 {
+        assert_eq!(holder(&c).await.as_deref(), Some(first.as_str()));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eventually(10, "the leader's Pod labelled", || async {
+        (leader_label(&c, &first_pod).await.as_deref() == Some("true")).then_some(())
+    })
+    .await;
+    assert_eq!(leader_label(&c, other_pod).await, None);
+
+    // A batch of gang jobs; SIGKILL the leader once their pods are being made.
+    let jobs: Vec<String> = (0..6).map(|i| format!("batch-{i}")).collect();
+    let api = Api::<Job>::namespaced(c.clone(), "default");
+    for name in &jobs {
+        eventually(10, "the job to be accepted", || async {
+            api.create(&PostParams::default(), &job(name, 3, 2.0))
+                .await
+                .ok()
+        })
+        .await;
+    }
+    let mut seen = Seen::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for the first pods"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        record_pods(&c, &mut seen).await;
+    }
+    let (leader, follower) = if first_pod == "tephra-a" {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+    leader.signal("KILL");
+    let killed = Instant::now();
+    let second = eventually(30, "the follower to take over", || async {
+        holder(&c).await.filter(|h| *h != first)
+    })
+    .await;
+    let after_kill = killed.elapsed();
+    println!("hand-over after SIGKILL: {after_kill:?} (lease duration {LEASE_DURATION:?})");
+    assert_eq!(pod_of(&second), other_pod);
+    assert!(
+        after_kill <= LEASE_DURATION + Duration::from_secs(1),
+        "took over after {after_kill:?}, lease duration {LEASE_DURATION:?}"
+    );
+    eventually(10, "the label to move to the new leader", || async {
+        let moved = leader_label(&c, other_pod).await.as_deref() == Some("true")
+            && leader_label(&c, &first_pod).await.is_none();
+        moved.then_some(())
+    })
+    .await;
+
+    // Every job finishes, each with exactly its three pods, none made twice.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for every job to complete"
+        );
+        bind_all(&c).await;
+        record_pods(&c, &mut seen).await;
+        let mut done = 0;
+        for name in &jobs {
+            let phase = api
+                .get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|j| j.phase().cloned());
+            if phase == Some(JobPhase::Completed) {
+                done += 1;
+            }
+        }
+        if done == jobs.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for name in &jobs {
+        let pods = seen.get(name).map_or(0, BTreeMap::len);
+        assert_eq!(pods, 3, "job {name} ran {pods} pods, want exactly 3");
+        let st = api
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .status
+            .unwrap_or_default();
+        assert_eq!(st.succeeded, Some(3), "job {name}: {st:?}");
+    }
+
+    // The killed replica comes back as a follower; SIGTERM of the leader hands over at once.
+    drop(std::mem::replace(
+        leader,
+        replica(&kc, &first_pod, log_of("restarted").as_deref()),
+    ));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        holder(&c).await.as_deref(),
+        Some(second.as_str()),
+        "a restarted replica follows"
+    );
+    follower.signal("TERM");
+    let termed = Instant::now();
+    let third = eventually(10, "the restarted replica to take over", || async {
+        holder(&c).await.filter(|h| *h != second)
+    })
+    .await;
+    let after_term = termed.elapsed();
+    println!("hand-over after SIGTERM: {after_term:?}");
+    assert_eq!(pod_of(&third), first_pod);
+    assert!(
+        after_term <= Duration::from_secs(2),
+        "hand-over after SIGTERM took {after_term:?}"
+    );
+    let code = tokio::task::block_in_place(|| follower.wait_exit(Duration::from_secs(30)));
+    assert_eq!(code, Some(0), "a stopped leader exits 0");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Resident memory (VmRSS, KiB) of a process, from /proc.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// The figure for the README: resident memory of the leader and of a follower with a cluster of
+/// `TEPHRA_HA_NODES` nodes (5,000) and `TEPHRA_HA_PODS` bound pods (50,000) in the API. Heavy,
+/// so ignored by default: `cargo test --release --test leader_election -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: minutes and a few GiB at the full size"]
+async fn resident_memory_of_leader_and_follower() {
+    use futures::StreamExt;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (nodes, pods) = (env("TEPHRA_HA_NODES", 5000), env("TEPHRA_HA_PODS", 50_000));
+    let dir = std::env::temp_dir().join(format!("tephra-leader-mem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let port = served::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let n = nodes.to_string();
+    let api = Proc::spawn(
+        &[
+            "apiserver",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--embedded-nodes",
+            &n,
+            "--no-sim-kubelet",
+        ],
+        None,
+    );
+    let c = served::client(&url);
+    eventually(60, "tephra apiserver to answer", || async {
+        tephra::cluster::bootstrap::install_crds(&c).await.ok()
+    })
+    .await;
+    let started = Instant::now();
+    let pod_api: Api<Pod> = Api::namespaced(c.clone(), "default");
+    futures::stream::iter(0..pods)
+        .map(|i| {
+            let pod_api = pod_api.clone();
+            async move {
+                let pod: Pod = serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": format!("p-{i}"), "namespace": "default",
+                                 "labels": {"app": format!("a-{}", i % 100)}},
+                    "spec": {"nodeName": format!("node-{}", 1 + i % nodes),
+                             "containers": [{"name": "c", "image": "busybox",
+                                 "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
+                }))
+                .unwrap_or_else(|e| panic!("{e}"));
+                pod_api
+                    .create(&PostParams::default(), &pod)
+                    .await
+                    .unwrap_or_else(|e| panic!("pod {i}: {e}"));
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+    println!(
+        "{pods} pods on {nodes} nodes created in {:?}",
+        started.elapsed()
+    );
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap_or_else(|e| panic!("{e}"));
+    let _ = Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await;
+    let kc = kubeconfig(&dir, &url);
+    let metrics: Vec<u16> = (0..2).map(|_| served::free_port()).collect();
+    let replicas: Vec<Proc> = ["tephra-a", "tephra-b"]
+        .iter()
+        .zip(&metrics)
+        .map(|(pod, m)| {
+            Proc::spawn_with_env(
+                &[
+                    "serve",
+                    "--kubeconfig",
+                    &kc,
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--metrics-listen",
+                    &format!("127.0.0.1:{m}"),
+                ],
+                &[("POD_NAME", pod), ("POD_NAMESPACE", NS)],
+                None,
+            )
+        })
+        .collect();
+    let http = reqwest::Client::new();
+    for m in &metrics {
+        eventually(300, "both replicas ready", || async {
+            let r = http
+                .get(format!("http://127.0.0.1:{m}/readyz"))
+                .send()
+                .await
+                .ok()?;
+            r.status().is_success().then_some(())
+        })
+        .await;
+    }
+    let leader = eventually(60, "a leader", || holder(&c)).await;
+    // Let the leader's first sessions and controllers go through every pod.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    for (pod, p) in ["tephra-a", "tephra-b"].iter().zip(&replicas) {
+        let role = if pod_of(&leader) == *pod {
+            "leader"
+        } else {
+            "follower"
+        };
+        let kib = p.pid().and_then(rss_kib).unwrap_or(0);
+        println!("{role} ({pod}): resident {} MiB", kib / 1024);
+    }
+    let api_kib = api.pid().and_then(rss_kib).unwrap_or(0);
+    println!("tephra apiserver: resident {} MiB", api_kib / 1024);
+    let _ = std::fs::remove_dir_all(&dir);
+}
