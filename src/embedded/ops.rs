@@ -231,6 +231,15 @@ impl ApiServer {
 
     /// The Priority admission plugin: `spec.priority` from `priorityClassName`.
     fn resolve_priority(&self, pod: &mut Value) -> Result<(), ApiError> {
+        // The name as kube-apiserver reports it: the final name, or the generateName prefix
+        // when the name is still to be generated.
+        let pod_name = pod
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .or_else(|| pod.pointer("/metadata/generateName").and_then(Value::as_str))
+            .unwrap_or_default()
+            .to_string();
         let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
             return Ok(());
         };
@@ -254,8 +263,7 @@ impl ApiServer {
                     .get(&GroupResource::new("scheduling.k8s.io", "priorityclasses"), "", name)
                     .ok_or_else(|| {
                         ApiError::Forbidden(format!(
-                            "pods \"{}\" is forbidden: no PriorityClass with name {name} was found",
-                            spec.get("generateName").and_then(Value::as_str).unwrap_or_default()
+                            "pods \"{pod_name}\" is forbidden: no PriorityClass with name {name} was found"
                         ))
                     })?;
                     pc.value()?
@@ -627,13 +635,16 @@ impl ApiServer {
             return Ok(old);
         }
         let expected = opts.resource_version.as_ref().map(|_| old.rv);
-        self.delete_now(
-            res,
-            ns,
-            name,
-            opts.propagation.unwrap_or_default(),
-            expected,
-        )
+        let policy = opts.propagation.unwrap_or_default();
+        // The cascade can touch every object in the store: run it on the blocking pool so the
+        // request's worker (and the other requests on it) are not held.
+        let Some(me) = self.me.upgrade() else {
+            return self.delete_now(res, ns, name, policy, expected);
+        };
+        let (res, ns, name) = (res.clone(), ns.to_string(), name.to_string());
+        tokio::task::spawn_blocking(move || me.delete_now(&res, &ns, &name, policy, expected))
+            .await
+            .map_err(|e| ApiError::Internal(format!("deletion did not complete: {e}")))?
     }
 
     /// POST pods/NAME/binding: sets `spec.nodeName` (409 when already bound).
@@ -679,7 +690,13 @@ impl ApiServer {
                 )));
             }
             let mut v = old.value()?;
-            v["spec"]["nodeName"] = json!(node);
+            // Indexing a JSON value that is not an object panics: check the shape first.
+            let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else {
+                return Err(ApiError::Invalid(format!(
+                    "Binding \"{name}\" is invalid: the pod's spec is not an object"
+                )));
+            };
+            spec.insert("nodeName".into(), json!(node));
             let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now_rfc3339()});
             let conds = v["status"]
                 .as_object_mut()

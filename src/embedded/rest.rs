@@ -59,7 +59,7 @@ fn bytes_response(code: StatusCode, b: Bytes) -> Response {
     (code, [(header::CONTENT_TYPE, "application/json")], b).into_response()
 }
 
-fn error_response(e: &ApiError) -> Response {
+pub(crate) fn error_response(e: &ApiError) -> Response {
     let code = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json_response(code, &e.status())
 }
