@@ -202,7 +202,11 @@ fn embedded_options(
 
 /// Refuses a non-loopback address for the embedded API (which has no authentication) unless
 /// `--embedded-api-allow-remote` is given. Pure.
-fn check_api_listen(flag: &'static str, addr: SocketAddr, allow_remote: bool) -> Result<(), AppError> {
+fn check_api_listen(
+    flag: &'static str,
+    addr: SocketAddr,
+    allow_remote: bool,
+) -> Result<(), AppError> {
     if addr.ip().is_loopback() || allow_remote {
         Ok(())
     } else {

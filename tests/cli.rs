@@ -197,7 +197,13 @@ fn a_bad_fault_spec_is_one_clear_line() {
 #[test]
 fn a_fault_spec_with_too_many_seconds_is_one_line_not_a_panic() {
     let out = tephra()
-        .args(["apiserver", "--listen", "127.0.0.1:0", "--faults", "watch-cut=1e20"])
+        .args([
+            "apiserver",
+            "--listen",
+            "127.0.0.1:0",
+            "--faults",
+            "watch-cut=1e20",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

@@ -194,7 +194,8 @@ async fn pods_named_by_the_webhook_get_that_podgroup() {
             "named by /pods/mutate at creation"
         );
         assert_eq!(
-            pod.owner_references()[0].uid, uid,
+            pod.owner_references()[0].uid,
+            uid,
             "the pod is the ReplicaSet's"
         );
     }

@@ -502,9 +502,8 @@ impl Admission {
         let bytes = read_capped(resp, MAX_RESPONSE_BYTES)
             .await
             .map_err(|e| format!("webhook {url} answered {status}: {e}"))?;
-        let body: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            format!("webhook {url} answered {status} with no AdmissionReview: {e}")
-        })?;
+        let body: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("webhook {url} answered {status} with no AdmissionReview: {e}"))?;
         parse_response(name, uid, &body)
     }
 
@@ -642,7 +641,10 @@ mod tests {
         assert_eq!(refused.len(), 1);
         assert_eq!(refused[0].0, "webhooks[2].clientConfig.url");
         let msg = refused[0].1.to_string();
-        assert!(msg.contains("169.254.169.254") && msg.contains("loopback"), "{msg}");
+        assert!(
+            msg.contains("169.254.169.254") && msg.contains("loopback"),
+            "{msg}"
+        );
     }
 
     #[test]

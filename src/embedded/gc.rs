@@ -217,10 +217,9 @@ impl ApiServer {
                     .and_then(|k| self.store.get(&k.gr, &k.namespace, &k.name))
                     .is_some_and(|o| o.deleting)
             };
-            let solid_owner = dep
-                .owners
-                .iter()
-                .any(|r| r.uid != dep.uid && self.store.by_uid(&r.uid).is_some() && !deleting_owner(&r.uid));
+            let solid_owner = dep.owners.iter().any(|r| {
+                r.uid != dep.uid && self.store.by_uid(&r.uid).is_some() && !deleting_owner(&r.uid)
+            });
             if solid_owner {
                 self.rewrite(&dkey, |v| {
                     for r in &dep.owners {
@@ -281,9 +280,10 @@ impl ApiServer {
         let blocked = self.store.dependents(&o.uid).iter().any(|d| {
             // An object that names itself as owner cannot block its own deletion.
             *d != *key
-                && self.store
-                .get(&d.gr, &d.namespace, &d.name)
-                .is_some_and(|dep| blocks(&dep, &o.uid))
+                && self
+                    .store
+                    .get(&d.gr, &d.namespace, &d.name)
+                    .is_some_and(|dep| blocks(&dep, &o.uid))
         });
         if blocked {
             return None;

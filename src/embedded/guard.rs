@@ -11,9 +11,9 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
-use futures::StreamExt;
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::Response;
+use futures::StreamExt;
 use tokio::sync::Semaphore;
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -70,12 +70,10 @@ pub fn layer(routes: Router, limits: &Limits) -> Router {
 /// Whether a request is long-running (kube-apiserver's `watch` and `proxy`-like verbs): a
 /// `watch` query or a followed log. Pure.
 pub fn long_running(query: Option<&str>) -> bool {
-    query.unwrap_or_default().split('&').any(|kv| {
-        matches!(
-            kv,
-            "watch=true" | "watch=1" | "follow=true" | "follow=1"
-        )
-    })
+    query
+        .unwrap_or_default()
+        .split('&')
+        .any(|kv| matches!(kv, "watch=true" | "watch=1" | "follow=true" | "follow=1"))
 }
 
 /// A handler panicked: a 500 `Status`; the panic text goes to the log only (it may describe
@@ -151,15 +149,13 @@ mod tests {
     }
 
     fn app(l: &Limits) -> Router {
-        let routes = Router::new()
-            .route("/panic", get(boom))
-            .route(
-                "/slow",
-                get(|| async {
-                    tokio::time::sleep(Duration::from_secs(3600)).await;
-                    "late"
-                }),
-            );
+        let routes = Router::new().route("/panic", get(boom)).route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                "late"
+            }),
+        );
         layer(routes, l)
     }
 
@@ -178,7 +174,10 @@ mod tests {
     async fn a_panicking_handler_answers_500_status() {
         let (code, body) = call(&app(&Limits::default()), "/panic").await;
         assert_eq!(code, 500);
-        assert!(body.contains("\"kind\":\"Status\"") && !body.contains("boom"), "{body}");
+        assert!(
+            body.contains("\"kind\":\"Status\"") && !body.contains("boom"),
+            "{body}"
+        );
     }
 
     #[tokio::test]
@@ -188,7 +187,10 @@ mod tests {
         assert_eq!(code, 504, "{body}");
         let watch =
             tokio::time::timeout(Duration::from_millis(500), call(&a, "/slow?watch=true")).await;
-        assert!(watch.is_err(), "a watch is long-running and not cut by the request timeout");
+        assert!(
+            watch.is_err(),
+            "a watch is long-running and not cut by the request timeout"
+        );
     }
 
     #[tokio::test]

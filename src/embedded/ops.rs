@@ -237,7 +237,10 @@ impl ApiServer {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .filter(|n| !n.is_empty())
-            .or_else(|| pod.pointer("/metadata/generateName").and_then(Value::as_str))
+            .or_else(|| {
+                pod.pointer("/metadata/generateName")
+                    .and_then(Value::as_str)
+            })
             .unwrap_or_default()
             .to_string();
         let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
@@ -247,18 +250,17 @@ impl ApiServer {
             .get("priorityClassName")
             .and_then(Value::as_str)
             .map(str::to_string);
-        let priority =
-            match class.as_deref() {
-                None | Some("") => 0,
-                Some(name @ ("system-cluster-critical" | "system-node-critical")) => {
-                    if name == "system-node-critical" {
-                        2_000_001_000
-                    } else {
-                        2_000_000_000
-                    }
+        let priority = match class.as_deref() {
+            None | Some("") => 0,
+            Some(name @ ("system-cluster-critical" | "system-node-critical")) => {
+                if name == "system-node-critical" {
+                    2_000_001_000
+                } else {
+                    2_000_000_000
                 }
-                Some(name) => {
-                    let pc = self
+            }
+            Some(name) => {
+                let pc = self
                     .store
                     .get(&GroupResource::new("scheduling.k8s.io", "priorityclasses"), "", name)
                     .ok_or_else(|| {
@@ -266,12 +268,12 @@ impl ApiServer {
                             "pods \"{pod_name}\" is forbidden: no PriorityClass with name {name} was found"
                         ))
                     })?;
-                    pc.value()?
-                        .get("value")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(0)
-                }
-            };
+                pc.value()?
+                    .get("value")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            }
+        };
         spec.insert("priority".into(), json!(priority));
         Ok(())
     }

@@ -144,12 +144,21 @@ pub fn int_or_percent(v: Option<&Value>, total: i64, round_up: bool, fallback: i
         None | Some(Value::Null) => fallback,
         Some(Value::Number(n)) => n.as_i64().unwrap_or(fallback).clamp(0, MAX_REPLICAS),
         Some(Value::String(s)) => {
-            let Some(p) = s.strip_suffix('%').and_then(|p| p.trim().parse::<i64>().ok()) else {
-                return s.parse::<i64>().map_or(fallback, |n| n.clamp(0, MAX_REPLICAS));
+            let Some(p) = s
+                .strip_suffix('%')
+                .and_then(|p| p.trim().parse::<i64>().ok())
+            else {
+                return s
+                    .parse::<i64>()
+                    .map_or(fallback, |n| n.clamp(0, MAX_REPLICAS));
             };
             let p = i128::from(p.clamp(0, 100));
             let scaled = i128::from(total) * p;
-            let rounded = if round_up { (scaled + 99) / 100 } else { scaled / 100 };
+            let rounded = if round_up {
+                (scaled + 99) / 100
+            } else {
+                scaled / 100
+            };
             i64::try_from(rounded.clamp(0, i128::from(MAX_REPLICAS))).unwrap_or(MAX_REPLICAS)
         }
         Some(_) => fallback,
@@ -248,7 +257,11 @@ pub fn rollout_plan(
             out.push((o.name.clone(), o.replicas));
         }
     }
-    let available: i64 = olds.iter().map(|o| o.available.min(o.replicas)).sum::<i64>() + new.available;
+    let available: i64 = olds
+        .iter()
+        .map(|o| o.available.min(o.replicas))
+        .sum::<i64>()
+        + new.available;
     let mut scale_down = (available - min_available).max(0);
     for o in olds.iter_mut() {
         let cut = o.replicas.min(scale_down);
@@ -477,7 +490,11 @@ pub fn job_step(spec: &Value, pods: &[PodView]) -> JobStep {
         None => succeeded >= 1 && active.is_empty(),
     };
     if done {
-        return JobStep::Finish("Complete", "CompletionsReached", "Reached expected number of succeeded pods");
+        return JobStep::Finish(
+            "Complete",
+            "CompletionsReached",
+            "Reached expected number of succeeded pods",
+        );
     }
     let want = if suspend {
         0
@@ -774,7 +791,12 @@ fn owned(api: &ApiServer, owner_uid: &str, gr: &GroupResource) -> Vec<(Arc<Store
         .collect()
 }
 
-fn res(api: &ApiServer, group: &str, version: &str, plural: &str) -> Result<Arc<ResourceInfo>, ApiError> {
+fn res(
+    api: &ApiServer,
+    group: &str,
+    version: &str,
+    plural: &str,
+) -> Result<Arc<ResourceInfo>, ApiError> {
     api.resource(group, version, plural)
 }
 
@@ -818,7 +840,12 @@ async fn delete_pods(api: &ApiServer, ns: &str, names: &[String]) -> Result<(), 
 }
 
 /// Writes `status` through the status endpoint (nothing is written when it is unchanged).
-async fn write_status(api: &ApiServer, kind: Kind, s: &Stored, status: Value) -> Result<(), ApiError> {
+async fn write_status(
+    api: &ApiServer,
+    kind: Kind,
+    s: &Stored,
+    status: Value,
+) -> Result<(), ApiError> {
     let gr = kind.group_resource();
     let r = res(api, &gr.group, "v1", &gr.resource)?;
     let uid = s.uid.clone();
@@ -885,12 +912,19 @@ async fn deployment(api: &Arc<ApiServer>, d: &Stored, v: &Value) -> Result<(), A
         replicas: replicas_of(v.pointer("/spec/replicas"), 1),
         available: int_at(v, "/status/availableReplicas"),
         revision: v
-            .pointer(&format!("/metadata/annotations/{}", REVISION.replace('/', "~1")))
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                REVISION.replace('/', "~1")
+            ))
             .and_then(Value::as_str)
             .and_then(|r| r.parse().ok())
             .unwrap_or(0),
     };
-    let is_new = |s: &Stored| s.labels.iter().any(|(k, x)| k == POD_TEMPLATE_HASH && *x == hash);
+    let is_new = |s: &Stored| {
+        s.labels
+            .iter()
+            .any(|(k, x)| k == POD_TEMPLATE_HASH && *x == hash)
+    };
     let new = rss.iter().find(|(s, _)| is_new(s));
     let olds: Vec<RsView> = rss
         .iter()
@@ -913,16 +947,27 @@ async fn deployment(api: &Arc<ApiServer>, d: &Stored, v: &Value) -> Result<(), A
                     revision,
                 };
                 let old_pods = olds.iter().any(|o| o.replicas > 0);
-                let first = rollout_plan(desired, recreate, surge, unavailable, &empty, &olds, old_pods)
-                    .into_iter()
-                    .find(|(n, _)| *n == empty.name)
-                    .map_or(0, |(_, r)| r);
+                let first = rollout_plan(
+                    desired,
+                    recreate,
+                    surge,
+                    unavailable,
+                    &empty,
+                    &olds,
+                    old_pods,
+                )
+                .into_iter()
+                .find(|(n, _)| *n == empty.name)
+                .map_or(0, |(_, r)| r);
                 create_rs(api, d, &template, &hash, revision, first).await?;
                 return Ok(());
             }
         };
         let old_pods_left = recreate
-            && rss.iter().filter(|(s, _)| !is_new(s)).any(|(_, v)| int_at(v, "/status/replicas") > 0);
+            && rss
+                .iter()
+                .filter(|(s, _)| !is_new(s))
+                .any(|(_, v)| int_at(v, "/status/replicas") > 0);
         for (name, replicas) in rollout_plan(
             desired,
             recreate,
@@ -955,14 +1000,26 @@ async fn deployment(api: &Arc<ApiServer>, d: &Stored, v: &Value) -> Result<(), A
         condition(
             "Available",
             min_ok,
-            if min_ok { "MinimumReplicasAvailable" } else { "MinimumReplicasUnavailable" },
-            if min_ok { "Deployment has minimum availability." } else { "Deployment does not have minimum availability." },
+            if min_ok {
+                "MinimumReplicasAvailable"
+            } else {
+                "MinimumReplicasUnavailable"
+            },
+            if min_ok {
+                "Deployment has minimum availability."
+            } else {
+                "Deployment does not have minimum availability."
+            },
             &now,
         ),
         condition(
             "Progressing",
             true,
-            if complete { "NewReplicaSetAvailable" } else { "ReplicaSetUpdated" },
+            if complete {
+                "NewReplicaSetAvailable"
+            } else {
+                "ReplicaSetUpdated"
+            },
             &if complete {
                 format!("ReplicaSet \"{new_name}\" has successfully progressed.")
             } else {
@@ -1039,7 +1096,13 @@ async fn create_rs(
     });
     let r = res(api, "apps", "v1", "replicasets")?;
     match api
-        .create(Caller::Internal, &r, &d.namespace, rs, &WriteOptions::default())
+        .create(
+            Caller::Internal,
+            &r,
+            &d.namespace,
+            rs,
+            &WriteOptions::default(),
+        )
         .await
     {
         Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
@@ -1092,8 +1155,14 @@ async fn statefulset(api: &Arc<ApiServer>, sts: &Stored, v: &Value) -> Result<()
     let want = replicas_of(v.pointer("/spec/replicas"), 1);
     let template = v.pointer("/spec/template").cloned().unwrap_or_default();
     let update_revision = format!("{}-{}", sts.name, template_hash(&template));
-    let parallel = v.pointer("/spec/podManagementPolicy").and_then(Value::as_str) == Some("Parallel");
-    let rolling = v.pointer("/spec/updateStrategy/type").and_then(Value::as_str) != Some("OnDelete");
+    let parallel = v
+        .pointer("/spec/podManagementPolicy")
+        .and_then(Value::as_str)
+        == Some("Parallel");
+    let rolling = v
+        .pointer("/spec/updateStrategy/type")
+        .and_then(Value::as_str)
+        != Some("OnDelete");
     let pods_of = || -> Vec<(i64, PodView)> {
         owned(api, &sts.uid, &GroupResource::new("", "pods"))
             .iter()
@@ -1175,8 +1244,10 @@ async fn job(api: &Arc<ApiServer>, j: &Stored, v: &Value) -> Result<(), ApiError
         .and_then(Value::as_array)
         .is_some_and(|cs| {
             cs.iter().any(|c| {
-                matches!(c.get("type").and_then(Value::as_str), Some("Complete" | "Failed"))
-                    && c.get("status").and_then(Value::as_str) == Some("True")
+                matches!(
+                    c.get("type").and_then(Value::as_str),
+                    Some("Complete" | "Failed")
+                ) && c.get("status").and_then(Value::as_str) == Some("True")
             })
         });
     let pods_of = || -> Vec<PodView> {
@@ -1187,7 +1258,11 @@ async fn job(api: &Arc<ApiServer>, j: &Stored, v: &Value) -> Result<(), ApiError
     };
     let pods = pods_of();
     if finished {
-        let active: Vec<String> = pods.iter().filter(|p| p.active()).map(|p| p.name.clone()).collect();
+        let active: Vec<String> = pods
+            .iter()
+            .filter(|p| p.active())
+            .map(|p| p.name.clone())
+            .collect();
         return delete_pods(api, &j.namespace, &active).await;
     }
     let spec = v.get("spec").cloned().unwrap_or_default();
@@ -1239,10 +1314,16 @@ async fn job(api: &Arc<ApiServer>, j: &Stored, v: &Value) -> Result<(), ApiError
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let criteria = if t == "Complete" { "SuccessCriteriaMet" } else { "FailureTarget" };
+        let criteria = if t == "Complete" {
+            "SuccessCriteriaMet"
+        } else {
+            "FailureTarget"
+        };
         for ct in [criteria, t] {
-            conds.push(json!({"type": ct, "status": "True", "reason": reason, "message": message,
-                "lastProbeTime": now, "lastTransitionTime": now}));
+            conds.push(
+                json!({"type": ct, "status": "True", "reason": reason, "message": message,
+                "lastProbeTime": now, "lastTransitionTime": now}),
+            );
         }
         status["conditions"] = json!(conds);
         if t == "Complete" {
@@ -1299,9 +1380,16 @@ mod tests {
     fn template_hashes_are_stable_safe_and_differ_by_template() {
         let a = template_hash(&json!({"spec": {"containers": [{"image": "a"}]}}));
         let b = template_hash(&json!({"spec": {"containers": [{"image": "b"}]}}));
-        assert_eq!(a, template_hash(&json!({"spec": {"containers": [{"image": "a"}]}})));
+        assert_eq!(
+            a,
+            template_hash(&json!({"spec": {"containers": [{"image": "a"}]}}))
+        );
         assert_ne!(a, b);
-        assert!(a.bytes().all(|c| b"bcdfghjklmnpqrstvwxz2456789".contains(&c)), "{a}");
+        assert!(
+            a.bytes()
+                .all(|c| b"bcdfghjklmnpqrstvwxz2456789".contains(&c)),
+            "{a}"
+        );
     }
 
     #[test]
@@ -1309,15 +1397,24 @@ mod tests {
         assert_eq!(fenceposts(&json!({}), 4), (1, 1));
         assert_eq!(fenceposts(&json!({}), 10), (3, 2));
         assert_eq!(
-            fenceposts(&json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}), 3),
+            fenceposts(
+                &json!({"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}),
+                3
+            ),
             (0, 1)
         );
         assert_eq!(
-            fenceposts(&json!({"rollingUpdate": {"maxSurge": "100%", "maxUnavailable": 2}}), 3),
+            fenceposts(
+                &json!({"rollingUpdate": {"maxSurge": "100%", "maxUnavailable": 2}}),
+                3
+            ),
             (3, 2)
         );
         // Huge and malformed numbers are bounded, not overflowed.
-        assert_eq!(int_or_percent(Some(&json!("1000000000000%")), i64::MAX, true, 0), MAX_REPLICAS);
+        assert_eq!(
+            int_or_percent(Some(&json!("1000000000000%")), i64::MAX, true, 0),
+            MAX_REPLICAS
+        );
         assert_eq!(int_or_percent(Some(&json!("25%")), 10, true, 0), 3);
         assert_eq!(int_or_percent(Some(&json!("25%")), 10, false, 0), 2);
         assert_eq!(int_or_percent(Some(&json!(1e300)), 5, true, 7), 7);
@@ -1344,7 +1441,15 @@ mod tests {
         let plan = rollout_plan(3, false, 1, 0, &rs("new", 1, 0, 2), &old, false);
         assert!(plan.is_empty(), "{plan:?}");
         // Done: everything new.
-        let plan = rollout_plan(3, false, 1, 0, &rs("new", 3, 3, 2), &[rs("old", 0, 0, 1)], false);
+        let plan = rollout_plan(
+            3,
+            false,
+            1,
+            0,
+            &rs("new", 3, 3, 2),
+            &[rs("old", 0, 0, 1)],
+            false,
+        );
         assert!(plan.is_empty(), "{plan:?}");
     }
 
@@ -1353,9 +1458,25 @@ mod tests {
         let old = [rs("old", 2, 2, 1)];
         let plan = rollout_plan(2, true, 0, 0, &rs("new", 0, 0, 2), &old, true);
         assert_eq!(plan, vec![("old".to_string(), 0)]);
-        let plan = rollout_plan(2, true, 0, 0, &rs("new", 0, 0, 2), &[rs("old", 0, 0, 1)], true);
+        let plan = rollout_plan(
+            2,
+            true,
+            0,
+            0,
+            &rs("new", 0, 0, 2),
+            &[rs("old", 0, 0, 1)],
+            true,
+        );
         assert!(plan.is_empty(), "old pods still terminating: {plan:?}");
-        let plan = rollout_plan(2, true, 0, 0, &rs("new", 0, 0, 2), &[rs("old", 0, 0, 1)], false);
+        let plan = rollout_plan(
+            2,
+            true,
+            0,
+            0,
+            &rs("new", 0, 0, 2),
+            &[rs("old", 0, 0, 1)],
+            false,
+        );
         assert_eq!(plan, vec![("new".to_string(), 2)]);
     }
 
@@ -1365,16 +1486,28 @@ mod tests {
             pod("ready-old", true, "Running", true, "2024-01-01T00:00:00Z"),
             pod("ready-new", true, "Running", true, "2024-01-02T00:00:00Z"),
             pod("pending", true, "Pending", false, "2024-01-01T00:00:00Z"),
-            pod("unscheduled", false, "Pending", false, "2024-01-01T00:00:00Z"),
+            pod(
+                "unscheduled",
+                false,
+                "Pending",
+                false,
+                "2024-01-01T00:00:00Z",
+            ),
         ];
         assert_eq!(pods_to_delete(&pods, 4), Vec::<String>::new());
         assert_eq!(pods_to_delete(&pods, 2), vec!["unscheduled", "pending"]);
-        assert_eq!(pods_to_delete(&pods, 1), vec!["unscheduled", "pending", "ready-new"]);
+        assert_eq!(
+            pods_to_delete(&pods, 1),
+            vec!["unscheduled", "pending", "ready-new"]
+        );
     }
 
     #[test]
     fn ordered_ready_statefulsets_create_one_pod_at_a_time() {
-        assert_eq!(statefulset_plan(3, false, true, "r", &[]), vec![StsAction::Create(0)]);
+        assert_eq!(
+            statefulset_plan(3, false, true, "r", &[]),
+            vec![StsAction::Create(0)]
+        );
         let mut p0 = pod("web-0", true, "Running", false, "t");
         p0.revision = "r".into();
         assert!(statefulset_plan(3, false, true, "r", &[(0, p0.clone())]).is_empty());
@@ -1386,7 +1519,11 @@ mod tests {
         // Parallel: every missing ordinal at once.
         assert_eq!(
             statefulset_plan(3, true, true, "r", &[]),
-            vec![StsAction::Create(0), StsAction::Create(1), StsAction::Create(2)]
+            vec![
+                StsAction::Create(0),
+                StsAction::Create(1),
+                StsAction::Create(2)
+            ]
         );
     }
 
@@ -1406,14 +1543,20 @@ mod tests {
         par.sort_by_key(|a| format!("{a:?}"));
         assert_eq!(
             par,
-            vec![StsAction::Delete("web-1".into()), StsAction::Delete("web-2".into())]
+            vec![
+                StsAction::Delete("web-1".into()),
+                StsAction::Delete("web-2".into())
+            ]
         );
         let old = [mk(0, "old"), mk(1, "old"), mk(2, "new")];
         assert_eq!(
             statefulset_plan(3, false, true, "new", &old),
             vec![StsAction::Delete("web-1".into())]
         );
-        assert!(statefulset_plan(3, false, false, "new", &old).is_empty(), "OnDelete");
+        assert!(
+            statefulset_plan(3, false, false, "new", &old).is_empty(),
+            "OnDelete"
+        );
         assert_eq!(ordinal("web", "web-12"), Some(12));
         assert_eq!(ordinal("web", "webx-1"), None);
         assert_eq!(ordinal("web", "web--1"), None);
@@ -1425,18 +1568,36 @@ mod tests {
         assert_eq!(job_step(&spec, &[]), JobStep::Create(2));
         let done = pod("a", true, "Succeeded", false, "t");
         let run = pod("b", true, "Running", true, "t");
-        assert_eq!(job_step(&spec, &[done.clone(), run.clone()]), JobStep::Create(1));
-        let three = [done.clone(), pod("c", true, "Succeeded", false, "t"), pod("d", true, "Succeeded", false, "t")];
-        assert!(matches!(job_step(&spec, &three), JobStep::Finish("Complete", ..)));
+        assert_eq!(
+            job_step(&spec, &[done.clone(), run.clone()]),
+            JobStep::Create(1)
+        );
+        let three = [
+            done.clone(),
+            pod("c", true, "Succeeded", false, "t"),
+            pod("d", true, "Succeeded", false, "t"),
+        ];
+        assert!(matches!(
+            job_step(&spec, &three),
+            JobStep::Finish("Complete", ..)
+        ));
         // Without completions: one success and nothing running completes it.
-        assert!(matches!(job_step(&json!({}), &[done]), JobStep::Finish("Complete", ..)));
+        assert!(matches!(
+            job_step(&json!({}), &[done]),
+            JobStep::Finish("Complete", ..)
+        ));
         // backoffLimit failed pods fail it.
-        let failed: Vec<PodView> = (0..3).map(|i| pod(&format!("f{i}"), true, "Failed", false, "t")).collect();
+        let failed: Vec<PodView> = (0..3)
+            .map(|i| pod(&format!("f{i}"), true, "Failed", false, "t"))
+            .collect();
         assert!(matches!(
             job_step(&json!({"backoffLimit": 2}), &failed),
             JobStep::Finish("Failed", "BackoffLimitExceeded", _)
         ));
-        assert_eq!(job_step(&json!({"suspend": true}), &[run]), JobStep::Delete(vec!["b".into()]));
+        assert_eq!(
+            job_step(&json!({"suspend": true}), &[run]),
+            JobStep::Delete(vec!["b".into()])
+        );
     }
 
     #[test]

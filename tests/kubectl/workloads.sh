@@ -85,7 +85,8 @@ NEW="$("${K[@]}" get deploy deploy-with-volcano -o jsonpath='{.status.updatedRep
 expect "all replicas updated" "$NEW" "3"
 eventually "the old pods are gone" 30 bash -c "[ \"\$(${K[*]} get pods -l app=nginx -o jsonpath='{.items[*].spec.containers[0].image}' | tr ' ' '\n' | sort -u)\" = nginx:1.27 ] && echo yes"
 
-# A StatefulSet: ordinal pods, one at a time.
+# A StatefulSet: ordinal pods, one at a time. (Pods go to Volcano's scheduler: the embedded
+# kube-scheduler stand-in plays the `volcano` profile only.)
 cat <<'YAML' | "${K[@]}" apply -f - >/dev/null || fail "apply a StatefulSet"
 apiVersion: apps/v1
 kind: StatefulSet
@@ -97,6 +98,7 @@ spec:
   template:
     metadata: {labels: {app: web}}
     spec:
+      schedulerName: volcano
       containers: [{name: c, image: nginx:1.27}]
 YAML
 "${K[@]}" rollout status sts/web --timeout=60s >/dev/null || fail "rollout status of sts/web"
@@ -117,6 +119,7 @@ spec:
       annotations: {simulation.tephra.io/run-seconds: "0.5"}
     spec:
       restartPolicy: Never
+      schedulerName: volcano
       containers: [{name: c, image: busybox}]
 YAML
 "${K[@]}" wait --for=condition=complete job/twice --timeout=60s >/dev/null || fail "job/twice did not complete"
