@@ -46,6 +46,7 @@ pub mod scale;
 pub mod scheduler;
 pub mod selectors;
 pub mod store;
+pub mod tables;
 pub mod watch;
 pub mod workloads;
 
