@@ -73,6 +73,14 @@ expect "the pod is the ReplicaSet's" "$("${K[@]}" get pods -l app=nginx -o jsonp
 expect "the pod went to Volcano's queue" "$("${K[@]}" get pods -l app=nginx -o jsonpath='{.items[0].spec.schedulerName}')" "volcano"
 expect "deployment status" "$("${K[@]}" get deploy deploy-with-volcano -o jsonpath='{.status.readyReplicas}/{.status.availableReplicas}/{.status.updatedReplicas}')" "1/1/1"
 
+header() { "${K[@]}" get "$@" | head -n 1 | tr -s ' ' | sed 's/ $//'; }
+expect "kubectl get pods columns" "$(header pods)" "NAME READY STATUS RESTARTS AGE"
+expect "kubectl get pods -o wide columns" "$(header pods -o wide)" "NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES"
+expect "kubectl get deploy columns" "$(header deploy)" "NAME READY UP-TO-DATE AVAILABLE AGE"
+expect "kubectl get rs columns" "$(header rs)" "NAME DESIRED CURRENT READY AGE"
+expect "kubectl get nodes columns" "$(header nodes)" "NAME STATUS ROLES AGE VERSION"
+expect "kubectl get deploy row" "$("${K[@]}" get deploy deploy-with-volcano --no-headers | tr -s ' ' | cut -d' ' -f1-4)" "deploy-with-volcano 1/1 1 1"
+
 "${K[@]}" scale deploy/deploy-with-volcano --replicas=3 >/dev/null || fail "scale to 3"
 "${K[@]}" rollout status deploy/deploy-with-volcano --timeout=60s >/dev/null || fail "rollout after scale"
 expect "three running pods after scaling" "$(running app=nginx)" "3"
@@ -125,5 +133,7 @@ YAML
 "${K[@]}" wait --for=condition=complete job/twice --timeout=60s >/dev/null || fail "job/twice did not complete"
 ok "kubectl wait --for=condition=complete job/twice"
 expect "two succeeded pods" "$("${K[@]}" get job twice -o jsonpath='{.status.succeeded}')" "2"
+expect "kubectl get job row" "$("${K[@]}" get job twice --no-headers | tr -s ' ' | cut -d' ' -f1-3)" "twice Complete 2/2"
+expect "kubectl get sts columns" "$(header sts)" "NAME READY AGE"
 
 echo "kubectl workloads: $PASSED passed"
