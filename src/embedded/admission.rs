@@ -10,7 +10,8 @@
 //!   are applied. Mutating admission sees the object before kube-apiserver's `BeforeCreate`
 //!   (no uid, no creationTimestamp, an empty name when `generateName` is used), validating
 //!   admission sees the final object, as in kube-apiserver.
-//! - `clientConfig.url` must name a loopback address (`127.0.0.0/8`, `::1`, `localhost`): the
+//! - `clientConfig.url` must name a loopback address (`127.0.0.0/8`, `::1`, `localhost`) or
+//!   the IP of tephra's own HTTPS listener ([`super::EmbeddedOptions::webhook_service_addr`]): the
 //!   embedded API has no authentication, so a client that registers a webhook must not make
 //!   this process call out to other hosts. A configuration naming another host is refused
 //!   (422) when written, and checked again before each call. Redirects are not followed,
@@ -67,8 +68,13 @@ pub enum WebhookUrlError {
     NotLoopback(String),
 }
 
-/// Checks that a `clientConfig.url` is https on a loopback host. Pure.
-pub fn check_webhook_url(url: &str) -> Result<(), WebhookUrlError> {
+/// Checks that a `clientConfig.url` is https on a loopback host, or on `local` (the address of
+/// tephra's own HTTPS listener, which `serve --embedded` registers its webhooks under when it
+/// listens on a specific address). Pure.
+pub fn check_webhook_url(
+    url: &str,
+    local: Option<std::net::IpAddr>,
+) -> Result<(), WebhookUrlError> {
     let parsed = reqwest::Url::parse(url).map_err(|e| WebhookUrlError::NotUrl {
         url: url.to_string(),
         why: e.to_string(),
@@ -81,7 +87,7 @@ pub fn check_webhook_url(url: &str) -> Result<(), WebhookUrlError> {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     let loopback = bare
         .parse::<std::net::IpAddr>()
-        .is_ok_and(|ip| ip.is_loopback())
+        .is_ok_and(|ip| ip.is_loopback() || Some(ip) == local)
         || bare == "localhost";
     if loopback {
         Ok(())
@@ -92,7 +98,10 @@ pub fn check_webhook_url(url: &str) -> Result<(), WebhookUrlError> {
 
 /// The field paths and reasons of every webhook in a webhook configuration whose
 /// `clientConfig.url` is refused by [`check_webhook_url`]. Pure.
-pub fn refused_webhook_urls(config: &Value) -> Vec<(String, WebhookUrlError)> {
+pub fn refused_webhook_urls(
+    config: &Value,
+    local: Option<std::net::IpAddr>,
+) -> Vec<(String, WebhookUrlError)> {
     config
         .get("webhooks")
         .and_then(Value::as_array)
@@ -102,7 +111,7 @@ pub fn refused_webhook_urls(config: &Value) -> Vec<(String, WebhookUrlError)> {
                 .enumerate()
                 .filter_map(|(i, h)| {
                     let url = h.pointer("/clientConfig/url")?.as_str()?;
-                    check_webhook_url(url)
+                    check_webhook_url(url, local)
                         .err()
                         .map(|e| (format!("webhooks[{i}].clientConfig.url"), e))
                 })
@@ -372,6 +381,11 @@ impl Admission {
         }
     }
 
+    /// The IP of tephra's own HTTPS listener, allowed as a webhook host besides loopback.
+    pub fn local_ip(&self) -> Option<std::net::IpAddr> {
+        self.service_addr.map(|a| a.ip())
+    }
+
     fn client(&self, ca_b64: &str, service_host: Option<&str>) -> Result<reqwest::Client, String> {
         let key = (
             ca_b64.to_string(),
@@ -463,7 +477,7 @@ impl Admission {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let (url, host) = if let Some(u) = cc.get("url").and_then(Value::as_str) {
-            check_webhook_url(u).map_err(|e| e.to_string())?;
+            check_webhook_url(u, self.local_ip()).map_err(|e| e.to_string())?;
             (u.to_string(), None)
         } else if let Some(svc) = cc.get("service") {
             let addr = self
@@ -610,26 +624,26 @@ mod tests {
             "https://localhost:8443/mutate",
             "https://LOCALHOST/x",
         ] {
-            assert_eq!(check_webhook_url(ok), Ok(()), "{ok}");
+            assert_eq!(check_webhook_url(ok, None), Ok(()), "{ok}");
         }
         assert!(matches!(
-            check_webhook_url("https://10.0.0.1/x"),
+            check_webhook_url("https://10.0.0.1/x", None),
             Err(WebhookUrlError::NotLoopback(_))
         ));
         assert!(matches!(
-            check_webhook_url("https://example.com/x"),
+            check_webhook_url("https://example.com/x", None),
             Err(WebhookUrlError::NotLoopback(_))
         ));
         assert!(matches!(
-            check_webhook_url("https://localhost.example.com/x"),
+            check_webhook_url("https://localhost.example.com/x", None),
             Err(WebhookUrlError::NotLoopback(_))
         ));
         assert!(matches!(
-            check_webhook_url("http://127.0.0.1/x"),
+            check_webhook_url("http://127.0.0.1/x", None),
             Err(WebhookUrlError::NotHttps(_))
         ));
         assert!(matches!(
-            check_webhook_url("::nonsense"),
+            check_webhook_url("::nonsense", None),
             Err(WebhookUrlError::NotUrl { .. })
         ));
         let cfg = json!({"webhooks": [
@@ -637,7 +651,12 @@ mod tests {
             {"clientConfig": {"service": {"name": "s", "namespace": "n"}}},
             {"clientConfig": {"url": "https://169.254.169.254/latest"}},
         ]});
-        let refused = refused_webhook_urls(&cfg);
+        // tephra's own listener address is allowed.
+        assert_eq!(
+            check_webhook_url("https://10.0.0.1:8443/x", Some([10, 0, 0, 1].into())),
+            Ok(())
+        );
+        let refused = refused_webhook_urls(&cfg, None);
         assert_eq!(refused.len(), 1);
         assert_eq!(refused[0].0, "webhooks[2].clientConfig.url");
         let msg = refused[0].1.to_string();

@@ -229,6 +229,28 @@ impl ApiServer {
         Ok(obj)
     }
 
+    /// Webhook configurations may only call loopback (or tephra's own listener): the API has no
+    /// authentication, so a client must not make this process call other hosts.
+    fn check_webhook_urls(&self, res: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+        if res.group != "admissionregistration.k8s.io" {
+            return Ok(());
+        }
+        let refused = super::admission::refused_webhook_urls(obj, self.admission.local_ip());
+        if refused.is_empty() {
+            return Ok(());
+        }
+        let causes: Vec<String> = refused
+            .iter()
+            .map(|(path, e)| format!("{path}: Invalid value: {e}"))
+            .collect();
+        Err(ApiError::Invalid(format!(
+            "{} \"{}\" is invalid: {}",
+            res.kind,
+            name_of(obj),
+            causes.join(", ")
+        )))
+    }
+
     /// The Priority admission plugin: `spec.priority` from `priorityClassName`.
     fn resolve_priority(&self, pod: &mut Value) -> Result<(), ApiError> {
         // The name as kube-apiserver reports it: the final name, or the generateName prefix
@@ -375,6 +397,7 @@ impl ApiServer {
             .unwrap_or_default();
         let obj = self.prepare_create_at(res, ns, &version, obj)?;
         prepare::validate(res, &obj)?;
+        self.check_webhook_urls(res, &obj)?;
         let final_name = name_of(&obj).to_string();
         attrs.name = &final_name;
         let obj = self
@@ -560,6 +583,7 @@ impl ApiServer {
                 prepare::apply_schema(res, &version, &mut new);
             }
             prepare::validate(res, &new)?;
+            self.check_webhook_urls(res, &new)?;
             let new = self
                 .admission
                 .run(self, Phase::Validating, &attrs, Some(new))

@@ -367,20 +367,6 @@ pub fn validate(res: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
             "metadata.labels[{k}]: label values must be strings"
         )));
     }
-    if res.group == "admissionregistration.k8s.io" {
-        let refused = super::admission::refused_webhook_urls(obj);
-        if !refused.is_empty() {
-            let causes: Vec<String> = refused
-                .iter()
-                .map(|(path, e)| format!("{path}: Invalid value: {e}"))
-                .collect();
-            return Err(ApiError::Invalid(format!(
-                "{} \"{name}\" is invalid: {}",
-                res.kind,
-                causes.join(", ")
-            )));
-        }
-    }
     Ok(())
 }
 
