@@ -100,6 +100,18 @@ pub enum AppError {
     /// A `job`, `queue` or `pg` command failed.
     #[error(transparent)]
     Vcctl(#[from] crate::vcctl::VcctlError),
+    /// The embedded API would listen on a non-loopback address without
+    /// `--embedded-api-allow-remote`.
+    #[error(
+        "{flag} {addr}: the embedded API has no authentication and only listens on loopback \
+         addresses (127.0.0.1, ::1); add --embedded-api-allow-remote to listen on {addr} anyway"
+    )]
+    RemoteApi {
+        /// The flag.
+        flag: &'static str,
+        /// The address given.
+        addr: SocketAddr,
+    },
     /// The controllers could not be started.
     #[error(transparent)]
     Controllers(#[from] crate::controllers::ControllerError),
@@ -197,6 +209,7 @@ const WEBHOOK_SERVICE: (&str, &str) = ("tephra", "tephra-system");
 fn embedded_options(
     nodes: usize,
     no_sim_kubelet: bool,
+    no_sim_controllers: bool,
     faults: Option<&str>,
 ) -> Result<EmbeddedOptions, AppError> {
     let faults = faults
@@ -206,9 +219,24 @@ fn embedded_options(
     Ok(EmbeddedOptions {
         nodes,
         sim_kubelet: !no_sim_kubelet,
+        sim_controllers: !no_sim_controllers,
         faults,
         ..EmbeddedOptions::default()
     })
+}
+
+/// Refuses a non-loopback address for the embedded API (which has no authentication) unless
+/// `--embedded-api-allow-remote` is given. Pure.
+fn check_api_listen(
+    flag: &'static str,
+    addr: SocketAddr,
+    allow_remote: bool,
+) -> Result<(), AppError> {
+    if addr.ip().is_loopback() || allow_remote {
+        Ok(())
+    } else {
+        Err(AppError::RemoteApi { flag, addr })
+    }
 }
 
 /// Binds the embedded API's TCP listener (so its address is known before anything else starts).
@@ -220,9 +248,11 @@ async fn bind_api(addr: SocketAddr) -> Result<TcpListener, AppError> {
 
 /// `tephra apiserver`: the embedded API alone, until a signal.
 async fn apiserver(args: ApiserverArgs) -> Result<(), AppError> {
+    check_api_listen("--listen", args.listen, args.embedded_api_allow_remote)?;
     let options = embedded_options(
         args.embedded_nodes,
         args.no_sim_kubelet,
+        args.no_sim_controllers,
         args.faults.as_deref(),
     )?;
     let shutdown = CancellationToken::new();
@@ -259,9 +289,15 @@ fn preflight(args: &ServeArgs) -> Result<Checked, AppError> {
     let embedded = args
         .embedded
         .then(|| {
+            check_api_listen(
+                "--embedded-api-listen",
+                args.embedded_api_listen,
+                args.embedded_api_allow_remote,
+            )?;
             embedded_options(
                 args.embedded_nodes,
                 args.no_sim_kubelet,
+                args.no_sim_controllers,
                 args.faults.as_deref(),
             )
         })

@@ -152,9 +152,16 @@ pub struct ServeArgs {
     pub enable_http2: bool,
 
     /// Embedded mode only: plain-HTTP address of the in-memory API (loopback by default; it has
-    /// no authentication).
+    /// no authentication). A non-loopback address is refused without
+    /// --embedded-api-allow-remote.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
     pub embedded_api_listen: SocketAddr,
+
+    /// Embedded mode only: allow --embedded-api-listen on a non-loopback address. Anyone who
+    /// reaches that address can read and change everything in the API (there is no
+    /// authentication), and make it call loopback webhooks.
+    #[arg(long)]
+    pub embedded_api_allow_remote: bool,
 
     /// Scheduler name(s) whose pods and jobs tephra serves; the first is the default written
     /// into vcJobs. Repeat the flag for several.
@@ -198,8 +205,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub schedule_period: std::time::Duration,
 
-    /// Embedded mode: start with N Ready nodes, each 8 cpu, 32Gi memory, 110 pods.
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// Embedded mode: start with N Ready nodes (at most 100000), each 8 cpu, 32Gi memory,
+    /// 110 pods.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = parse_node_count)]
     pub embedded_nodes: usize,
 
     /// Embedded mode: do not run the kube-scheduler stand-in (a test plays that part).
@@ -209,6 +217,11 @@ pub struct ServeArgs {
     /// Embedded mode: do not run the kubelet stand-in (a test plays that part).
     #[arg(long)]
     pub no_sim_kubelet: bool,
+
+    /// Embedded mode: do not run the controller-manager stand-in (Deployments, ReplicaSets,
+    /// StatefulSets and batch Jobs then get no pods or statuses; a test plays that part).
+    #[arg(long)]
+    pub no_sim_controllers: bool,
 
     /// Embedded mode: inject API faults, e.g. `write-error=0.1,conflict=0.05,watch-cut=30,seed=7`.
     #[arg(long, value_name = "SPEC")]
@@ -307,17 +320,28 @@ pub struct ExtenderFlags {
 /// Flags of `tephra apiserver`.
 #[derive(Debug, Args)]
 pub struct ApiserverArgs {
-    /// Plain-HTTP address of the API (loopback by default; it has no authentication).
+    /// Plain-HTTP address of the API (loopback by default; it has no authentication). A
+    /// non-loopback address is refused without --embedded-api-allow-remote.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
     pub listen: SocketAddr,
 
-    /// Start with N Ready nodes, each 8 cpu, 32Gi memory, 110 pods.
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// Allow --listen on a non-loopback address. Anyone who reaches that address can read and
+    /// change everything in the API (there is no authentication).
+    #[arg(long)]
+    pub embedded_api_allow_remote: bool,
+
+    /// Start with N Ready nodes (at most 100000), each 8 cpu, 32Gi memory, 110 pods.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = parse_node_count)]
     pub embedded_nodes: usize,
 
     /// Do not run the kubelet stand-in.
     #[arg(long)]
     pub no_sim_kubelet: bool,
+
+    /// Do not run the controller-manager stand-in (Deployments, ReplicaSets, StatefulSets and
+    /// batch Jobs then get no pods or statuses).
+    #[arg(long)]
+    pub no_sim_controllers: bool,
 
     /// Inject API faults, e.g. `write-error=0.1,conflict=0.05,watch-cut=30,seed=7`.
     #[arg(long, value_name = "SPEC")]
@@ -351,6 +375,20 @@ pub struct CertsArgs {
     /// new pair up without a restart.
     #[arg(long)]
     pub renew_serving: bool,
+}
+
+/// Most nodes the embedded API seeds (the benchmark loads 5,000; each node is kept in memory).
+pub const MAX_EMBEDDED_NODES: usize = 100_000;
+
+/// `--embedded-nodes`: a count from 0 to [`MAX_EMBEDDED_NODES`].
+fn parse_node_count(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of nodes"))?;
+    if n > MAX_EMBEDDED_NODES {
+        return Err(format!("{n} is more than {MAX_EMBEDDED_NODES} nodes"));
+    }
+    Ok(n)
 }
 
 /// A Go-style duration flag (`500ms`, `1s`, `1m30s`), at least 10 ms.
@@ -483,6 +521,16 @@ mod tests {
     fn tls_cert_needs_tls_key() {
         let err = Cli::try_parse_from(["tephra", "serve", "--tls-cert", "c.pem"]).unwrap_err();
         assert!(err.to_string().contains("--tls-key"), "{err}");
+    }
+
+    #[test]
+    fn node_counts_are_bounded() {
+        let s = |n: &str| Cli::try_parse_from(["tephra", "apiserver", "--embedded-nodes", n]);
+        assert!(s("100000").is_ok());
+        let e = s("100001").unwrap_err().to_string();
+        assert!(e.contains("more than 100000 nodes"), "{e}");
+        assert!(s("1e20").is_err());
+        assert!(s("-1").is_err());
     }
 
     #[test]

@@ -193,6 +193,44 @@ fn a_bad_fault_spec_is_one_clear_line() {
     );
 }
 
+/// `--faults watch-cut=1e20` used to panic (`Duration::from_secs_f64` overflow).
+#[test]
+fn a_fault_spec_with_too_many_seconds_is_one_line_not_a_panic() {
+    let out = tephra()
+        .args([
+            "apiserver",
+            "--listen",
+            "127.0.0.1:0",
+            "--faults",
+            "watch-cut=1e20",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("watch-cut") && err.contains("1e20"), "{err}");
+    assert_eq!(error_lines(&err).len(), 1, "{err}");
+}
+
+/// The embedded API has no authentication: a non-loopback address needs the explicit flag.
+#[test]
+fn the_embedded_api_refuses_a_remote_address_without_allow_remote() {
+    for args in [
+        &["apiserver", "--listen", "0.0.0.0:0"][..],
+        &["serve", "--embedded", "--embedded-api-listen", "0.0.0.0:0"][..],
+    ] {
+        let out = tephra().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = stderr_of(&out);
+        assert!(
+            err.contains("--embedded-api-allow-remote") && err.contains("0.0.0.0:0"),
+            "{err}"
+        );
+        assert_eq!(error_lines(&err).len(), 1, "{err}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Each cause once, usage and flag errors
 // ---------------------------------------------------------------------------------------------

@@ -160,33 +160,43 @@ async fn pods_named_by_the_webhook_get_that_podgroup() {
     let rss: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pgs: Api<PodGroup> = Api::namespaced(client, "default");
+    // The pods are the ReplicaSet's own, made by the controller-manager stand-in through the
+    // same create path as any client's (so `/pods/mutate` sees them).
     let rs: ReplicaSet = serde_json::from_value(json!({
         "apiVersion": "apps/v1", "kind": "ReplicaSet",
         "metadata": {"name": "train", "annotations": {"scheduling.volcano.sh/group-min-member": "2"}},
         "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "train"}},
                  "template": {"metadata": {"labels": {"app": "train"}},
-                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+                              "spec": {"schedulerName": "volcano",
+                                       "containers": [{"name": "c", "image": "busybox",
+                                                       "resources": {"requests": {"cpu": "1"}}}]}}}
     }))
     .unwrap();
     let rs = rss.create(&PostParams::default(), &rs).await.unwrap();
     let uid = rs.uid().unwrap();
     let expected = format!("podgroup-{uid}");
-    for i in 0..2 {
-        let pod: Pod = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("train-{i}"), "labels": {"app": "train"},
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                             "name": "train", "uid": uid, "controller": true}]},
-            "spec": {"schedulerName": "volcano",
-                     "containers": [{"name": "c", "image": "busybox",
-                                     "resources": {"requests": {"cpu": "1"}}}]}
-        }))
-        .unwrap();
-        let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let made = loop {
+        let list = pods
+            .list(&kube::api::ListParams::default().labels("app=train"))
+            .await
+            .unwrap();
+        if list.items.len() == 2 {
+            break list.items;
+        }
+        assert!(Instant::now() < deadline, "the ReplicaSet got no 2 pods");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for pod in &made {
         assert_eq!(
-            created.annotations().get("scheduling.k8s.io/group-name"),
+            pod.annotations().get("scheduling.k8s.io/group-name"),
             Some(&expected),
             "named by /pods/mutate at creation"
+        );
+        assert_eq!(
+            pod.owner_references()[0].uid,
+            uid,
+            "the pod is the ReplicaSet's"
         );
     }
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -10,7 +10,14 @@
 //!   are applied. Mutating admission sees the object before kube-apiserver's `BeforeCreate`
 //!   (no uid, no creationTimestamp, an empty name when `generateName` is used), validating
 //!   admission sees the final object, as in kube-apiserver.
-//! - `clientConfig.url` is called as given; `clientConfig.service` goes to the configured local
+//! - `clientConfig.url` must name a loopback address (`127.0.0.0/8`, `::1`, `localhost`) or
+//!   the IP of tephra's own HTTPS listener ([`super::EmbeddedOptions::webhook_service_addr`]): the
+//!   embedded API has no authentication, so a client that registers a webhook must not make
+//!   this process call out to other hosts. A configuration naming another host is refused
+//!   (422) when written, and checked again before each call. Redirects are not followed,
+//!   answers are read up to [`MAX_RESPONSE_BYTES`], and at most [`MAX_CLIENTS`] HTTPS clients
+//!   (one per trust bundle and host) are kept.
+//! - `clientConfig.service` goes to the configured local
 //!   address ([`super::EmbeddedOptions::webhook_service_addr`]) under the name
 //!   `NAME.NAMESPACE.svc`, so the serving certificate is verified for that name against
 //!   `caBundle` (rustls, ring). Without a `caBundle` nothing is trusted (the embedded API has no
@@ -33,6 +40,85 @@ use super::resources::ResourceInfo;
 use super::selectors::LabelSelector;
 use super::store::GroupResource;
 use super::{ApiError, ApiServer};
+
+/// Largest webhook answer read (kube-apiserver's request limit; an AdmissionReview is small).
+pub const MAX_RESPONSE_BYTES: usize = super::MAX_REQUEST_BYTES;
+
+/// Most cached HTTPS clients; the cache is emptied when a new one would exceed it.
+pub const MAX_CLIENTS: usize = 64;
+
+/// Why a webhook URL is refused (pure check, see [`check_webhook_url`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookUrlError {
+    /// Not a URL.
+    #[error("{url:?} is not a valid URL: {why}")]
+    NotUrl {
+        /// The URL given.
+        url: String,
+        /// The parser's reason.
+        why: String,
+    },
+    /// Not https.
+    #[error("{0:?}: 'https' is the only allowed URL scheme")]
+    NotHttps(String),
+    /// A host that is not loopback.
+    #[error(
+        "{0:?}: the embedded API only calls webhooks on loopback addresses (127.0.0.0/8, ::1, localhost)"
+    )]
+    NotLoopback(String),
+}
+
+/// Checks that a `clientConfig.url` is https on a loopback host, or on `local` (the address of
+/// tephra's own HTTPS listener, which `serve --embedded` registers its webhooks under when it
+/// listens on a specific address). Pure.
+pub fn check_webhook_url(
+    url: &str,
+    local: Option<std::net::IpAddr>,
+) -> Result<(), WebhookUrlError> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| WebhookUrlError::NotUrl {
+        url: url.to_string(),
+        why: e.to_string(),
+    })?;
+    if parsed.scheme() != "https" {
+        return Err(WebhookUrlError::NotHttps(url.to_string()));
+    }
+    // The parser has normalised the host (lower case, `127.1` → `127.0.0.1`, IPv6 in brackets).
+    let host = parsed.host_str().unwrap_or_default();
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = bare
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback() || Some(ip) == local)
+        || bare == "localhost";
+    if loopback {
+        Ok(())
+    } else {
+        Err(WebhookUrlError::NotLoopback(url.to_string()))
+    }
+}
+
+/// The field paths and reasons of every webhook in a webhook configuration whose
+/// `clientConfig.url` is refused by [`check_webhook_url`]. Pure.
+pub fn refused_webhook_urls(
+    config: &Value,
+    local: Option<std::net::IpAddr>,
+) -> Vec<(String, WebhookUrlError)> {
+    config
+        .get("webhooks")
+        .and_then(Value::as_array)
+        .map(|hooks| {
+            hooks
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| {
+                    let url = h.pointer("/clientConfig/url")?.as_str()?;
+                    check_webhook_url(url, local)
+                        .err()
+                        .map(|e| (format!("webhooks[{i}].clientConfig.url"), e))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// The admission operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -255,6 +341,23 @@ pub fn parse_response(hook_name: &str, uid: &str, body: &Value) -> Result<Verdic
     }
 }
 
+/// Reads a response body, refusing it past `cap` bytes (a webhook cannot make this process
+/// buffer an unbounded answer).
+async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| crate::report::report(&e).to_string())?
+    {
+        if out.len().saturating_add(chunk.len()) > cap {
+            return Err(format!("the answer is larger than {cap} bytes"));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
 /// Webhook calling state: HTTPS clients cached per trust bundle.
 pub struct Admission {
     service_addr: Option<std::net::SocketAddr>,
@@ -276,6 +379,11 @@ impl Admission {
             service_addr,
             clients: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The IP of tephra's own HTTPS listener, allowed as a webhook host besides loopback.
+    pub fn local_ip(&self) -> Option<std::net::IpAddr> {
+        self.service_addr.map(|a| a.ip())
     }
 
     fn client(&self, ca_b64: &str, service_host: Option<&str>) -> Result<reqwest::Client, String> {
@@ -310,15 +418,22 @@ impl Admission {
         let mut b = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .no_proxy()
-            .https_only(true);
+            .redirect(reqwest::redirect::Policy::none())
+            .https_only(true)
+            // `localhost` is never looked up: it is loopback (the port comes from the URL).
+            .resolve(
+                "localhost",
+                std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
+            );
         if let (Some(host), Some(addr)) = (service_host, self.service_addr) {
             b = b.resolve(host, addr);
         }
         let c = b.build().map_err(|e| e.to_string())?;
-        self.clients
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, c.clone());
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if clients.len() >= MAX_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(key, c.clone());
         Ok(c)
     }
 
@@ -362,6 +477,7 @@ impl Admission {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let (url, host) = if let Some(u) = cc.get("url").and_then(Value::as_str) {
+            check_webhook_url(u, self.local_ip()).map_err(|e| e.to_string())?;
             (u.to_string(), None)
         } else if let Some(svc) = cc.get("service") {
             let addr = self
@@ -397,12 +513,11 @@ impl Admission {
                 )
             })?;
         let status = resp.status();
-        let body: Value = resp.json().await.map_err(|e| {
-            format!(
-                "webhook {url} answered {status} with no AdmissionReview: {}",
-                crate::report::report(&e)
-            )
-        })?;
+        let bytes = read_capped(resp, MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|e| format!("webhook {url} answered {status}: {e}"))?;
+        let body: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("webhook {url} answered {status} with no AdmissionReview: {e}"))?;
         parse_response(name, uid, &body)
     }
 
@@ -498,6 +613,57 @@ mod tests {
             old: None,
             dry_run: false,
         }
+    }
+
+    #[test]
+    fn webhook_urls_must_be_https_on_loopback() {
+        for ok in [
+            "https://127.0.0.1:8443/x",
+            "https://127.9.9.9/x",
+            "https://[::1]:1/x",
+            "https://localhost:8443/mutate",
+            "https://LOCALHOST/x",
+        ] {
+            assert_eq!(check_webhook_url(ok, None), Ok(()), "{ok}");
+        }
+        assert!(matches!(
+            check_webhook_url("https://10.0.0.1/x", None),
+            Err(WebhookUrlError::NotLoopback(_))
+        ));
+        assert!(matches!(
+            check_webhook_url("https://example.com/x", None),
+            Err(WebhookUrlError::NotLoopback(_))
+        ));
+        assert!(matches!(
+            check_webhook_url("https://localhost.example.com/x", None),
+            Err(WebhookUrlError::NotLoopback(_))
+        ));
+        assert!(matches!(
+            check_webhook_url("http://127.0.0.1/x", None),
+            Err(WebhookUrlError::NotHttps(_))
+        ));
+        assert!(matches!(
+            check_webhook_url("::nonsense", None),
+            Err(WebhookUrlError::NotUrl { .. })
+        ));
+        let cfg = json!({"webhooks": [
+            {"clientConfig": {"url": "https://127.0.0.1/a"}},
+            {"clientConfig": {"service": {"name": "s", "namespace": "n"}}},
+            {"clientConfig": {"url": "https://169.254.169.254/latest"}},
+        ]});
+        // tephra's own listener address is allowed.
+        assert_eq!(
+            check_webhook_url("https://10.0.0.1:8443/x", Some([10, 0, 0, 1].into())),
+            Ok(())
+        );
+        let refused = refused_webhook_urls(&cfg, None);
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].0, "webhooks[2].clientConfig.url");
+        let msg = refused[0].1.to_string();
+        assert!(
+            msg.contains("169.254.169.254") && msg.contains("loopback"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -104,9 +104,13 @@ impl FaultSpec {
                 "watch-cut" => {
                     let secs: f64 = v.parse().map_err(|_| bad("seconds > 0"))?;
                     if !(secs > 0.0 && secs.is_finite()) {
-                        return Err(bad("seconds > 0"));
+                        return Err(bad("seconds > 0, at most 18446744073709551615"));
                     }
-                    spec.watch_cut = Some(Duration::from_secs_f64(secs));
+                    // `from_secs_f64` panics past u64::MAX seconds; `1e20` must be an error.
+                    spec.watch_cut = Some(
+                        Duration::try_from_secs_f64(secs)
+                            .map_err(|_| bad("seconds > 0, at most 18446744073709551615"))?,
+                    );
                 }
                 "seed" => spec.seed = Some(v.parse().map_err(|_| bad("an unsigned integer"))?),
                 other => return Err(FaultSpecError::UnknownKey(other.to_string())),
@@ -225,6 +229,9 @@ mod tests {
         ));
         assert!(FaultSpec::parse("watch-cut=0").is_err());
         assert!(FaultSpec::parse("seed=-1").is_err());
+        // Too many seconds for a Duration: an error, not a panic.
+        let e = FaultSpec::parse("watch-cut=1e20").unwrap_err().to_string();
+        assert!(e.contains("watch-cut") && e.contains("1e20"), "{e}");
     }
 
     #[test]

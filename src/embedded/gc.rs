@@ -11,12 +11,16 @@
 //! - **orphan**: dependents lose their reference to the owner and stay;
 //! - a namespace goes `Terminating`, its content is deleted, and it goes when empty.
 //!
-//! The collector runs synchronously inside the deleting request (a queue, no recursion), so a
-//! cascade is complete when the DELETE returns, except for what finalizers hold back. Real
+//! The collector runs inside the deleting request, on Tokio's blocking pool (not the request's
+//! worker), over work lists with a visited set (no recursion: self-references, cycles and chains
+//! of 100k dependents are fine), so a cascade is complete when the DELETE returns, except for
+//! what finalizers hold back. As kube's collector does, a dependent that has dependents of its
+//! own stops blocking its foreground-deleting owners when it starts its own foreground deletion,
+//! so a cycle of blocking references cannot wait on itself for ever. Real
 //! clusters do this asynchronously; clients cannot rely on either timing. Objects created with
 //! references to owners that never existed are not collected (the real collector would).
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -25,6 +29,10 @@ use super::ops::Propagation;
 use super::resources::ResourceInfo;
 use super::store::{GroupResource, ObjectKey, StoreError, Stored};
 use super::{ApiError, ApiServer, now_rfc3339};
+
+/// Most objects one cascade visits before it gives up with an error in the log (a guard against
+/// a bug, not a limit anyone should meet: the store holds far fewer objects).
+const MAX_GC_STEPS: usize = 10_000_000;
 
 /// The finalizer of a foreground deletion.
 pub const FOREGROUND: &str = "foregroundDeletion";
@@ -65,10 +73,6 @@ pub fn blocks(dependent: &Stored, owner_uid: &str) -> bool {
 }
 
 impl ApiServer {
-    fn res_of(&self, gr: &GroupResource) -> Option<Arc<ResourceInfo>> {
-        self.registry.by_group_resource(gr)
-    }
-
     /// Rewrites an object with `f` until the compare-and-swap succeeds (internal writes: no
     /// admission, no faults). `None` when the object is gone.
     fn rewrite(&self, key: &ObjectKey, f: impl Fn(&mut Value)) -> Option<Arc<Stored>> {
@@ -136,32 +140,11 @@ impl ApiServer {
                     self.rewrite(d, |v| remove_owner_ref(v, &uid));
                 }
             }
-            if policy == Propagation::Foreground && !deps.is_empty() {
+            if policy == Propagation::Foreground && deps.iter().any(|d| *d != key) {
                 let marked = self
                     .rewrite(&key, |v| Self::mark_deleting(v, Some(FOREGROUND)))
                     .ok_or_else(|| ApiError::not_found(res, name))?;
-                for d in deps {
-                    if let Some(dres) = self.res_of(&d.gr) {
-                        match self.delete_now(
-                            &dres,
-                            &d.namespace,
-                            &d.name,
-                            Propagation::Foreground,
-                            None,
-                        ) {
-                            Ok(_) | Err(ApiError::NotFound { .. }) => {}
-                            Err(e) => {
-                                tracing::warn!(dependent = %d.name, error = %e, "foreground delete of dependent")
-                            }
-                        }
-                    }
-                }
-                let mut queue = VecDeque::new();
-                if let Some(gone) = self.check_foreground(&key) {
-                    queue.push_back((gr.clone(), gone.clone()));
-                    self.cascade(queue);
-                    return Ok(gone);
-                }
+                self.foreground(&key, &old.uid);
                 return Ok(self.store.get(&gr, ns, name).unwrap_or(marked));
             }
             if !old.finalizers.is_empty() {
@@ -204,6 +187,89 @@ impl ApiServer {
         Some(gone)
     }
 
+    /// The foreground deletion of `root` (already marked): walks its dependents breadth first with
+    /// a visited set. A dependent with dependents of its own is marked for foreground deletion
+    /// too (and stops blocking its deleting owners, see the module docs); a leaf is deleted (or
+    /// marked when finalizers hold it); a dependent with another owner that is not being deleted
+    /// only loses its references to deleting owners. Then every marked object whose blockers are
+    /// gone is removed, deepest first, and the removals cascade.
+    fn foreground(&self, root: &ObjectKey, root_uid: &str) {
+        let mut visited: HashSet<String> = HashSet::from([root_uid.to_string()]);
+        let mut marked: Vec<ObjectKey> = vec![root.clone()];
+        let mut removed = VecDeque::new();
+        let mut work: VecDeque<ObjectKey> = self.store.dependents(root_uid).into();
+        let mut steps = 0usize;
+        while let Some(dkey) = work.pop_front() {
+            steps += 1;
+            if steps > MAX_GC_STEPS {
+                tracing::error!("foreground deletion did not converge; stopping");
+                break;
+            }
+            let Some(dep) = self.store.get(&dkey.gr, &dkey.namespace, &dkey.name) else {
+                continue;
+            };
+            if !visited.insert(dep.uid.clone()) {
+                continue;
+            }
+            let deleting_owner = |uid: &str| {
+                self.store
+                    .by_uid(uid)
+                    .and_then(|k| self.store.get(&k.gr, &k.namespace, &k.name))
+                    .is_some_and(|o| o.deleting)
+            };
+            let solid_owner = dep.owners.iter().any(|r| {
+                r.uid != dep.uid && self.store.by_uid(&r.uid).is_some() && !deleting_owner(&r.uid)
+            });
+            if solid_owner {
+                self.rewrite(&dkey, |v| {
+                    for r in &dep.owners {
+                        if r.uid != dep.uid && deleting_owner(&r.uid) {
+                            remove_owner_ref(v, &r.uid);
+                        }
+                    }
+                });
+                continue;
+            }
+            let own_deps: Vec<ObjectKey> = self
+                .store
+                .dependents(&dep.uid)
+                .into_iter()
+                .filter(|k| *k != dkey)
+                .collect();
+            if own_deps.is_empty() {
+                if !dep.finalizers.is_empty() {
+                    if !dep.deleting {
+                        self.rewrite(&dkey, |v| Self::mark_deleting(v, None));
+                    }
+                } else if let Ok(g) = self
+                    .store
+                    .remove(&dkey.gr, &dkey.namespace, &dkey.name, None)
+                {
+                    removed.push_back((dkey.gr.clone(), g));
+                }
+                continue;
+            }
+            let unblock: Vec<String> = dep
+                .owners
+                .iter()
+                .filter(|r| r.block_owner_deletion && deleting_owner(&r.uid))
+                .map(|r| r.uid.clone())
+                .collect();
+            self.rewrite(&dkey, |v| {
+                unblock_owner_refs(v, &unblock);
+                Self::mark_deleting(v, Some(FOREGROUND));
+            });
+            marked.push(dkey.clone());
+            work.extend(own_deps);
+        }
+        self.cascade(removed);
+        for key in marked.iter().rev() {
+            if let Some(g) = self.check_foreground(key) {
+                self.cascade(VecDeque::from([(key.gr.clone(), g)]));
+            }
+        }
+    }
+
     /// If `key` is in foreground deletion and nothing blocks it any more, drops the finalizer and
     /// removes it when no finalizer is left. Returns the removed object.
     fn check_foreground(&self, key: &ObjectKey) -> Option<Arc<Stored>> {
@@ -212,9 +278,12 @@ impl ApiServer {
             return None;
         }
         let blocked = self.store.dependents(&o.uid).iter().any(|d| {
-            self.store
-                .get(&d.gr, &d.namespace, &d.name)
-                .is_some_and(|dep| blocks(&dep, &o.uid))
+            // An object that names itself as owner cannot block its own deletion.
+            *d != *key
+                && self
+                    .store
+                    .get(&d.gr, &d.namespace, &d.name)
+                    .is_some_and(|dep| blocks(&dep, &o.uid))
         });
         if blocked {
             return None;
@@ -239,7 +308,7 @@ impl ApiServer {
         let mut steps = 0usize;
         while let Some((gr, gone)) = queue.pop_front() {
             steps += 1;
-            if steps > 1_000_000 {
+            if steps > MAX_GC_STEPS {
                 tracing::error!("garbage collection cascade did not converge; stopping");
                 return;
             }
@@ -364,6 +433,21 @@ impl ApiServer {
         self.store
             .remove(&GroupResource::new("", "namespaces"), "", name, None)
             .ok()
+    }
+}
+
+/// Sets `blockOwnerDeletion: false` on the ownerReferences to the owners in `uids`.
+pub fn unblock_owner_refs(v: &mut Value, uids: &[String]) {
+    if let Some(Value::Array(refs)) = v.pointer_mut("/metadata/ownerReferences") {
+        for r in refs.iter_mut() {
+            let hit = r
+                .get("uid")
+                .and_then(Value::as_str)
+                .is_some_and(|u| uids.iter().any(|x| x == u));
+            if hit && let Some(o) = r.as_object_mut() {
+                o.insert("blockOwnerDeletion".into(), json!(false));
+            }
+        }
     }
 }
 

@@ -47,8 +47,13 @@ pub fn ending(restart_policy: &str, exit_code: i64) -> Ending {
     }
 }
 
-/// The simulated run time and exit code of a pod, from its annotations.
-pub fn simulation(pod: &Value) -> (Option<f64>, i64) {
+/// The longest simulated run time: larger `run-seconds` values are cut to it (a year; a pod
+/// meant to run "for ever" omits the annotation).
+pub const MAX_RUN_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// The simulated run time (at most [`MAX_RUN_SECONDS`]) and exit code of a pod, from its
+/// annotations. A run time that is not a non-negative number is ignored (runs for ever).
+pub fn simulation(pod: &Value) -> (Option<Duration>, i64) {
     let ann = |k: &str| {
         pod.pointer("/metadata/annotations")
             .and_then(|a| a.get(k))
@@ -56,7 +61,8 @@ pub fn simulation(pod: &Value) -> (Option<f64>, i64) {
     };
     let secs = ann(RUN_SECONDS)
         .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0);
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(MAX_RUN_SECONDS)));
     let code = ann(EXIT_CODE)
         .and_then(|s| s.trim().parse::<i64>().ok())
         .unwrap_or(0);
@@ -139,7 +145,11 @@ pub fn running_status(
 
 /// The status of a pod whose containers ended for good.
 pub fn finished_status(pod: &Value, exit_code: i64, now: &str) -> Value {
-    let mut st = pod.get("status").cloned().unwrap_or(json!({}));
+    let mut st = pod
+        .get("status")
+        .filter(|s| s.is_object())
+        .cloned()
+        .unwrap_or(json!({}));
     let reason = if exit_code == 0 { "Completed" } else { "Error" };
     st["phase"] = json!(if exit_code == 0 {
         "Succeeded"
@@ -150,25 +160,26 @@ pub fn finished_status(pod: &Value, exit_code: i64, now: &str) -> Value {
         .get_mut("containerStatuses")
         .and_then(Value::as_array_mut)
     {
-        for c in cs {
+        for c in cs.iter_mut().filter_map(Value::as_object_mut) {
             let started = c
-                .pointer("/state/running/startedAt")
+                .get("state")
+                .and_then(|s| s.pointer("/running/startedAt"))
                 .cloned()
                 .unwrap_or(json!(now));
-            c["ready"] = json!(false);
-            c["started"] = json!(false);
-            c["state"] = json!({"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": started, "finishedAt": now}});
+            c.insert("ready".into(), json!(false));
+            c.insert("started".into(), json!(false));
+            c.insert("state".into(), json!({"terminated": {"exitCode": exit_code, "reason": reason, "startedAt": started, "finishedAt": now}}));
         }
     }
     if let Some(conds) = st.get_mut("conditions").and_then(Value::as_array_mut) {
-        for c in conds {
+        for c in conds.iter_mut().filter_map(Value::as_object_mut) {
             if matches!(
                 c.get("type").and_then(Value::as_str),
                 Some("Ready" | "ContainersReady")
             ) {
-                c["status"] = json!("False");
-                c["reason"] = json!("PodCompleted");
-                c["lastTransitionTime"] = json!(now);
+                c.insert("status".into(), json!("False"));
+                c.insert("reason".into(), json!("PodCompleted"));
+                c.insert("lastTransitionTime".into(), json!(now));
             }
         }
     }
@@ -282,7 +293,7 @@ impl Kubelet {
             };
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
-                _ = tokio::time::sleep(Duration::from_secs_f64(secs)) => {}
+                _ = tokio::time::sleep(secs) => {}
             }
             let policy = pod
                 .pointer("/spec/restartPolicy")
@@ -384,7 +395,13 @@ mod tests {
     #[test]
     fn annotations_give_run_time_and_exit_code() {
         let p = json!({"metadata": {"annotations": {RUN_SECONDS: "2.5", EXIT_CODE: "3"}}});
-        assert_eq!(simulation(&p), (Some(2.5), 3));
+        assert_eq!(simulation(&p), (Some(Duration::from_millis(2500)), 3));
+        // A huge number is a clear bound, not a panic in the pod's task.
+        let huge = json!({"metadata": {"annotations": {RUN_SECONDS: "1e30"}}});
+        assert_eq!(
+            simulation(&huge).0,
+            Some(Duration::from_secs_f64(MAX_RUN_SECONDS))
+        );
         assert_eq!(simulation(&json!({})), (None, 0));
         let bad = json!({"metadata": {"annotations": {RUN_SECONDS: "soon"}}});
         assert_eq!(simulation(&bad), (None, 0));

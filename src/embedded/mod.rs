@@ -31,6 +31,7 @@ pub mod crd;
 pub mod discovery;
 pub mod faults;
 pub mod gc;
+pub mod guard;
 pub mod kubelet;
 pub mod logs;
 pub mod nodes;
@@ -45,9 +46,11 @@ pub mod scale;
 pub mod scheduler;
 pub mod selectors;
 pub mod store;
+pub mod tables;
 pub mod watch;
+pub mod workloads;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -74,6 +77,9 @@ pub struct EmbeddedOptions {
     pub nodes: usize,
     /// Run the kubelet stand-in (bound pods become Running, finish per annotations).
     pub sim_kubelet: bool,
+    /// Run the controller-manager stand-in (Deployments, ReplicaSets, StatefulSets and batch
+    /// Jobs get pods and statuses; see [`workloads`]).
+    pub sim_controllers: bool,
     /// Injected faults.
     pub faults: FaultSpec,
     /// Watch events kept per resource for watches that resume from a version; older versions
@@ -92,6 +98,7 @@ impl Default for EmbeddedOptions {
         Self {
             nodes: 3,
             sim_kubelet: true,
+            sim_controllers: true,
             faults: FaultSpec::default(),
             watch_history: 10_000,
             bookmark_interval: std::time::Duration::from_secs(30),
@@ -149,6 +156,9 @@ pub enum ApiError {
     /// 415.
     #[error("{0}")]
     UnsupportedMediaType(String),
+    /// 429: too many requests in flight.
+    #[error("{0}")]
+    TooManyRequests(String),
     /// 500 (also the injected write fault).
     #[error("{0}")]
     Internal(String),
@@ -181,6 +191,7 @@ impl ApiError {
             ApiError::Expired(_) | ApiError::Gone(_) => 410,
             ApiError::TooLarge(_) => 413,
             ApiError::UnsupportedMediaType(_) => 415,
+            ApiError::TooManyRequests(_) => 429,
             ApiError::Internal(_) => 500,
             ApiError::Timeout(_) => 504,
             ApiError::Denied { code, .. } => *code,
@@ -202,6 +213,7 @@ impl ApiError {
             ApiError::Gone(_) => "Gone",
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
+            ApiError::TooManyRequests(_) => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
             ApiError::Timeout(_) => "Timeout",
             ApiError::Denied { reason, .. } => reason,
@@ -281,6 +293,8 @@ pub struct ApiServer {
     pub(crate) options: EmbeddedOptions,
     pub(crate) admission: admission::Admission,
     rng: Mutex<Rng>,
+    /// This server itself, for work handed to Tokio's blocking pool (the garbage collector).
+    me: Weak<ApiServer>,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -295,7 +309,8 @@ impl ApiServer {
     /// A server with the system namespaces and `options.nodes` Ready nodes, and no background
     /// tasks (see [`ApiServer::start`] for the stand-ins). Logs the faults in force.
     pub fn new(options: EmbeddedOptions) -> Arc<Self> {
-        let api = Arc::new(Self {
+        let api = Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             store: Store::new(options.watch_history),
             registry: Registry::new(),
             faults: Faults::new(options.faults.clone()),
@@ -321,12 +336,16 @@ impl ApiServer {
         api
     }
 
-    /// [`ApiServer::new`] plus the stand-ins (the kubelet unless `sim_kubelet` is off), which
-    /// stop when `shutdown` is cancelled. Must be called inside a Tokio runtime.
+    /// [`ApiServer::new`] plus the stand-ins (the kubelet unless `sim_kubelet` is off, the
+    /// controller manager unless `sim_controllers` is off), which stop when `shutdown` is
+    /// cancelled. Must be called inside a Tokio runtime.
     pub fn start(options: EmbeddedOptions, shutdown: CancellationToken) -> Arc<Self> {
         let api = Self::new(options);
         if api.options.sim_kubelet {
-            tokio::spawn(kubelet::run(api.clone(), shutdown));
+            tokio::spawn(kubelet::run(api.clone(), shutdown.clone()));
+        }
+        if api.options.sim_controllers {
+            tokio::spawn(workloads::run(api.clone(), shutdown));
         }
         api
     }
@@ -428,7 +447,7 @@ pub fn now_rfc3339() -> String {
 /// The axum router of the API (all Kubernetes paths plus `/healthz`, `/readyz`, `/version`).
 /// A `kube::Client` can sit on it directly: `kube::Client::new(router(api), "default")`.
 pub fn router(api: Arc<ApiServer>) -> axum::Router {
-    rest::router(api)
+    guard::layer(rest::router(api), &guard::Limits::default())
 }
 
 /// Serves the API over plain HTTP on `listener` until `shutdown` is cancelled. Logs that the

@@ -229,8 +229,42 @@ impl ApiServer {
         Ok(obj)
     }
 
+    /// Webhook configurations may only call loopback (or tephra's own listener): the API has no
+    /// authentication, so a client must not make this process call other hosts.
+    fn check_webhook_urls(&self, res: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+        if res.group != "admissionregistration.k8s.io" {
+            return Ok(());
+        }
+        let refused = super::admission::refused_webhook_urls(obj, self.admission.local_ip());
+        if refused.is_empty() {
+            return Ok(());
+        }
+        let causes: Vec<String> = refused
+            .iter()
+            .map(|(path, e)| format!("{path}: Invalid value: {e}"))
+            .collect();
+        Err(ApiError::Invalid(format!(
+            "{} \"{}\" is invalid: {}",
+            res.kind,
+            name_of(obj),
+            causes.join(", ")
+        )))
+    }
+
     /// The Priority admission plugin: `spec.priority` from `priorityClassName`.
     fn resolve_priority(&self, pod: &mut Value) -> Result<(), ApiError> {
+        // The name as kube-apiserver reports it: the final name, or the generateName prefix
+        // when the name is still to be generated.
+        let pod_name = pod
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .or_else(|| {
+                pod.pointer("/metadata/generateName")
+                    .and_then(Value::as_str)
+            })
+            .unwrap_or_default()
+            .to_string();
         let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
             return Ok(());
         };
@@ -238,32 +272,30 @@ impl ApiServer {
             .get("priorityClassName")
             .and_then(Value::as_str)
             .map(str::to_string);
-        let priority =
-            match class.as_deref() {
-                None | Some("") => 0,
-                Some(name @ ("system-cluster-critical" | "system-node-critical")) => {
-                    if name == "system-node-critical" {
-                        2_000_001_000
-                    } else {
-                        2_000_000_000
-                    }
+        let priority = match class.as_deref() {
+            None | Some("") => 0,
+            Some(name @ ("system-cluster-critical" | "system-node-critical")) => {
+                if name == "system-node-critical" {
+                    2_000_001_000
+                } else {
+                    2_000_000_000
                 }
-                Some(name) => {
-                    let pc = self
+            }
+            Some(name) => {
+                let pc = self
                     .store
                     .get(&GroupResource::new("scheduling.k8s.io", "priorityclasses"), "", name)
                     .ok_or_else(|| {
                         ApiError::Forbidden(format!(
-                            "pods \"{}\" is forbidden: no PriorityClass with name {name} was found",
-                            spec.get("generateName").and_then(Value::as_str).unwrap_or_default()
+                            "pods \"{pod_name}\" is forbidden: no PriorityClass with name {name} was found"
                         ))
                     })?;
-                    pc.value()?
-                        .get("value")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(0)
-                }
-            };
+                pc.value()?
+                    .get("value")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            }
+        };
         spec.insert("priority".into(), json!(priority));
         Ok(())
     }
@@ -365,6 +397,7 @@ impl ApiServer {
             .unwrap_or_default();
         let obj = self.prepare_create_at(res, ns, &version, obj)?;
         prepare::validate(res, &obj)?;
+        self.check_webhook_urls(res, &obj)?;
         let final_name = name_of(&obj).to_string();
         attrs.name = &final_name;
         let obj = self
@@ -550,6 +583,7 @@ impl ApiServer {
                 prepare::apply_schema(res, &version, &mut new);
             }
             prepare::validate(res, &new)?;
+            self.check_webhook_urls(res, &new)?;
             let new = self
                 .admission
                 .run(self, Phase::Validating, &attrs, Some(new))
@@ -627,13 +661,16 @@ impl ApiServer {
             return Ok(old);
         }
         let expected = opts.resource_version.as_ref().map(|_| old.rv);
-        self.delete_now(
-            res,
-            ns,
-            name,
-            opts.propagation.unwrap_or_default(),
-            expected,
-        )
+        let policy = opts.propagation.unwrap_or_default();
+        // The cascade can touch every object in the store: run it on the blocking pool so the
+        // request's worker (and the other requests on it) are not held.
+        let Some(me) = self.me.upgrade() else {
+            return self.delete_now(res, ns, name, policy, expected);
+        };
+        let (res, ns, name) = (res.clone(), ns.to_string(), name.to_string());
+        tokio::task::spawn_blocking(move || me.delete_now(&res, &ns, &name, policy, expected))
+            .await
+            .map_err(|e| ApiError::Internal(format!("deletion did not complete: {e}")))?
     }
 
     /// POST pods/NAME/binding: sets `spec.nodeName` (409 when already bound).
@@ -679,7 +716,13 @@ impl ApiServer {
                 )));
             }
             let mut v = old.value()?;
-            v["spec"]["nodeName"] = json!(node);
+            // Indexing a JSON value that is not an object panics: check the shape first.
+            let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else {
+                return Err(ApiError::Invalid(format!(
+                    "Binding \"{name}\" is invalid: the pod's spec is not an object"
+                )));
+            };
+            spec.insert("nodeName".into(), json!(node));
             let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now_rfc3339()});
             let conds = v["status"]
                 .as_object_mut()

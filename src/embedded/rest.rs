@@ -59,7 +59,7 @@ fn bytes_response(code: StatusCode, b: Bytes) -> Response {
     (code, [(header::CONTENT_TYPE, "application/json")], b).into_response()
 }
 
-fn error_response(e: &ApiError) -> Response {
+pub(crate) fn error_response(e: &ApiError) -> Response {
     let code = StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     json_response(code, &e.status())
 }
@@ -677,6 +677,11 @@ fn list_response(
 /// A `meta.k8s.io/v1` Table for kubectl: Name, the CRD's printer columns (simple JSONPaths),
 /// and Age.
 fn table(t: &Target, items: &[Arc<Stored>], rv: u64, cont: Option<String>) -> Value {
+    if t.res.crd.is_none()
+        && let Some(cols) = super::tables::columns(&t.res.group, &t.res.kind)
+    {
+        return builtin_table(t, cols, items, rv, cont);
+    }
     let printer: Vec<Value> = t
         .res
         .crd
@@ -701,10 +706,6 @@ fn table(t: &Target, items: &[Arc<Stored>], rv: u64, cont: Option<String>) -> Va
             "priority": c.get("priority").cloned().unwrap_or(json!(0)),
         }));
     }
-    if t.res.kind == "Pod" {
-        cols.push(json!({"name": "Status", "type": "string", "format": "", "description": "phase", "priority": 0}));
-        cols.push(json!({"name": "Node", "type": "string", "format": "", "description": "node", "priority": 0}));
-    }
     cols.push(
         json!({"name": "Age", "type": "string", "format": "", "description": "age", "priority": 0}),
     );
@@ -718,10 +719,6 @@ fn table(t: &Target, items: &[Arc<Stored>], rv: u64, cont: Option<String>) -> Va
                 let path = c.get("jsonPath").and_then(Value::as_str).unwrap_or_default();
                 let ptr = path.trim_start_matches('.').replace('.', "/");
                 cells.push(v.pointer(&format!("/{ptr}")).cloned().unwrap_or(Value::Null));
-            }
-            if t.res.kind == "Pod" {
-                cells.push(json!(s.phase.clone().unwrap_or_default()));
-                cells.push(json!(s.node_name.clone().unwrap_or_else(|| "<none>".into())));
             }
             let age = v
                 .pointer("/metadata/creationTimestamp")
@@ -744,7 +741,49 @@ fn table(t: &Target, items: &[Arc<Stored>], rv: u64, cont: Option<String>) -> Va
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": cols, "rows": rows})
 }
 
-fn human_age(secs: i64) -> String {
+/// A Table of a built-in kind with kube-apiserver's columns (see [`super::tables`]).
+fn builtin_table(
+    t: &Target,
+    cols: &[super::tables::Column],
+    items: &[Arc<Stored>],
+    rv: u64,
+    cont: Option<String>,
+) -> Value {
+    let defs: Vec<Value> = cols
+        .iter()
+        .map(|c| {
+            json!({"name": c.name, "type": c.kind, "format": if c.name == "Name" { "name" } else { "" },
+                   "description": c.name, "priority": c.priority})
+        })
+        .collect();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let rows: Vec<Value> = items
+        .iter()
+        .filter_map(|s| {
+            let v = s.value().ok()?;
+            let age = v
+                .pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str)
+                .and_then(|c| c.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                .map(|c| human_age((now - c).get_seconds()))
+                .unwrap_or_else(|| "<unknown>".into());
+            let cells = super::tables::cells(&t.res.group, &t.res.kind, &v, &age, now.as_second());
+            let meta = v.get("metadata").cloned().unwrap_or(json!({}));
+            Some(json!({
+                "cells": cells,
+                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta},
+            }))
+        })
+        .collect();
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+    }
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": defs, "rows": rows})
+}
+
+/// An age as kubectl prints it (`45s`, `3m`, `5h`, `2d`).
+pub(crate) fn human_age(secs: i64) -> String {
     let s = secs.max(0);
     match s {
         0..120 => format!("{s}s"),

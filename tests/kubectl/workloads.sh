@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The controller-manager stand-in with kubectl as the user's tool, under
+# `tephra serve --embedded`: Volcano's own Deployment example (`deployment/deployment.yaml`
+# with its queue) gets a ReplicaSet and running pods and `kubectl rollout status` succeeds;
+# scaling and a new image roll out; a StatefulSet gets ordinal pods; a batch Job completes.
+#
+# Environment:
+#   TEPHRA_BIN         the tephra binary (default: built with cargo from this checkout)
+#   VOLCANO_EXAMPLES   Volcano's examples (default: ../shared/fixtures/volcano-examples next to
+#                      the checkout); the test is skipped with a message when absent
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+command -v kubectl >/dev/null || { echo "kubectl not installed; skipping"; exit 0; }
+EXAMPLES="${VOLCANO_EXAMPLES:-$ROOT/../shared/fixtures/volcano-examples}"
+if [ ! -f "$EXAMPLES/deployment__deployment.yaml" ]; then
+  echo "Volcano's examples not found at $EXAMPLES; skipping the workload stand-in test"
+  exit 0
+fi
+if [ -z "${TEPHRA_BIN:-}" ]; then
+  (cd "$ROOT" && cargo build -q --bin tephra)
+  TEPHRA_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/tephra"
+fi
+
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)))"
+WORK="$(mktemp -d)"
+LOG="$WORK/serve.log"
+"$TEPHRA_BIN" serve --embedded --embedded-api-listen "127.0.0.1:$PORT" \
+  --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 >"$LOG" 2>&1 &
+SERVER=$!
+cleanup() { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+K=(kubectl --server "http://127.0.0.1:$PORT" --kubeconfig /dev/null --request-timeout=10s)
+PASSED=0
+ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
+fail() { echo "kubectl workloads: $PASSED passed, 1 failed"; echo "FAIL: $*" >&2; echo "--- serve log" >&2; tail -n 40 "$LOG" >&2; exit 1; }
+expect() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; ok "$1"; }
+# eventually DESCRIPTION SECONDS COMMAND...: polls COMMAND's output until it is non-empty and
+# not "0" (every 0.2 s).
+eventually() {
+  local what="$1" secs="$2"; shift 2
+  for _ in $(seq 1 $((secs * 5))); do
+    out="$("$@" 2>/dev/null || true)"
+    [ -n "$out" ] && [ "$out" != "0" ] && { ok "$what"; return; }
+    sleep 0.2
+  done
+  fail "$what (within ${secs}s)"
+}
+count() { "${K[@]}" get "$@" -o name | wc -l | tr -d ' '; }
+running() { "${K[@]}" get pods -l "$1" --field-selector=status.phase=Running -o name | wc -l | tr -d ' '; }
+
+for _ in $(seq 1 300); do
+  "${K[@]}" get queue root >/dev/null 2>&1 && break
+  kill -0 "$SERVER" 2>/dev/null || fail "tephra serve exited"
+  sleep 0.1
+done
+"${K[@]}" get queue root >/dev/null 2>&1 || fail "tephra serve --embedded not ready"
+ok "serve --embedded up on port $PORT"
+
+# Volcano's Deployment example, with its queue. The example file has no final newline.
+{ cat "$EXAMPLES/deployment__queue.yaml"; echo; echo "---"; cat "$EXAMPLES/deployment__deployment.yaml"; echo; } \
+  | "${K[@]}" apply -f - >/dev/null || fail "apply Volcano's deployment example"
+"${K[@]}" rollout status deploy/deploy-with-volcano --timeout=60s >/dev/null \
+  || fail "rollout status of deploy-with-volcano"
+ok "kubectl rollout status deploy/deploy-with-volcano"
+expect "one running pod" "$(running app=nginx)" "1"
+RS="$("${K[@]}" get rs -l app=nginx -o jsonpath='{.items[0].metadata.name}')"
+HASH="$("${K[@]}" get rs "$RS" -o jsonpath='{.metadata.labels.pod-template-hash}')"
+expect "the ReplicaSet is named after the template hash" "$RS" "deploy-with-volcano-$HASH"
+expect "revision 1" "$("${K[@]}" get rs "$RS" -o jsonpath='{.metadata.annotations.deployment\.kubernetes\.io/revision}')" "1"
+expect "the pod is the ReplicaSet's" "$("${K[@]}" get pods -l app=nginx -o jsonpath='{.items[0].metadata.ownerReferences[0].name}')" "$RS"
+expect "the pod went to Volcano's queue" "$("${K[@]}" get pods -l app=nginx -o jsonpath='{.items[0].spec.schedulerName}')" "volcano"
+expect "deployment status" "$("${K[@]}" get deploy deploy-with-volcano -o jsonpath='{.status.readyReplicas}/{.status.availableReplicas}/{.status.updatedReplicas}')" "1/1/1"
+
+header() { "${K[@]}" get "$@" | head -n 1 | tr -s ' ' | sed 's/ $//'; }
+expect "kubectl get pods columns" "$(header pods)" "NAME READY STATUS RESTARTS AGE"
+expect "kubectl get pods -o wide columns" "$(header pods -o wide)" "NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES"
+expect "kubectl get deploy columns" "$(header deploy)" "NAME READY UP-TO-DATE AVAILABLE AGE"
+expect "kubectl get rs columns" "$(header rs)" "NAME DESIRED CURRENT READY AGE"
+expect "kubectl get nodes columns" "$(header nodes)" "NAME STATUS ROLES AGE VERSION"
+expect "kubectl get deploy row" "$("${K[@]}" get deploy deploy-with-volcano --no-headers | tr -s ' ' | cut -d' ' -f1-4)" "deploy-with-volcano 1/1 1 1"
+
+"${K[@]}" scale deploy/deploy-with-volcano --replicas=3 >/dev/null || fail "scale to 3"
+"${K[@]}" rollout status deploy/deploy-with-volcano --timeout=60s >/dev/null || fail "rollout after scale"
+expect "three running pods after scaling" "$(running app=nginx)" "3"
+
+"${K[@]}" set image deploy/deploy-with-volcano nginx=nginx:1.27 >/dev/null || fail "set image"
+"${K[@]}" rollout status deploy/deploy-with-volcano --timeout=90s >/dev/null || fail "rollout of the new image"
+ok "rolling update to nginx:1.27"
+expect "two ReplicaSets" "$(count rs -l app=nginx)" "2"
+NEW="$("${K[@]}" get deploy deploy-with-volcano -o jsonpath='{.status.updatedReplicas}')"
+expect "all replicas updated" "$NEW" "3"
+eventually "the old pods are gone" 30 bash -c "[ \"\$(${K[*]} get pods -l app=nginx -o jsonpath='{.items[*].spec.containers[0].image}' | tr ' ' '\n' | sort -u)\" = nginx:1.27 ] && echo yes"
+
+# A StatefulSet: ordinal pods, one at a time. (Pods go to Volcano's scheduler: the embedded
+# kube-scheduler stand-in plays the `volcano` profile only.)
+cat <<'YAML' | "${K[@]}" apply -f - >/dev/null || fail "apply a StatefulSet"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  serviceName: web
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      schedulerName: volcano
+      containers: [{name: c, image: nginx:1.27}]
+YAML
+"${K[@]}" rollout status sts/web --timeout=60s >/dev/null || fail "rollout status of sts/web"
+ok "kubectl rollout status sts/web"
+expect "ordinal pod names" "$("${K[@]}" get pods -l app=web -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | sort | tr '\n' ' ')" "web-0 web-1 "
+expect "pod-name label" "$("${K[@]}" get pod web-1 -o jsonpath='{.metadata.labels.statefulset\.kubernetes\.io/pod-name}')" "web-1"
+
+# A batch Job: two completions, one at a time.
+cat <<'YAML' | "${K[@]}" apply -f - >/dev/null || fail "apply a batch Job"
+apiVersion: batch/v1
+kind: Job
+metadata: {name: twice}
+spec:
+  completions: 2
+  parallelism: 1
+  template:
+    metadata:
+      annotations: {simulation.tephra.io/run-seconds: "0.5"}
+    spec:
+      restartPolicy: Never
+      schedulerName: volcano
+      containers: [{name: c, image: busybox}]
+YAML
+"${K[@]}" wait --for=condition=complete job/twice --timeout=60s >/dev/null || fail "job/twice did not complete"
+ok "kubectl wait --for=condition=complete job/twice"
+expect "two succeeded pods" "$("${K[@]}" get job twice -o jsonpath='{.status.succeeded}')" "2"
+expect "kubectl get job row" "$("${K[@]}" get job twice --no-headers | tr -s ' ' | cut -d' ' -f1-3)" "twice Complete 2/2"
+expect "kubectl get sts columns" "$(header sts)" "NAME READY AGE"
+
+echo "kubectl workloads: $PASSED passed"
