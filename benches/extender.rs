@@ -238,7 +238,12 @@ fn filter_part() -> BenchResult<bool> {
 
 fn wrk(script: &Path, secs: u64, url: &str, connections: u32) -> BenchResult<(u64, f64)> {
     let out = Command::new("wrk")
-        .args(["-t1", &format!("-c{connections}"), &format!("-d{secs}s"), "-s"])
+        .args([
+            "-t1",
+            &format!("-c{connections}"),
+            &format!("-d{secs}s"),
+            "-s",
+        ])
         .arg(script)
         .arg(url)
         .output()?;

@@ -27,6 +27,19 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Where `tephra serve` gets its serving certificate (`--tls-mode`).
+///
+/// One value today: the flag exists so manifests can say which mode they use, and a later
+/// mode (tephra keeping its own CA in a Secret and writing the webhooks' `caBundle`) can be
+/// added without changing them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum TlsMode {
+    /// Read --tls-cert/--tls-key (and --tls-ca) from files and reload them when they change
+    /// (cert-manager or your own certificates).
+    #[default]
+    Files,
+}
+
 /// Output format of log lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -47,9 +60,9 @@ pub const SERVE_RUNS: &str = "the admission webhooks (vcJobs, Pods, PodGroups, Q
      Kubernetes API with its kubelet and kube-scheduler stand-ins";
 
 /// What `tephra serve` does not run yet (see [`SERVE_RUNS`]).
-pub const SERVE_NOT_YET: &str = "--tls-mode self (certificates kept in a Secret and written \
-     into the webhook configurations by tephra itself; use `tephra certs` or cert-manager with \
-     --tls-cert/--tls-key, which are reloaded when they change)";
+pub const SERVE_NOT_YET: &str = "a --tls-mode that manages certificates itself (kept in a \
+     Secret and written into the webhook configurations by tephra; use `tephra certs` or \
+     cert-manager with --tls-cert/--tls-key, which are reloaded when they change)";
 
 /// `tephra serve --help`'s first line.
 const SERVE_ABOUT: &str = "Run tephra's admission webhooks against a cluster (or, with \
@@ -113,6 +126,13 @@ pub struct ServeArgs {
     /// HTTPS address of the admission webhooks and the scheduler extender.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
+
+    /// Where the serving certificate comes from. `files` (the only mode today): read
+    /// --tls-cert/--tls-key (and --tls-ca) from files and reload them when they change
+    /// (cert-manager or your own certificates); without those flags a self-signed pair is
+    /// made at start. Changes no behaviour; it lets manifests say which mode they use.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = TlsMode::Files)]
+    pub tls_mode: TlsMode,
 
     /// PEM certificate (chain) for the HTTPS listener. Without --tls-cert/--tls-key a
     /// self-signed pair is made at start.
@@ -631,6 +651,28 @@ mod tests {
         assert_eq!(
             s.leader.timings().retry_period,
             std::time::Duration::from_millis(500)
+        );
+    }
+
+    #[test]
+    fn tls_mode_accepts_files_only() {
+        let cli = Cli::try_parse_from(["tephra", "serve"]).unwrap();
+        let Command::Serve(s) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.tls_mode, TlsMode::Files, "files is the default");
+        let cli = Cli::try_parse_from(["tephra", "serve", "--tls-mode", "files"]).unwrap();
+        let Command::Serve(s) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.tls_mode, TlsMode::Files);
+
+        let err = Cli::try_parse_from(["tephra", "serve", "--tls-mode=self"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        let msg = err.to_string();
+        assert!(
+            msg.contains("invalid value 'self'") && msg.contains("[possible values: files]"),
+            "{msg}"
         );
     }
 

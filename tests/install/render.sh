@@ -8,6 +8,8 @@
 #    (strict field validation: an unknown or misplaced field is refused), plus a
 #    `helm install --dry-run` there (renders NOTES.txt)
 #  - checks of what the renders must contain (TLS flags, cert-manager annotations, caBundle)
+#  - the `tephra serve` args of each rendered Deployment: every flag listed by this tephra's
+#    `serve --help` and every value accepted by it (an unknown one makes tephra exit at start)
 #  - when the real control plane is built (tests/cluster/build.sh), the same renders sent to
 #    a real kube-apiserver too (tests/cluster/up.sh), which also checks every value's type
 #
@@ -51,6 +53,43 @@ fail() { echo "render.sh: $PASSED passed, 1 failed" >&2; echo "FAIL: $*" >&2; ex
 # contains FILE PATTERN WHAT / lacks FILE PATTERN WHAT: a fixed-string check of a render.
 contains() { grep -qF -- "$2" "$1" || fail "$3: '$2' not in the render"; ok "$3"; }
 lacks() { if grep -qF -- "$2" "$1"; then fail "$3: '$2' in the render"; fi; ok "$3"; }
+# serve_args FILE: the args of the container `tephra` of the Deployment `tephra` in the render
+# FILE, one a line, quotes and comments dropped.
+serve_args() {
+  awk '
+    /^---/ { deploy = 0; inargs = 0 }
+    /^kind: Deployment$/ { kind = 1 }
+    /^---/ { kind = 0 }
+    kind && /^  name: tephra$/ { deploy = 1 }
+    deploy && /^ *(- )?args:$/ { inargs = 1; indent = index($0, "args:"); next }
+    inargs {
+      if ($0 ~ /^ *#/) next
+      # kustomize writes the items at the indentation of `args:`, helm deeper.
+      if (match($0, /[^ ]/) < indent || $0 !~ /^ *- /) { inargs = 0; next }
+      sub(/^ *- */, ""); gsub(/"/, ""); print
+    }
+  ' "$1"
+}
+# flags_known NAME FILE: the rendered Deployment runs `tephra serve` with flags that this
+# tephra's `serve --help` lists (an unknown flag makes tephra exit at start).
+flags_known() {
+  local name=$1 file=$2 args flag argv n=0
+  args=$(serve_args "$file")
+  [ "$(head -n 1 <<<"$args")" = serve ] || fail "$name: the tephra container does not run 'serve' (args: $args)"
+  while read -r flag; do
+    case $flag in --*) ;; *) continue ;; esac
+    flag=${flag%%=*}
+    grep -qE -- "(^|[ ,])$flag([ ,=]|\$)" "$WORK/serve-help" || fail "$name: flag $flag is not in 'tephra serve --help'"
+    n=$((n + 1))
+  done < <(tail -n +2 <<<"$args")
+  [ "$n" -gt 0 ] || fail "$name: no flags found in the tephra container's args"
+  # Their values too: clap checks each value as it parses it, before the trailing --help
+  # (which keeps tephra from starting); `--tls-mode=self` fails here, not above.
+  mapfile -t argv <<<"$args"
+  "$TEPHRA_BIN" "${argv[@]}" --help >/dev/null 2>"$WORK/err" || fail "$name: tephra refuses the args: $(cat "$WORK/err")"
+  ok "$name: all $n flags of 'tephra serve' are known to tephra, and their values accepted"
+}
+"$TEPHRA_BIN" serve --help >"$WORK/serve-help" || fail "tephra serve --help failed"
 
 "$ROOT/tests/install/sync.sh" --check || fail "the chart's copies differ from manifests/ (run tests/install/sync.sh)"
 ok "chart CRDs, rules and dashboard equal manifests/"
@@ -84,18 +123,21 @@ dry_run() {
 }
 
 # --- kustomize --------------------------------------------------------------------------
-for dir in manifests overlays/self-signed overlays/cert-manager overlays/monitoring; do
+for dir in manifests overlays/cert-manager overlays/monitoring; do
   name=${dir//\//-}
   kubectl kustomize "$ROOT/$dir" >"$WORK/$name.yaml" 2>"$WORK/err" || fail "kubectl kustomize $dir: $(cat "$WORK/err")"
   dry_run "kustomize $dir" "$WORK/$name.yaml"
 done
-B="$WORK/manifests.yaml" S="$WORK/overlays-self-signed.yaml" C="$WORK/overlays-cert-manager.yaml" M="$WORK/overlays-monitoring.yaml"
+B="$WORK/manifests.yaml" C="$WORK/overlays-cert-manager.yaml" M="$WORK/overlays-monitoring.yaml"
 contains "$B" "kind: CustomResourceDefinition" "base: the CRDs"
 contains "$B" "name: tephra-scheduler-config-" "base: scheduler configuration as a generated ConfigMap"
-contains "$S" "- --tls-mode=self" "self-signed: tephra manages its certificates"
-lacks "$S" "secretName: tephra-tls" "self-signed: no certificate Secret mounted"
-contains "$S" "name: tephra-self-tls" "self-signed: may write the webhooks' caBundle"
+contains "$B" "- --tls-mode=files" "base: tephra reads certificate files"
+[ "$(grep -c 'secretName: tephra-tls' "$B")" -eq 2 ] || fail "base: tephra and its kube-scheduler both mount the Secret tephra-tls"
+ok "base: tephra serves, and kube-scheduler trusts, the Secret tephra-tls"
+flags_known "base" "$B"
 contains "$C" "- --tls-mode=files" "cert-manager: tephra reads certificate files"
+flags_known "cert-manager" "$C"
+flags_known "monitoring" "$M"
 [ "$(grep -c 'cert-manager.io/inject-ca-from: tephra-system/tephra-serving' "$C")" -eq 2 ] || fail "cert-manager: both webhook configurations get the CA injector annotation"
 ok "cert-manager: CA injected into both webhook configurations"
 contains "$C" "kind: Certificate" "cert-manager: the serving Certificate"
@@ -149,7 +191,10 @@ for entry in "${sets[@]}"; do
   dry_run "helm $name" "$WORK/helm-$name.yaml"
 done
 H="$WORK/helm-defaults.yaml"
-contains "$H" "- --tls-mode=self" "helm defaults: self-managed certificates"
+contains "$H" "- --tls-mode=files" "helm defaults: tephra reads certificate files"
+[ "$(grep -c 'cert-manager.io/inject-ca-from: tephra-helm/tephra-serving' "$H")" -eq 2 ] || fail "helm defaults: cert-manager (the default) injects the CA"
+ok "helm defaults: cert-manager issues the certificate"
+flags_known "helm defaults" "$H"
 contains "$H" "kind: PodDisruptionBudget" "helm defaults: a PodDisruptionBudget for 2 replicas"
 contains "$H" "urlPrefix: https://tephra-extender.tephra-helm.svc:443/scheduler" "helm defaults: kube-scheduler calls the leader's extender Service"
 contains "$H" 'values: ["tephra-helm","kube-system"]' "helm defaults: the release namespace is not sent to the webhooks"
@@ -161,6 +206,8 @@ contains "$H" "kind: PrometheusRule" "helm monitoring: PrometheusRule"
 contains "$H" "alert: TephraGangWaitingTooLong" "helm monitoring: the alerts of manifests/monitoring"
 H="$WORK/helm-files.yaml"
 contains "$H" "caBundle: $CA" "helm files: the given caBundle in the webhooks"
+lacks "$H" "kind: Certificate" "helm files: no cert-manager objects"
+flags_known "helm files" "$H"
 lacks "$H" "kind: PodDisruptionBudget" "helm files: no PodDisruptionBudget for one replica"
 lacks "$H" "tephra-kube-scheduler" "helm files: no kube-scheduler when disabled"
 H="$WORK/helm-choices.yaml"
@@ -170,10 +217,12 @@ contains "$H" "- --scheduler-name=batch" "helm choices: tephra serves every sche
 ok "helm choices: failure policies from values"
 contains "$H" "role: infra" "helm choices: nodeSelector"
 contains "$H" "- --config=/etc/tephra/scheduler/scheduler-conf.yaml" "helm choices: scheduler configuration file"
+flags_known "helm choices" "$H"
 
 # Values the schema refuses, each with helm's message.
 bad=(
-  "--set tls.mode=auto|value must be one of 'self', 'certManager', 'files'"
+  "--set tls.mode=auto|value must be one of 'certManager', 'files'"
+  "--set tls.mode=self|value must be one of 'certManager', 'files'"
   "--set replicas=0|minimum: got 0, want 1"
   "--set webhooks.failurePolicy.jobs=Never|value must be one of 'Fail', 'Ignore'"
   "--set schedulerNames=null|missing property 'schedulerNames'"

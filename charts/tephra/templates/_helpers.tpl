@@ -46,7 +46,7 @@ namespaced (bool).
     {{- if eq $root.Values.tls.mode "files" }}
     caBundle: {{ $root.Values.tls.caBundle }}
     {{- else }}
-    # Filled in by {{ if eq $root.Values.tls.mode "self" }}tephra (--tls-mode self){{ else }}cert-manager's CA injector{{ end }}.
+    # Filled in by cert-manager's CA injector.
     caBundle: Cg==
     {{- end }}
   rules:
