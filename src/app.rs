@@ -405,6 +405,17 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     } else {
         Leadership::always(&shutdown)
     };
+    {
+        // `tephra_leader_is_leader`: what an alert on "no leader" or "two leaders" reads.
+        let (leadership, gauge) = (leadership.clone(), metrics.leader.clone());
+        tokio::spawn(async move {
+            if leadership.wait_elected().await {
+                gauge.set(1);
+                leadership.token().cancelled().await;
+            }
+            gauge.set(0);
+        });
+    }
 
     // Embedded mode: bind the API first and point the ordinary kube client at it, exactly as
     // at a cluster; nothing downstream knows the difference.

@@ -40,6 +40,13 @@ pub struct Metrics {
     /// `tephra_tls_cert_reloads_total{result}`: `ok` when rotated certificate files were loaded,
     /// `error` when changed files could not be loaded (the previous pair keeps serving).
     pub tls_cert_reloads: IntCounterVec,
+    /// `tephra_tls_certificate_expiry_timestamp_seconds{kind}`: when the certificate served
+    /// (`serving`) and the earliest-expiring CA of its chain (`ca`, when the chain has one) end,
+    /// as Unix seconds; set at start and on every reload.
+    pub tls_cert_expiry: prometheus::GaugeVec,
+    /// `tephra_leader_is_leader`: 1 while this replica runs the leader-only tasks (always 1
+    /// with leader election off), else 0.
+    pub leader: prometheus::IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -77,6 +84,19 @@ impl Metrics {
         registry.register(Box::new(http_requests.clone()))?;
         registry.register(Box::new(http_duration.clone()))?;
         registry.register(Box::new(tls_cert_reloads.clone()))?;
+        let tls_cert_expiry = prometheus::GaugeVec::new(
+            Opts::new(
+                "tephra_tls_certificate_expiry_timestamp_seconds",
+                "When the served certificate (kind=serving) and its chain's CA (kind=ca) expire, Unix seconds.",
+            ),
+            &["kind"],
+        )?;
+        let leader = prometheus::IntGauge::new(
+            "tephra_leader_is_leader",
+            "1 while this replica leads (runs the controllers, the session and the extender's answers), else 0.",
+        )?;
+        registry.register(Box::new(tls_cert_expiry.clone()))?;
+        registry.register(Box::new(leader.clone()))?;
         // Present from the start (at 0) so an alert on `increase(...{result="error"})` has a series.
         for result in ["ok", "error"] {
             tls_cert_reloads.with_label_values(&[result]);
@@ -90,6 +110,8 @@ impl Metrics {
             http_requests,
             http_duration,
             tls_cert_reloads,
+            tls_cert_expiry,
+            leader,
         })
     }
 

@@ -10,7 +10,9 @@ use axum_server::{Control, Handle};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::tls::{PemPair, Reloader, client_verifier, read_pair, server_config_with};
+use super::tls::{
+    PemPair, Reloader, client_verifier, read_pair, record_expiry, server_config_with,
+};
 use super::{
     ServerConfig, ServerError, ServerState, TLS_CONDITION, TlsSource, metrics_router, router,
 };
@@ -65,6 +67,7 @@ pub fn bind(
         TlsSource::Files { cert, key } => {
             let pair = read_pair(cert, key)?;
             let tls = server_config_with(&pair, cert, key, config.enable_http2, client.clone())?;
+            record_expiry(state.metrics(), &pair.cert);
             let reloader = Reloader {
                 cert: cert.clone(),
                 key: key.clone(),
@@ -91,6 +94,8 @@ pub fn bind(
             };
             let label = PathBuf::from("<self-signed>");
             let tls = server_config_with(&pair, &label, &label, config.enable_http2, client)?;
+            let chain = format!("{}{}", bundle.cert_pem, bundle.ca_cert_pem);
+            record_expiry(state.metrics(), chain.as_bytes());
             state.set_self_signed_ca(Some(bundle.ca_cert_pem.clone()));
             (tls, None)
         }

@@ -40,6 +40,30 @@ pub(crate) fn read_pair(cert: &Path, key: &Path) -> Result<PemPair, ServerError>
     })
 }
 
+/// Sets `tephra_tls_certificate_expiry_timestamp_seconds` from a served PEM chain: the first
+/// certificate is `serving`, the earliest end among the others (the CA, when the file carries
+/// it, as `tephra certs` writes it) is `ca`. Unparsable certificates are skipped: rustls has
+/// already accepted the chain, and a gauge is no reason to refuse it.
+pub(crate) fn record_expiry(metrics: &Metrics, cert_pem: &[u8]) {
+    let ends: Vec<f64> = CertificateDer::pem_slice_iter(cert_pem)
+        .filter_map(Result::ok)
+        .filter_map(|der| {
+            x509_parser::parse_x509_certificate(der.as_ref())
+                .ok()
+                .map(|(_, c)| c.validity().not_after.timestamp() as f64)
+        })
+        .collect();
+    if let Some((serving, rest)) = ends.split_first() {
+        metrics
+            .tls_cert_expiry
+            .with_label_values(&["serving"])
+            .set(*serving);
+        if let Some(ca) = rest.iter().copied().reduce(f64::min) {
+            metrics.tls_cert_expiry.with_label_values(&["ca"]).set(ca);
+        }
+    }
+}
+
 /// A verifier requiring client certificates signed by one of the CAs in `path` (`--client-ca`).
 pub(crate) fn client_verifier(
     path: &Path,
@@ -187,6 +211,7 @@ impl Reloader {
                 Ok(config) => {
                     live.reload_from_config(config);
                     metrics.tls_cert_reloads.with_label_values(&["ok"]).inc();
+                    record_expiry(&metrics, &pair.cert);
                     tracing::info!(cert = %self.cert.display(), "serving certificate reloaded");
                 }
                 Err(e) => {
