@@ -56,6 +56,10 @@ pub const DEFAULT_PLAN_WAIT: Duration = Duration::from_secs(2);
 /// dropped (a pod then waits for one more session, nothing worse).
 const SEEN_LIMIT: usize = 200_000;
 
+/// The key under which pods turned down before the index knew them wait to be nudged (no
+/// gang key is empty: a gang key is `namespace/name`).
+const UNSEEN: &str = "";
+
 /// Pods by uid: uid → (namespace, name).
 type PodsByUid = HashMap<String, (String, String)>;
 
@@ -254,9 +258,15 @@ impl Extender {
 
     /// Remembers a gang pod the filter turned down, so it can be nudged once its gang is placed.
     fn note_rejected(&self, uid: &str, meta: &protocol::PodMeta) {
-        let job = match self.scheduler.index().task(uid).and_then(|t| t.job.clone()) {
-            Some(j) => j,
-            None => return,
+        let job = match self.scheduler.index().task(uid) {
+            Some(t) => match t.job.clone() {
+                Some(j) => j,
+                None => return,
+            },
+            // Turned down before tephra's own watch showed the pod (kube-scheduler's informer
+            // can be ahead of it): nudged once the index knows it, or kube-scheduler would park
+            // it until an unrelated event while the rest of its gang is held in vain.
+            None => UNSEEN.to_string(),
         };
         let mut r = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
         if r.len() >= SEEN_LIMIT {
@@ -289,17 +299,34 @@ impl Extender {
                 let due: Vec<(String, String)> = {
                     let idx = self.scheduler.index();
                     let mut r = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+                    // Pods turned down before the index knew them are nudged once it does.
+                    let mut due: Vec<(String, String)> = Vec::new();
+                    if let Some(unseen) = r.get_mut(UNSEEN) {
+                        let known: Vec<String> = unseen
+                            .keys()
+                            .filter(|u| idx.task(u).is_some())
+                            .cloned()
+                            .collect();
+                        due.extend(known.iter().filter_map(|u| unseen.remove(u)));
+                    }
                     let jobs: Vec<String> = r
                         .iter()
+                        .filter(|(j, _)| j.as_str() != UNSEEN)
                         .filter(|(_, pods)| pods.keys().any(|u| idx.assumed_node(u).is_some()))
                         .map(|(j, _)| j.clone())
                         .collect();
-                    // Gangs whose pods are all gone are forgotten.
-                    r.retain(|_, pods| pods.keys().any(|u| idx.task(u).is_some()));
-                    jobs.iter()
-                        .filter_map(|j| r.remove(j))
-                        .flat_map(|pods| pods.into_values())
-                        .collect()
+                    // Gangs whose pods are all gone are forgotten (unseen pods wait for the
+                    // index, bounded by SEEN_LIMIT like the rest).
+                    r.retain(|j, pods| {
+                        j.as_str() == UNSEEN && !pods.is_empty()
+                            || pods.keys().any(|u| idx.task(u).is_some())
+                    });
+                    due.extend(
+                        jobs.iter()
+                            .filter_map(|j| r.remove(j))
+                            .flat_map(|pods| pods.into_values()),
+                    );
+                    due
                 };
                 if due.is_empty() {
                     continue;
