@@ -105,6 +105,11 @@ struct Queues {
     attempts: HashMap<String, u32>,
     /// In a scheduling or binding cycle.
     in_flight: HashSet<String>,
+    /// In flight and updated meanwhile: a failure then retries after the backoff instead of
+    /// parking the pod as unschedulable, as kube-scheduler does with events that arrive while a
+    /// pod is being scheduled (the update may be what makes it schedulable, e.g. tephra's
+    /// nudge of a gang member turned down just before its gang was placed).
+    updated_in_flight: HashSet<String>,
 }
 
 #[derive(Debug, Default)]
@@ -419,12 +424,16 @@ impl Sim {
                 || st.queues.backoff.contains_key(&uid)
                 || st.queues.queued.contains(&uid)
                 || st.queues.in_flight.contains(&uid);
+            if spec_changed && st.queues.in_flight.contains(&uid) {
+                st.queues.updated_in_flight.insert(uid.clone());
+            }
             if !known || (spec_changed && st.queues.unschedulable.contains_key(&uid)) {
                 // A new pod, or an update that may make an unschedulable pod schedulable.
                 st.enqueue(&uid);
             }
         } else {
             st.queues.unschedulable.remove(&uid);
+            st.queues.updated_in_flight.remove(&uid);
             st.queues.backoff.remove(&uid);
             st.queues.attempts.remove(&uid);
             st.last_message.remove(&uid);
@@ -491,11 +500,12 @@ impl Sim {
         let (pod, write) = {
             let mut st = lock(&self.state);
             st.queues.in_flight.remove(uid);
+            let updated = st.queues.updated_in_flight.remove(uid);
             let d = self.backoff_of(&mut st, uid);
             st.queues
                 .backoff
                 .insert(uid.to_string(), Instant::now() + d);
-            if !error {
+            if !error && !updated {
                 st.queues
                     .unschedulable
                     .insert(uid.to_string(), Instant::now());
@@ -596,7 +606,11 @@ impl Sim {
     /// One scheduling cycle.
     async fn schedule_one(self: &Arc<Self>, uid: String) {
         let Some((pod, names, reasons)) = self.feasible(&uid) else {
-            lock(&self.state).queues.in_flight.remove(&uid);
+            {
+                let mut st = lock(&self.state);
+                st.queues.in_flight.remove(&uid);
+                st.queues.updated_in_flight.remove(&uid);
+            }
             return;
         };
         let total = lock(&self.state).nodes.len();
@@ -689,6 +703,7 @@ impl Sim {
             None => {
                 let mut st = lock(&self.state);
                 st.queues.in_flight.remove(&uid);
+                st.queues.updated_in_flight.remove(&uid);
                 st.queues.attempts.remove(&uid);
             }
             Some(e) => {
