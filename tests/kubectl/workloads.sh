@@ -6,16 +6,26 @@
 #
 # Environment:
 #   TEPHRA_BIN         the tephra binary (default: built with cargo from this checkout)
-#   VOLCANO_EXAMPLES   Volcano's examples (default: ../shared/fixtures/volcano-examples next to
-#                      the checkout); the test is skipped with a message when absent
+#   TEPHRA_VOLCANO_FIXTURES  the folder of Volcano's fixtures (as for cargo test; .ci/run sets
+#                      it): named, its volcano-examples/ must exist or the test fails; unset,
+#                      ../shared/fixtures next to the checkout is used and the test is skipped
+#                      with a message when it is absent (a fresh clone)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 command -v kubectl >/dev/null || { echo "kubectl not installed; skipping"; exit 0; }
-EXAMPLES="${VOLCANO_EXAMPLES:-$ROOT/../shared/fixtures/volcano-examples}"
-if [ ! -f "$EXAMPLES/deployment__deployment.yaml" ]; then
-  echo "Volcano's examples not found at $EXAMPLES; skipping the workload stand-in test"
-  exit 0
+if [ -n "${TEPHRA_VOLCANO_FIXTURES:-}" ]; then
+  EXAMPLES="$TEPHRA_VOLCANO_FIXTURES/volcano-examples"
+  [ -f "$EXAMPLES/deployment__deployment.yaml" ] || {
+    echo "FAIL: TEPHRA_VOLCANO_FIXTURES is set but $EXAMPLES/deployment__deployment.yaml is missing" >&2
+    exit 1
+  }
+else
+  EXAMPLES="$ROOT/../shared/fixtures/volcano-examples"
+  if [ ! -f "$EXAMPLES/deployment__deployment.yaml" ]; then
+    echo "skipped: Volcano's examples not found at $EXAMPLES (set TEPHRA_VOLCANO_FIXTURES); the workload stand-in test needs them"
+    exit 0
+  fi
 fi
 if [ -z "${TEPHRA_BIN:-}" ]; then
   (cd "$ROOT" && cargo build -q --bin tephra)
