@@ -53,6 +53,12 @@ fail() { echo "render.sh: $PASSED passed, 1 failed" >&2; echo "FAIL: $*" >&2; ex
 # contains FILE PATTERN WHAT / lacks FILE PATTERN WHAT: a fixed-string check of a render.
 contains() { grep -qF -- "$2" "$1" || fail "$3: '$2' not in the render"; ok "$3"; }
 lacks() { if grep -qF -- "$2" "$1"; then fail "$3: '$2' in the render"; fi; ok "$3"; }
+# limited_to FILE NAME WHAT: a rule of FILE names NAME in its resourceNames (kustomize writes
+# the list as a block, the chart's templates inline).
+limited_to() {
+  grep -A1 'resourceNames:' "$1" | grep -qE -- "(^ *- |\[\")$2(\"|$)" || fail "$3: no rule with resourceNames $2"
+  ok "$3"
+}
 # serve_args FILE: the args of the container `tephra` of the Deployment `tephra` in the render
 # FILE, one a line, quotes and comments dropped.
 serve_args() {
@@ -138,16 +144,16 @@ contains "$B" "- --tls-mode=self" "base: self-managed certificates"
 flags_known "base" "$B"
 lacks "$B" "secretName: tephra-tls" "base: the Secret tephra-tls is mounted nowhere"
 contains "$B" "name: tephra-ca" "base: kube-scheduler trusts the ConfigMap tephra-ca"
-contains "$B" 'resourceNames: ["tephra-tls"]' "base: Secret permissions limited to tephra-tls"
-contains "$B" 'resourceNames: ["tephra-ca"]' "base: ConfigMap permissions limited to tephra-ca"
-contains "$B" 'resourceNames: ["tephra-mutating-webhooks"]' "base: webhook permissions limited to tephra's configurations"
-contains "$B" 'resourceNames: ["tephra-validating-webhooks"]' "base: (both of them)"
+limited_to "$B" tephra-tls "base: Secret permissions limited to tephra-tls"
+limited_to "$B" tephra-ca "base: ConfigMap permissions limited to tephra-ca"
+limited_to "$B" tephra-mutating-webhooks "base: webhook permissions limited to tephra's configurations"
+limited_to "$B" tephra-validating-webhooks "base: (both of them)"
 contains "$F" "- --tls-mode=files" "files: tephra reads certificate files"
 flags_known "files" "$F"
 [ "$(grep -c 'secretName: tephra-tls' "$F")" -eq 2 ] || fail "files: tephra and its kube-scheduler both mount the Secret tephra-tls"
 ok "files: tephra serves, and kube-scheduler trusts, the Secret tephra-tls"
 lacks "$F" "name: tephra-webhook-ca" "files: no permissions for self-managed certificates"
-lacks "$F" "tephra-ca" "files: kube-scheduler does not read the ConfigMap tephra-ca, nobody writes it"
+lacks "$F" "name: tephra-ca" "files: kube-scheduler does not read the ConfigMap tephra-ca, nobody writes it"
 contains "$C" "- --tls-mode=files" "cert-manager: tephra reads certificate files"
 flags_known "cert-manager" "$C"
 flags_known "monitoring" "$M"
@@ -210,15 +216,16 @@ contains "$H" "- --tls-self-ca-overlap=720h" "helm defaults: the self-managed li
 lacks "$H" "cert-manager.io" "helm defaults: no cert-manager objects or annotations"
 lacks "$H" "secretName: tephra-tls" "helm defaults: the Secret tephra-tls is mounted nowhere"
 contains "$H" "name: tephra-ca" "helm defaults: kube-scheduler trusts the ConfigMap tephra-ca"
-contains "$H" 'resourceNames: ["tephra-tls"]' "helm defaults: Secret permissions limited to tephra-tls"
-contains "$H" 'resourceNames: ["tephra-validating-webhooks"]' "helm defaults: webhook permissions limited to tephra's configurations"
+limited_to "$H" tephra-tls "helm defaults: Secret permissions limited to tephra-tls"
+limited_to "$H" tephra-validating-webhooks "helm defaults: webhook permissions limited to tephra's configurations"
 flags_known "helm defaults" "$H"
 H="$WORK/helm-cert-manager.yaml"
 contains "$H" "- --tls-mode=files" "helm cert-manager: tephra reads certificate files"
 [ "$(grep -c 'cert-manager.io/inject-ca-from: tephra-helm/tephra-serving' "$H")" -eq 2 ] || fail "helm cert-manager: cert-manager injects the CA"
 ok "helm cert-manager: cert-manager issues the certificate"
-[ "$(grep -c 'secretName: tephra-tls' "$H")" -eq 2 ] || fail "helm cert-manager: tephra and its kube-scheduler both mount the Secret tephra-tls"
-ok "helm cert-manager: tephra serves, and kube-scheduler trusts, the Secret tephra-tls"
+contains "$H" "secret: {secretName: tephra-tls}" "helm cert-manager: tephra mounts the Secret tephra-tls"
+if grep -A1 'configMap:' "$H" | grep -qF 'name: tephra-ca'; then fail "helm cert-manager: kube-scheduler mounts the ConfigMap tephra-ca"; fi
+ok "helm cert-manager: kube-scheduler trusts the Secret, not the ConfigMap tephra-ca"
 lacks "$H" "tephra-webhook-ca" "helm cert-manager: no permissions for self-managed certificates"
 flags_known "helm cert-manager" "$H"
 contains "$H" "kind: PodDisruptionBudget" "helm defaults: a PodDisruptionBudget for 2 replicas"
