@@ -385,6 +385,41 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
         "the old CA was not dropped: {bundles:?}"
     );
     assert_ne!(final_ca, ca_pem, "the CA rotated");
+
+    // A re-apply of the manifests puts the placeholder caBundle back; the leader restores the
+    // bundle at its next step.
+    let configs = Api::<MutatingWebhookConfiguration>::all(c.clone());
+    let mut cfg = configs
+        .get(tephra::selftls::MUTATING_CONFIGURATION)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for hook in cfg.webhooks.iter_mut().flatten() {
+        hook.client_config.ca_bundle = Some(k8s_openapi::ByteString(b"\n".to_vec()));
+    }
+    configs
+        .replace(
+            tephra::selftls::MUTATING_CONFIGURATION,
+            &PostParams::default(),
+            &cfg,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let reset = Instant::now();
+    let current = secrets
+        .get("tephra-tls")
+        .await
+        .ok()
+        .and_then(|s| s.data)
+        .map(|d| String::from_utf8(d["ca.crt"].0.clone()).unwrap_or_default())
+        .unwrap_or_default();
+    eventually(10, "the caBundle restored after a reset", || async {
+        ca_bundle(&c).await.filter(|b| *b == current)
+    })
+    .await;
+    println!(
+        "placeholder caBundle replaced by the bundle again after {:?}",
+        reset.elapsed()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
