@@ -279,6 +279,45 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
             seen
         })
     };
+    // Swap lag: from the Secret holding a new serving certificate to each replica serving it.
+    let lag_probe = {
+        let (c, stop, rx, addrs) = (c.clone(), stop.clone(), bundle_rx.clone(), addrs.clone());
+        tokio::spawn(async move {
+            let secrets = Api::<Secret>::namespaced(c, NS);
+            let mut written: Vec<(Vec<u8>, Instant)> = Vec::new();
+            let mut lags: Vec<Duration> = Vec::new();
+            let mut served: BTreeSet<(usize, Vec<u8>)> = BTreeSet::new();
+            while !stop.is_cancelled() {
+                if let Some(leaf) = secrets
+                    .get_opt("tephra-tls")
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.data)
+                    .and_then(|d| {
+                        let pem = String::from_utf8(d.get("tls.crt")?.0.clone()).ok()?;
+                        ders(&pem).first().map(|d| d.to_vec())
+                    })
+                    && written.last().map(|(l, _)| l) != Some(&leaf)
+                {
+                    written.push((leaf, Instant::now()));
+                }
+                let bundle = rx.borrow().clone();
+                for (i, addr) in addrs.iter().enumerate() {
+                    let Some(leaf) = served_leaf(&bundle, *addr).await else {
+                        continue;
+                    };
+                    if served.insert((i, leaf.clone()))
+                        && let Some((_, at)) = written.iter().find(|(l, _)| *l == leaf)
+                    {
+                        lags.push(at.elapsed());
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            lags
+        })
+    };
     let mut tasks = Vec::new();
     for addr in addrs.clone() {
         for fresh in [true, false] {
@@ -332,6 +371,8 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
     tokio::time::sleep(LOAD).await;
     stop.cancel();
     let bundles = watcher.await.unwrap_or_default();
+    let mut lags = lag_probe.await.unwrap_or_default();
+    lags.sort();
     let mut total = Tally::default();
     for t in tasks {
         let t = t.await.unwrap_or_default();
@@ -357,6 +398,18 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
         total.bad_review.len(),
         total.leaves.len(),
         bundles
+    );
+    println!(
+        "swap lag (Secret written → replica serving it, probed every 50 ms, Secret read every \
+         200 ms): {} swaps, median {:?}, max {:?}",
+        lags.len(),
+        lags.get(lags.len() / 2),
+        lags.last()
+    );
+    assert!(lags.len() >= 6, "too few swaps observed: {}", lags.len());
+    assert!(
+        lags.last().is_some_and(|l| *l < Duration::from_secs(3)),
+        "a replica took too long to serve a new certificate: {lags:?}"
     );
     assert!(
         total.handshake_or_transport.is_empty(),
