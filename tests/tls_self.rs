@@ -473,6 +473,59 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
         "placeholder caBundle replaced by the bundle again after {:?}",
         reset.elapsed()
     );
+
+    // A deleted Secret is written again from what the replicas serve (same CA, same
+    // certificate); a broken one is replaced by the last good material.
+    let data_of = |s: Secret| {
+        let d = s.data.unwrap_or_default();
+        let text = |k: &str| {
+            d.get(k)
+                .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+                .unwrap_or_default()
+        };
+        (text("ca.crt"), text("tls.crt"))
+    };
+    let before = data_of(
+        secrets
+            .get("tephra-tls")
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    secrets
+        .delete("tephra-tls", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let again = eventually(10, "the deleted Secret written again", || async {
+        secrets.get_opt("tephra-tls").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(
+        data_of(again).0,
+        before.0,
+        "the same CA bundle after a delete"
+    );
+    let mut broken = secrets
+        .get("tephra-tls")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    if let Some(d) = broken.data.as_mut() {
+        d.insert(
+            "tls.crt".into(),
+            k8s_openapi::ByteString(b"garbage".to_vec()),
+        );
+    }
+    secrets
+        .replace("tephra-tls", &PostParams::default(), &broken)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let repaired = eventually(10, "the broken Secret repaired", || async {
+        let s = secrets.get_opt("tephra-tls").await.ok().flatten()?;
+        let (ca, crt) = data_of(s);
+        crt.starts_with("-----BEGIN CERTIFICATE-----").then_some(ca)
+    })
+    .await;
+    assert_eq!(repaired, before.0, "the same CA bundle after a repair");
+    println!("a deleted and a broken Secret were both restored with the same CA");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -670,17 +670,30 @@ impl Bootstrapped {
             pause = poll;
             match store.read().await {
                 Ok(Some(s)) if s.metadata.resource_version != material.resource_version => {
-                    match parse_secret(&s) {
+                    match parse_secret(&s).and_then(|m| view_of(&m, &store.cfg.names).map(|_| m)) {
                         Ok(m) => material = m,
                         Err(reason) => {
+                            // Keep serving the last good material; on the leader it is
+                            // written back over the broken Secret (a replace on the broken
+                            // one's resourceVersion), so trust is never interrupted.
                             tracing::warn!(%reason, "self-managed TLS: Secret unusable; still serving the previous certificate");
+                            material.resource_version = s.metadata.resource_version.clone();
+                            if leadership.is_leading() {
+                                match store.write(&material).await {
+                                    Ok(written) => material = written,
+                                    Err(e) => {
+                                        tracing::warn!(error = %report(&e), "self-managed TLS: cannot restore the Secret")
+                                    }
+                                }
+                            }
                         }
                     }
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => {
-                    // Deleted: the leader makes a new one below (a new CA, published before
-                    // anything else); followers keep serving what they have.
+                    // Deleted: the leader creates it again from what every replica serves
+                    // (same CA, same certificate), so no client loses trust; followers keep
+                    // serving what they have.
                     material.resource_version = None;
                 }
                 Err(e) => {
@@ -694,10 +707,8 @@ impl Bootstrapped {
             }
             let now = SystemTime::now();
             let result = if material.resource_version.is_none() {
-                match fresh(&store.cfg, now) {
-                    Ok(m) => store.write(&m).await.map(Ok),
-                    Err(e) => Err(e),
-                }
+                tracing::warn!(secret = %store.secret_name(), "self-managed TLS: the Secret is gone; writing it again");
+                store.write(&material).await.map(Ok)
             } else {
                 store.step(&material, now).await
             };
