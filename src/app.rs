@@ -534,7 +534,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         let boot = crate::selftls::bootstrap(&client, self_tls_config(&args)?).await?;
         let (live, rx) = tokio::sync::watch::channel(boot.serving.clone());
         config.tls = TlsSource::Managed(ManagedTls(rx));
-        tokio::spawn(boot.run(live, leadership.clone(), shutdown.clone()));
+        tokio::spawn(boot.run(live, leadership.clone(), metrics.clone(), shutdown.clone()));
     }
     if args.embedded {
         config.self_signed_names = certs::service_dns_names(WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1);

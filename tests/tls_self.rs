@@ -58,8 +58,14 @@ fn kubeconfig(dir: &Path, url: &str) -> String {
 
 /// One replica with short certificate lifetimes: serving 6 s, CA 36 s, overlap 6 s,
 /// propagation 1 s, the Secret read every 200 ms.
-fn replica(kubeconfig: &str, pod: &str, https: SocketAddr, log: Option<&Path>) -> Proc {
-    let listen = https.to_string();
+fn replica(
+    kubeconfig: &str,
+    pod: &str,
+    https: SocketAddr,
+    metrics: SocketAddr,
+    log: Option<&Path>,
+) -> Proc {
+    let (listen, metrics) = (https.to_string(), metrics.to_string());
     Proc::spawn_with_env(
         &[
             "serve",
@@ -68,7 +74,7 @@ fn replica(kubeconfig: &str, pod: &str, https: SocketAddr, log: Option<&Path>) -
             "--listen",
             &listen,
             "--metrics-listen",
-            "127.0.0.1:0",
+            &metrics,
             "--leader-elect-lease-duration=3s",
             "--leader-elect-renew-deadline=2s",
             "--leader-elect-retry-period=250ms",
@@ -219,8 +225,23 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
     let addrs: Vec<SocketAddr> = (0..2)
         .map(|_| SocketAddr::from(([127, 0, 0, 1], served::free_port())))
         .collect();
-    let _a = replica(&kc, "tephra-a", addrs[0], log_of("a").as_deref());
-    let _b = replica(&kc, "tephra-b", addrs[1], log_of("b").as_deref());
+    let metrics: Vec<SocketAddr> = (0..2)
+        .map(|_| SocketAddr::from(([127, 0, 0, 1], served::free_port())))
+        .collect();
+    let _a = replica(
+        &kc,
+        "tephra-a",
+        addrs[0],
+        metrics[0],
+        log_of("a").as_deref(),
+    );
+    let _b = replica(
+        &kc,
+        "tephra-b",
+        addrs[1],
+        metrics[1],
+        log_of("b").as_deref(),
+    );
 
     let secrets = Api::<Secret>::namespaced(c.clone(), NS);
     let secret = eventually(60, "Secret tephra-tls", || async {
@@ -526,6 +547,41 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
     .await;
     assert_eq!(repaired, before.0, "the same CA bundle after a repair");
     println!("a deleted and a broken Secret were both restored with the same CA");
+
+    // What an operator sees: the steps the leader took, and the bundle size on every replica.
+    let mut steps: std::collections::BTreeMap<String, f64> = Default::default();
+    for m in &metrics {
+        let body = reqwest::get(format!("http://{m}/metrics"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .text()
+            .await
+            .unwrap_or_default();
+        for line in body.lines() {
+            if let Some(rest) = line.strip_prefix("tephra_tls_self_steps_total{step=\"")
+                && let Some((step, value)) = rest.split_once("\"} ")
+            {
+                *steps.entry(step.to_string()).or_default() += value.parse::<f64>().unwrap_or(0.0);
+            }
+        }
+        assert!(
+            body.contains("tephra_tls_ca_bundle_certificates 1"),
+            "one CA in the bundle after the rotation, on {m}"
+        );
+    }
+    println!("rotation steps taken by the leader: {steps:?}");
+    for (step, at_least) in [
+        ("publish", 3.0),
+        ("add_ca", 1.0),
+        ("renew_serving", 5.0),
+        ("drop_ca", 1.0),
+        ("restore", 2.0),
+    ] {
+        assert!(
+            steps.get(step).copied().unwrap_or(0.0) >= at_least,
+            "{step}: {steps:?}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

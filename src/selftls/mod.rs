@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::certs::{self, CaPair, CertError, PemChain};
 use crate::leader::Leadership;
+use crate::metrics::Metrics;
 use crate::report::report;
 use crate::server::ServingPair;
 pub use plan::{Action, Policy, PolicyError, RenewReason, Validity, View};
@@ -486,6 +487,7 @@ impl Store {
         &self,
         m: &Material,
         now: SystemTime,
+        metrics: &Metrics,
     ) -> Result<Result<Material, SystemTime>, SelfTlsError> {
         let view = match view_of(m, &self.cfg.names) {
             Ok(v) => v,
@@ -505,6 +507,13 @@ impl Store {
             );
         }
         let action = plan::decide(&view, &self.cfg.policy, now);
+        let step = match &action {
+            Action::WaitUntil(_) => None,
+            Action::Publish => Some("publish"),
+            Action::AddCa => Some("add_ca"),
+            Action::RenewServing(_) => Some("renew_serving"),
+            Action::DropCas(_) => Some("drop_ca"),
+        };
         let mut next = m.clone();
         match action {
             Action::WaitUntil(t) => return Ok(Err(t)),
@@ -563,7 +572,11 @@ impl Store {
                 );
             }
         }
-        self.write(&next).await.map(Ok)
+        let written = self.write(&next).await?;
+        if let Some(step) = step {
+            metrics.tls_self_steps.with_label_values(&[step]).inc();
+        }
+        Ok(Ok(written))
     }
 }
 
@@ -648,11 +661,13 @@ impl std::fmt::Debug for Bootstrapped {
 
 impl Bootstrapped {
     /// Polls the Secret every `poll`, sending a changed serving pair to `live`; while
-    /// `leadership` is held, also takes the rotation steps. Returns when `stop` fires.
+    /// `leadership` is held, also takes the rotation steps (counted in `metrics`). Returns when
+    /// `stop` fires.
     pub async fn run(
         self,
         live: watch::Sender<ServingPair>,
         leadership: Leadership,
+        metrics: Metrics,
         stop: CancellationToken,
     ) {
         let Bootstrapped {
@@ -680,7 +695,13 @@ impl Bootstrapped {
                             material.resource_version = s.metadata.resource_version.clone();
                             if leadership.is_leading() {
                                 match store.write(&material).await {
-                                    Ok(written) => material = written,
+                                    Ok(written) => {
+                                        material = written;
+                                        metrics
+                                            .tls_self_steps
+                                            .with_label_values(&["restore"])
+                                            .inc();
+                                    }
                                     Err(e) => {
                                         tracing::warn!(error = %report(&e), "self-managed TLS: cannot restore the Secret")
                                     }
@@ -702,15 +723,19 @@ impl Bootstrapped {
                 }
             }
             send_if_changed(&live, &material);
+            metrics
+                .tls_ca_bundle
+                .set(i64::try_from(material.cas.len()).unwrap_or(i64::MAX));
             if !leadership.is_leading() {
                 continue;
             }
             let now = SystemTime::now();
             let result = if material.resource_version.is_none() {
                 tracing::warn!(secret = %store.secret_name(), "self-managed TLS: the Secret is gone; writing it again");
+                metrics.tls_self_steps.with_label_values(&["restore"]).inc();
                 store.write(&material).await.map(Ok)
             } else {
-                store.step(&material, now).await
+                store.step(&material, now, &metrics).await
             };
             match result {
                 Ok(Ok(written)) => {
