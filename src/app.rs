@@ -13,6 +13,7 @@ use crate::api::ApiError;
 use crate::certs::{self, CertError, PemChain};
 use crate::cli::{
     ApiserverArgs, CertsArgs, Cli, Command, LogFormat, SERVE_NOT_YET, SERVE_RUNS, ServeArgs,
+    TlsMode,
 };
 use crate::cluster::webhooks::{self, WebhookError, WebhookHost, WebhookTarget};
 use crate::cluster::{self, BootstrapError, CacheFeeds, Caches, ClusterError};
@@ -22,7 +23,8 @@ use crate::leader::{Elector, ElectorConfig, Leadership, Outcome};
 use crate::metrics::{Metrics, MetricsError};
 use crate::report::report;
 use crate::scheduler::{Scheduler, SchedulerOptions};
-use crate::server::{self, ServerConfig, ServerError, ServerState, TlsSource};
+use crate::selftls::{SelfTlsConfig, SelfTlsError};
+use crate::server::{self, ManagedTls, ServerConfig, ServerError, ServerState, TlsSource};
 
 /// Everything that can stop a subcommand, one variant per subsystem.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +117,9 @@ pub enum AppError {
     /// The controllers could not be started.
     #[error(transparent)]
     Controllers(#[from] crate::controllers::ControllerError),
+    /// `--tls-mode self` could not get or keep its certificate.
+    #[error("--tls-mode self: {0}")]
+    SelfTls(#[from] SelfTlsError),
     /// Leader election flags are inconsistent (boxed: the variant would make every result
     /// of this module large).
     #[error(transparent)]
@@ -302,6 +307,21 @@ fn preflight(args: &ServeArgs) -> Result<Checked, AppError> {
             )
         })
         .transpose()?;
+    if args.tls_mode == TlsMode::SelfManaged {
+        if args.embedded {
+            return Err(AppError::Flags(
+                "--tls-mode self does not go with --embedded (embedded mode makes its own \
+                 certificate at start; use --tls-mode files)",
+            ));
+        }
+        if args.tls_cert.is_some() || args.tls_ca.is_some() {
+            return Err(AppError::Flags(
+                "--tls-cert, --tls-key and --tls-ca apply to --tls-mode files; --tls-mode self \
+                 keeps its certificate in the Secret --tls-self-secret",
+            ));
+        }
+        self_tls_config(args)?;
+    }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         server::check_tls_files(cert, key, args.enable_http2)?;
     }
@@ -317,6 +337,43 @@ fn preflight(args: &ServeArgs) -> Result<Checked, AppError> {
         }
     };
     Ok(Checked { embedded, webhook })
+}
+
+/// `--tls-mode self`'s settings from the flags: the Services' names in the namespace of the
+/// Secret, the extra names, the lifetimes (checked here, so bad ones stop the start).
+fn self_tls_config(args: &ServeArgs) -> Result<SelfTlsConfig, AppError> {
+    let f = &args.tls_self;
+    let namespace = f
+        .tls_self_namespace
+        .clone()
+        .unwrap_or_else(crate::leader::default_namespace);
+    certs::check_dns_label("namespace", &namespace)?;
+    let mut names = Vec::new();
+    for service in &f.tls_self_services {
+        certs::check_dns_label("service", service)?;
+        names.extend(certs::service_dns_names(service, &namespace));
+    }
+    names.extend(f.tls_self_extra_names.iter().cloned());
+    if names.is_empty() {
+        return Err(AppError::Flags(
+            "--tls-mode self needs at least one --tls-self-service or --tls-self-extra-name",
+        ));
+    }
+    let common_name = f
+        .tls_self_services
+        .first()
+        .map_or_else(|| names[0].clone(), |s| format!("{s}.{namespace}.svc"));
+    let policy = f.policy();
+    policy.check().map_err(SelfTlsError::from)?;
+    Ok(SelfTlsConfig {
+        namespace,
+        secret: f.tls_self_secret.clone(),
+        configmap: f.tls_self_configmap.clone(),
+        common_name,
+        names,
+        policy,
+        poll: args.tls_reload_interval,
+    })
 }
 
 /// The address the embedded API reaches the HTTPS listener at: its own IP, or loopback when
@@ -472,6 +529,13 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         metrics: AdmissionMetrics::new(metrics.registry())?,
     });
     let mut config = server_config(&args);
+    if args.tls_mode == TlsMode::SelfManaged {
+        // Before the listener binds: it serves the Secret's pair from its first connection.
+        let boot = crate::selftls::bootstrap(&client, self_tls_config(&args)?).await?;
+        let (live, rx) = tokio::sync::watch::channel(boot.serving.clone());
+        config.tls = TlsSource::Managed(ManagedTls(rx));
+        tokio::spawn(boot.run(live, leadership.clone(), metrics.clone(), shutdown.clone()));
+    }
     if args.embedded {
         config.self_signed_names = certs::service_dns_names(WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1);
     }

@@ -250,32 +250,9 @@ pub fn renew_with_ca(
         std::fs::read_to_string(&path).map_err(|source| CertError::Read { path, source })
     };
     let (ca_pem, ca_key_pem) = (read(CA_FILE)?, read(CA_KEY_FILE)?);
-    let parse = |file: &str, reason: String| CertError::Parse {
-        path: dir.join(file),
-        reason,
-    };
-    let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|e| parse(CA_KEY_FILE, e.to_string()))?;
+    let issuer = issuer_from_pem(&ca_pem, &ca_key_pem, dir)?;
     let ca_chain = PemChain::parse(&dir.join(CA_FILE), ca_pem.as_bytes())?;
     let ca_der = ca_chain.leaf().to_vec();
-    // The issuer is rebuilt from the CA's subject (organization and common name, as `issue`
-    // writes them) and its key; the result is verified below, so a CA made elsewhere with a
-    // richer subject is refused with a clear message rather than producing an unusable pair.
-    let (_, parsed) =
-        x509_parser::parse_x509_certificate(&ca_der).map_err(|e| parse(CA_FILE, e.to_string()))?;
-    let text = |it: &mut dyn Iterator<Item = &x509_parser::x509::AttributeTypeAndValue<'_>>| {
-        it.next().and_then(|a| a.as_str().ok()).map(str::to_string)
-    };
-    let mut dn = DistinguishedName::new();
-    if let Some(o) = text(&mut parsed.subject().iter_organization()) {
-        dn.push(DnType::OrganizationName, o);
-    }
-    if let Some(cn) = text(&mut parsed.subject().iter_common_name()) {
-        dn.push(DnType::CommonName, cn);
-    }
-    let mut ca_params = CertificateParams::default();
-    ca_params.distinguished_name = dn;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    let issuer = Issuer::new(ca_params, ca_key);
     let now = SystemTime::now();
     let (leaf_pem, key_pem) = sign_leaf(common_name, names, &issuer, now, LEAF_VALIDITY)?;
     let chain = PemChain::parse(&dir.join(CERT_FILE), leaf_pem.as_bytes())?;
@@ -461,6 +438,126 @@ pub fn verify_chain(
         .map_err(|e| untrusted(e.to_string()))
 }
 
+/// An rcgen issuer for the CA certificate `ca_pem` (its first certificate) and its key.
+///
+/// The issuer is rebuilt from the CA's subject (organization and common name, as tephra writes
+/// them) and its key; callers verify what it signs, so a CA made elsewhere with a richer
+/// subject is refused with a clear message rather than producing an unusable pair. `dir`
+/// only labels errors (the files `ca.crt`/`ca.key` in it).
+fn issuer_from_pem(
+    ca_pem: &str,
+    ca_key_pem: &str,
+    dir: &Path,
+) -> Result<Issuer<'static, KeyPair>, CertError> {
+    let parse = |file: &str, reason: String| CertError::Parse {
+        path: dir.join(file),
+        reason,
+    };
+    let ca_key = KeyPair::from_pem(ca_key_pem).map_err(|e| parse(CA_KEY_FILE, e.to_string()))?;
+    let ca_chain = PemChain::parse(&dir.join(CA_FILE), ca_pem.as_bytes())?;
+    let (_, parsed) = x509_parser::parse_x509_certificate(ca_chain.leaf())
+        .map_err(|e| parse(CA_FILE, e.to_string()))?;
+    let text = |it: &mut dyn Iterator<Item = &x509_parser::x509::AttributeTypeAndValue<'_>>| {
+        it.next().and_then(|a| a.as_str().ok()).map(str::to_string)
+    };
+    let mut dn = DistinguishedName::new();
+    if let Some(o) = text(&mut parsed.subject().iter_organization()) {
+        dn.push(DnType::OrganizationName, o);
+    }
+    if let Some(cn) = text(&mut parsed.subject().iter_common_name()) {
+        dn.push(DnType::CommonName, cn);
+    }
+    let mut ca_params = CertificateParams::default();
+    ca_params.distinguished_name = dn;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    Ok(Issuer::new(ca_params, ca_key))
+}
+
+/// A CA certificate and its private key, PEM encoded (`--tls-mode self`).
+#[derive(Clone)]
+pub struct CaPair {
+    /// The CA certificate.
+    pub cert_pem: String,
+    /// Its private key, PKCS#8.
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for CaPair {
+    // Never print the private key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaPair")
+            .field("cert_pem", &self.cert_pem)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How far back a certificate valid for `validity` is dated: an hour (a node whose clock runs
+/// a little behind still accepts it), but at most a tenth of its life, so the short lifetimes
+/// tests use are not mostly in the past.
+fn backdate_for(validity: Duration) -> Duration {
+    BACKDATE.min(validity / 10)
+}
+
+/// A new CA valid for `validity` from `now`, for `--tls-mode self`. Its common name carries the
+/// time it was made, so two CAs trusted side by side during a rotation have distinct subjects
+/// (clients then pick the right issuer by name before trying signatures).
+pub fn new_ca(validity: Duration, now: SystemTime) -> Result<CaPair, CertError> {
+    let since_epoch = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut params = CertificateParams::default();
+    params.distinguished_name = distinguished_name(&format!(
+        "tephra-webhook-ca-{}{:03}",
+        since_epoch.as_secs(),
+        since_epoch.subsec_millis()
+    ));
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    params.not_before = now
+        .checked_sub(backdate_for(validity))
+        .unwrap_or(now)
+        .into();
+    params.not_after = (now + validity).into();
+    let key = KeyPair::generate()?;
+    let cert = params.self_signed(&key)?;
+    Ok(CaPair {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// A serving certificate for `names` valid for `validity` from `now`, signed by `ca`, and its
+/// key: (`tls.crt` = the certificate followed by the CA, `tls.key`). Checked against the CA
+/// for the first name before it is returned.
+pub fn sign_serving(
+    ca: &CaPair,
+    common_name: &str,
+    names: &[String],
+    validity: Duration,
+    now: SystemTime,
+) -> Result<(String, String), CertError> {
+    let label = Path::new("<tls-mode self>");
+    let issuer = issuer_from_pem(&ca.cert_pem, &ca.key_pem, label)?;
+    let (leaf_pem, key_pem) = sign_leaf_backdated(
+        common_name,
+        names,
+        &issuer,
+        now,
+        validity,
+        backdate_for(validity),
+    )?;
+    let chain = format!("{leaf_pem}{}", ca.cert_pem);
+    let parsed = PemChain::parse(label, chain.as_bytes())?;
+    let ca_chain = PemChain::parse(label, ca.cert_pem.as_bytes())?;
+    let check_name = names.first().map_or(common_name, String::as_str);
+    verify_chain(&parsed, &ca_chain.certs, "the new CA", check_name)?;
+    Ok((chain, key_pem))
+}
+
 fn issue(common_name: &str, names: &[String]) -> Result<CertBundle, CertError> {
     let now = SystemTime::now();
     let not_before = now.checked_sub(BACKDATE).unwrap_or(now);
@@ -498,7 +595,19 @@ fn sign_leaf(
     now: SystemTime,
     validity: Duration,
 ) -> Result<(String, String), CertError> {
-    let not_before = now.checked_sub(BACKDATE).unwrap_or(now);
+    sign_leaf_backdated(common_name, names, issuer, now, validity, BACKDATE)
+}
+
+/// [`sign_leaf`] dated `backdate` before `now`.
+fn sign_leaf_backdated(
+    common_name: &str,
+    names: &[String],
+    issuer: &Issuer<'_, KeyPair>,
+    now: SystemTime,
+    validity: Duration,
+    backdate: Duration,
+) -> Result<(String, String), CertError> {
+    let not_before = now.checked_sub(backdate).unwrap_or(now);
     let mut leaf_params = CertificateParams::new(names.to_vec())?;
     leaf_params.distinguished_name = distinguished_name(common_name);
     leaf_params.is_ca = IsCa::ExplicitNoCa;
@@ -523,7 +632,7 @@ fn distinguished_name(common_name: &str) -> DistinguishedName {
 }
 
 /// RFC 1123 label, as Kubernetes requires for Service and namespace names.
-fn check_dns_label(what: &'static str, value: &str) -> Result<(), CertError> {
+pub(crate) fn check_dns_label(what: &'static str, value: &str) -> Result<(), CertError> {
     let reason = if value.is_empty() {
         Some("must not be empty")
     } else if value.len() > 63 {

@@ -28,16 +28,17 @@ pub struct Cli {
 }
 
 /// Where `tephra serve` gets its serving certificate (`--tls-mode`).
-///
-/// One value today: the flag exists so manifests can say which mode they use, and a later
-/// mode (tephra keeping its own CA in a Secret and writing the webhooks' `caBundle`) can be
-/// added without changing them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum TlsMode {
     /// Read --tls-cert/--tls-key (and --tls-ca) from files and reload them when they change
     /// (cert-manager or your own certificates).
     #[default]
     Files,
+    /// Keep a CA and serving certificate in a Secret (--tls-self-secret), publish the CA into
+    /// tephra's webhook configurations and a ConfigMap (--tls-self-configmap), and rotate both
+    /// before they expire.
+    #[value(name = "self")]
+    SelfManaged,
 }
 
 /// Output format of log lines.
@@ -60,9 +61,8 @@ pub const SERVE_RUNS: &str = "the admission webhooks (vcJobs, Pods, PodGroups, Q
      Kubernetes API with its kubelet and kube-scheduler stand-ins";
 
 /// What `tephra serve` does not run yet (see [`SERVE_RUNS`]).
-pub const SERVE_NOT_YET: &str = "a --tls-mode that manages certificates itself (kept in a \
-     Secret and written into the webhook configurations by tephra; use `tephra certs` or \
-     cert-manager with --tls-cert/--tls-key, which are reloaded when they change)";
+pub const SERVE_NOT_YET: &str = "--tls-mode self together with --embedded (embedded mode \
+     makes its own certificate at start)";
 
 /// `tephra serve --help`'s first line.
 const SERVE_ABOUT: &str = "Run tephra's admission webhooks against a cluster (or, with \
@@ -127,12 +127,19 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
 
-    /// Where the serving certificate comes from. `files` (the only mode today): read
-    /// --tls-cert/--tls-key (and --tls-ca) from files and reload them when they change
-    /// (cert-manager or your own certificates); without those flags a self-signed pair is
-    /// made at start. Changes no behaviour; it lets manifests say which mode they use.
+    /// Where the serving certificate comes from. `files`: read --tls-cert/--tls-key (and
+    /// --tls-ca) from files and reload them when they change (cert-manager or your own
+    /// certificates); without those flags a self-signed pair is made at start. `self`: keep a
+    /// CA and serving certificate in the Secret --tls-self-secret (made by the first replica,
+    /// shared by all), write the CA into tephra's webhook configurations (caBundle) and the
+    /// ConfigMap --tls-self-configmap (key ca.crt, for kube-scheduler), and rotate them before
+    /// they expire (the --tls-self-* flags); not with --embedded.
     #[arg(long, value_name = "MODE", value_enum, default_value_t = TlsMode::Files)]
     pub tls_mode: TlsMode,
+
+    /// `--tls-mode self` flags.
+    #[command(flatten)]
+    pub tls_self: TlsSelfFlags,
 
     /// PEM certificate (chain) for the HTTPS listener. Without --tls-cert/--tls-key a
     /// self-signed pair is made at start.
@@ -148,9 +155,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_ca: Option<PathBuf>,
 
-    /// How often --tls-cert/--tls-key are re-read; a changed pair (cert-manager, a mounted
-    /// Secret, `tephra certs --renew-serving`) is served to new connections without a restart,
-    /// open connections keep theirs.
+    /// How often --tls-cert/--tls-key are re-read (with --tls-mode self: how often the Secret
+    /// is read and, on the leader, the next rotation step considered); a changed pair
+    /// (cert-manager, a mounted Secret, `tephra certs --renew-serving`, a rotation) is served
+    /// to new connections without a restart, open connections keep theirs.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     pub tls_reload_interval: std::time::Duration,
 
@@ -254,6 +262,70 @@ pub struct ServeArgs {
     /// Leader election flags.
     #[command(flatten)]
     pub leader: LeaderFlags,
+}
+
+/// Flags of `--tls-mode self`.
+#[derive(Debug, Args)]
+pub struct TlsSelfFlags {
+    /// --tls-mode self: the Secret (type kubernetes.io/tls) holding the CA bundle (ca.crt), the
+    /// newest CA's key (ca.key) and the serving pair (tls.crt, tls.key).
+    #[arg(long, value_name = "NAME", default_value = crate::selftls::DEFAULT_SECRET)]
+    pub tls_self_secret: String,
+
+    /// --tls-mode self: the ConfigMap the CA bundle is written to (key ca.crt), for
+    /// kube-scheduler's extender TLS configuration to mount.
+    #[arg(long, value_name = "NAME", default_value = crate::selftls::DEFAULT_CONFIGMAP)]
+    pub tls_self_configmap: String,
+
+    /// --tls-mode self: namespace of the Secret and the ConfigMap, and of the Services named
+    /// in the certificate. Default: $POD_NAMESPACE, else the service account's namespace,
+    /// else `tephra-system`.
+    #[arg(long, value_name = "NS")]
+    pub tls_self_namespace: Option<String>,
+
+    /// --tls-mode self: a Service the serving certificate is valid for (NAME, NAME.NS,
+    /// NAME.NS.svc, NAME.NS.svc.cluster.local). Repeat for several; the first is the
+    /// certificate's common name.
+    #[arg(long = "tls-self-service", value_name = "NAME", default_values_t = ["tephra".to_string(), "tephra-extender".to_string()])]
+    pub tls_self_services: Vec<String>,
+
+    /// --tls-mode self: one more DNS name or IP address for the serving certificate. Repeat
+    /// for several.
+    #[arg(long = "tls-self-extra-name", value_name = "NAME")]
+    pub tls_self_extra_names: Vec<String>,
+
+    /// --tls-mode self: life of a new CA. A successor is made at two thirds of it.
+    #[arg(long, value_name = "DURATION", default_value = "87600h", value_parser = parse_duration)]
+    pub tls_self_ca_validity: std::time::Duration,
+
+    /// --tls-mode self: life of a new serving certificate. It is renewed at two thirds of it.
+    #[arg(long, value_name = "DURATION", default_value = "2160h", value_parser = parse_duration)]
+    pub tls_self_serving_validity: std::time::Duration,
+
+    /// --tls-mode self: how long the old and the new CA are both trusted, counted from the
+    /// publication of the bundle holding both; the old one is dropped after it (once the
+    /// serving certificate is signed by the new one). Longer than --tls-self-propagation,
+    /// shorter than a third of --tls-self-ca-validity.
+    #[arg(long, value_name = "DURATION", default_value = "720h", value_parser = parse_duration)]
+    pub tls_self_ca_overlap: std::time::Duration,
+
+    /// --tls-mode self: how long after a CA bundle is published before a serving certificate
+    /// signed by a CA new in it is served (time for kube-apiserver to see the webhook
+    /// configurations and for the kubelet to update kube-scheduler's mounted ConfigMap).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub tls_self_propagation: std::time::Duration,
+}
+
+impl TlsSelfFlags {
+    /// The lifetimes and delays.
+    pub fn policy(&self) -> crate::selftls::Policy {
+        crate::selftls::Policy {
+            ca_validity: self.tls_self_ca_validity,
+            serving_validity: self.tls_self_serving_validity,
+            overlap: self.tls_self_ca_overlap,
+            propagation: self.tls_self_propagation,
+        }
+    }
 }
 
 /// Flags of leader election (kube-scheduler's names and defaults).
@@ -655,7 +727,7 @@ mod tests {
     }
 
     #[test]
-    fn tls_mode_accepts_files_only() {
+    fn tls_mode_accepts_files_and_self() {
         let cli = Cli::try_parse_from(["tephra", "serve"]).unwrap();
         let Command::Serve(s) = cli.command else {
             panic!("not serve")
@@ -667,13 +739,20 @@ mod tests {
         };
         assert_eq!(s.tls_mode, TlsMode::Files);
 
-        let err = Cli::try_parse_from(["tephra", "serve", "--tls-mode=self"]).unwrap_err();
+        let cli = Cli::try_parse_from(["tephra", "serve", "--tls-mode=self"]).unwrap();
+        let Command::Serve(s) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.tls_mode, TlsMode::SelfManaged);
+        assert_eq!(s.tls_self.policy(), crate::selftls::Policy::DEFAULT);
+        assert_eq!(s.tls_self.tls_self_services, ["tephra", "tephra-extender"]);
+        assert_eq!(s.tls_self.tls_self_secret, "tephra-tls");
+        assert_eq!(s.tls_self.tls_self_configmap, "tephra-ca");
+
+        let err = Cli::try_parse_from(["tephra", "serve", "--tls-mode=auto"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
         let msg = err.to_string();
-        assert!(
-            msg.contains("invalid value 'self'") && msg.contains("[possible values: files]"),
-            "{msg}"
-        );
+        assert!(msg.contains("[possible values: files, self]"), "{msg}");
     }
 
     #[test]

@@ -43,5 +43,6 @@ pub mod leader;
 pub mod metrics;
 pub mod report;
 pub mod scheduler;
+pub mod selftls;
 pub mod server;
 pub mod vcctl;

@@ -47,6 +47,12 @@ pub struct Metrics {
     /// `tephra_leader_is_leader`: 1 while this replica runs the leader-only tasks (always 1
     /// with leader election off), else 0.
     pub leader: prometheus::IntGauge,
+    /// `tephra_tls_ca_bundle_certificates`: CAs in the bundle `--tls-mode self` serves under
+    /// and publishes (2 while a CA rotation's overlap lasts); absent in files mode.
+    pub tls_ca_bundle: prometheus::IntGauge,
+    /// `tephra_tls_self_steps_total{step}`: rotation steps the leader took in `--tls-mode self`
+    /// (`publish`, `add_ca`, `renew_serving`, `drop_ca`, `restore`).
+    pub tls_self_steps: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -95,8 +101,21 @@ impl Metrics {
             "tephra_leader_is_leader",
             "1 while this replica leads (runs the controllers, the session and the extender's answers), else 0.",
         )?;
+        let tls_ca_bundle = prometheus::IntGauge::new(
+            "tephra_tls_ca_bundle_certificates",
+            "CAs in the self-managed CA bundle (2 during a CA rotation's overlap: restart kube-scheduler within it).",
+        )?;
+        let tls_self_steps = IntCounterVec::new(
+            Opts::new(
+                "tephra_tls_self_steps_total",
+                "Self-managed certificate steps taken by the leader, by step.",
+            ),
+            &["step"],
+        )?;
         registry.register(Box::new(tls_cert_expiry.clone()))?;
         registry.register(Box::new(leader.clone()))?;
+        registry.register(Box::new(tls_ca_bundle.clone()))?;
+        registry.register(Box::new(tls_self_steps.clone()))?;
         // Present from the start (at 0) so an alert on `increase(...{result="error"})` has a series.
         for result in ["ok", "error"] {
             tls_cert_reloads.with_label_values(&[result]);
@@ -112,6 +131,8 @@ impl Metrics {
             tls_cert_reloads,
             tls_cert_expiry,
             leader,
+            tls_ca_bundle,
+            tls_self_steps,
         })
     }
 

@@ -167,6 +167,39 @@ fn faults_without_embedded_are_refused() {
 }
 
 #[test]
+fn tls_mode_self_refuses_what_does_not_go_with_it_before_contacting_a_cluster() {
+    for (args, want) in [
+        (
+            &["serve", "--tls-mode=self", "--embedded"][..],
+            "--tls-mode self does not go with --embedded",
+        ),
+        (
+            &["serve", "--tls-mode=self", "--tls-cert=c", "--tls-key=k"][..],
+            "apply to --tls-mode files",
+        ),
+        (
+            &[
+                "serve",
+                "--tls-mode=self",
+                "--tls-self-ca-overlap=1m",
+                "--tls-self-propagation=5m",
+            ][..],
+            "--tls-self-ca-overlap (60s) must be longer than --tls-self-propagation (300s)",
+        ),
+        (
+            &["serve", "--tls-mode=self", "--tls-self-service=Bad_Name"][..],
+            "invalid service \"Bad_Name\"",
+        ),
+    ] {
+        let out = tephra().args(args).output().unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn a_bad_fault_spec_is_one_clear_line() {
     let out = tephra()
         .args([

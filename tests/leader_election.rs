@@ -348,6 +348,118 @@ async fn one_replica_leads_and_the_other_takes_over_after_sigkill_and_sigterm() 
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `tephra_leader_is_leader` from a replica's metrics listener; `None` when it does not answer.
+async fn is_leader_metric(metrics: &str) -> Option<bool> {
+    let body = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    body.lines()
+        .find_map(|l| l.strip_prefix("tephra_leader_is_leader "))
+        .map(|v| v.trim() == "1")
+}
+
+/// The leader's renewals fail because the API hangs (the `tephra apiserver` process is
+/// stopped with SIGSTOP: connections open, nothing answers). The leader must stop leading —
+/// its controllers, session and status writer stop with its leadership — and say so before
+/// its Lease could be taken over (the last renewal seen plus the lease duration), then exit
+/// non-zero to restart as a follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_renewals_fail_stops_leading_before_its_lease_could_be_taken() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = std::env::temp_dir().join(format!("tephra-lease-loss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let port = served::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let api = Proc::spawn(
+        &["apiserver", "--listen", &format!("127.0.0.1:{port}")],
+        None,
+    );
+    let c = served::client(&url);
+    eventually(30, "tephra apiserver to answer", || async {
+        tephra::cluster::bootstrap::install_crds(&c).await.ok()
+    })
+    .await;
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap_or_else(|e| panic!("{e}"));
+    let _ = Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await;
+    let kc = kubeconfig(&dir, &url);
+    let metrics = format!("127.0.0.1:{}", served::free_port());
+    let log = dir.join("leader.log");
+    let mut leader = Proc::spawn_with_env(
+        &[
+            "serve",
+            "--kubeconfig",
+            &kc,
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            &metrics,
+            "--leader-elect-lease-duration=3s",
+            "--leader-elect-renew-deadline=2s",
+            "--leader-elect-retry-period=250ms",
+        ],
+        &[("POD_NAMESPACE", NS)],
+        Some(&log),
+    );
+    eventually(30, "the replica to lead", || async {
+        (is_leader_metric(&metrics).await == Some(true)).then_some(())
+    })
+    .await;
+    // Let a few renewals happen, then note the last one and stop the API.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let renewed = Api::<Lease>::namespaced(c.clone(), NS)
+        .get("tephra")
+        .await
+        .ok()
+        .and_then(|l| l.spec?.renew_time)
+        .map(|t| std::time::SystemTime::from(t.0))
+        .unwrap_or_else(|| panic!("the Lease has no renewTime"));
+    api.signal("STOP");
+    let stopped_at = Instant::now();
+    // Whichever comes first: the gauge at 0, or the listener gone because the process is
+    // draining after it stopped leading.
+    let deadline = stopped_at + Duration::from_secs(10);
+    let not_leader_at = loop {
+        match is_leader_metric(&metrics).await {
+            Some(true) => {}
+            Some(false) | None => break std::time::SystemTime::now(),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still leading 10 s after the API stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let after_renewal = not_leader_at.duration_since(renewed).unwrap_or_default();
+    println!(
+        "stopped leading {after_renewal:?} after its last renewal seen, {:?} after the API hung \
+         (lease duration 3 s, renew deadline 2 s)",
+        stopped_at.elapsed()
+    );
+    assert!(
+        after_renewal < LEASE_DURATION,
+        "stopped leading {after_renewal:?} after the last renewal: a follower could have taken \
+         the Lease first (lease duration {LEASE_DURATION:?})"
+    );
+    let code = tokio::task::block_in_place(|| leader.wait_exit(Duration::from_secs(30)));
+    api.signal("CONT");
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "a replica that lost the Lease exits non-zero to restart as a follower: {code:?}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.contains("could not renew the Lease in time; stopped leading"),
+        "the log says why: {text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Resident memory (VmRSS, KiB) of a process, from /proc.
 fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

@@ -242,11 +242,22 @@ impl Elector {
         self.label_leader().await;
         let mut last_renew = Instant::now();
         loop {
+            // Neither the pause nor the attempt may run past the renew deadline: a hung API
+            // call must not keep this replica leading after the others may take over.
+            let left = t.renew_deadline.saturating_sub(last_renew.elapsed());
             tokio::select! {
                 () = shutdown.cancelled() => return Outcome::ShutDownLeading,
-                () = tokio::time::sleep(t.retry_period) => {}
+                () = tokio::time::sleep(t.retry_period.min(left)) => {}
             }
-            match self.attempt(&mut observed).await {
+            let left = t.renew_deadline.saturating_sub(last_renew.elapsed());
+            let attempt = match tokio::time::timeout(left, self.attempt(&mut observed)).await {
+                Ok(result) => result,
+                Err(_) => Err(LeaderError::Timeout {
+                    action: "renewing",
+                    after: left,
+                }),
+            };
+            match attempt {
                 Ok(true) => last_renew = Instant::now(),
                 Ok(false) => {
                     self.leadership.end();

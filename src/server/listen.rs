@@ -11,7 +11,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::tls::{
-    PemPair, Reloader, client_verifier, read_pair, record_expiry, server_config_with,
+    ManagedReloader, PemPair, Reloader, client_verifier, read_pair, record_expiry,
+    server_config_with,
 };
 use super::{
     ServerConfig, ServerError, ServerState, TLS_CONDITION, TlsSource, metrics_router, router,
@@ -38,6 +39,7 @@ pub struct BoundServer {
     metrics: Option<TcpListener>,
     tls: RustlsConfig,
     reloader: Option<Reloader>,
+    managed: Option<ManagedReloader>,
 }
 
 impl std::fmt::Debug for BoundServer {
@@ -63,7 +65,28 @@ pub fn bind(
         .as_deref()
         .map(client_verifier)
         .transpose()?;
+    let mut managed = None;
     let (tls_config, reloader) = match &config.tls {
+        TlsSource::Managed(source) => {
+            let pair = {
+                let p = source.0.borrow();
+                PemPair {
+                    cert: p.cert_pem.clone(),
+                    key: p.key_pem.clone(),
+                }
+            };
+            let label = PathBuf::from("<tls-mode self>");
+            let tls =
+                server_config_with(&pair, &label, &label, config.enable_http2, client.clone())?;
+            record_expiry(state.metrics(), &pair.cert);
+            state.set_self_signed_ca(None);
+            managed = Some(ManagedReloader {
+                source: source.clone(),
+                enable_http2: config.enable_http2,
+                client,
+            });
+            (tls, None)
+        }
         TlsSource::Files { cert, key } => {
             let pair = read_pair(cert, key)?;
             let tls = server_config_with(&pair, cert, key, config.enable_http2, client.clone())?;
@@ -121,6 +144,7 @@ pub fn bind(
         metrics,
         tls: RustlsConfig::from_config(tls_config),
         reloader,
+        managed,
     })
 }
 
@@ -170,6 +194,7 @@ impl BoundServer {
             metrics,
             tls,
             reloader,
+            managed,
         } = self;
         let control = Control::new();
         let https_handle: Handle<SocketAddr> = Handle::with_control(control.clone());
@@ -223,6 +248,14 @@ impl BoundServer {
             ))
         });
 
+        let managed_task = managed.map(|r| {
+            tokio::spawn(r.run(
+                tls.clone(),
+                state.metrics().clone(),
+                stop_background.clone(),
+            ))
+        });
+
         // Readiness is flipped in this task only, so it cannot turn true after draining began.
         let listening = https_handle.listening();
         tokio::pin!(listening);
@@ -259,6 +292,9 @@ impl BoundServer {
                 (Some(task), _) => Some(("metrics", task.await)),
             };
             if let Some(task) = reload_task {
+                let _ = task.await;
+            }
+            if let Some(task) = managed_task {
                 let _ = task.await;
             }
             (https_result, metrics_result)

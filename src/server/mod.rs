@@ -67,7 +67,40 @@ pub enum TlsSource {
     /// the listen IP when it is a specific one). Fine for `--embedded` and trying things out;
     /// clusters need files whose CA is in the webhook configurations' `caBundle`.
     SelfSigned,
+    /// A pair kept by `--tls-mode self` (see [`crate::selftls`]), swapped into the listener
+    /// each time the channel changes.
+    Managed(ManagedTls),
 }
+
+/// A serving certificate chain (leaf first) and its private key, PEM.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServingPair {
+    /// The chain.
+    pub cert_pem: Vec<u8>,
+    /// The key.
+    pub key_pem: Vec<u8>,
+}
+
+impl std::fmt::Debug for ServingPair {
+    // Never print the private key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingPair")
+            .field("cert_pem", &String::from_utf8_lossy(&self.cert_pem))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The receiving end of a serving pair that changes while the server runs.
+#[derive(Clone, Debug)]
+pub struct ManagedTls(pub tokio::sync::watch::Receiver<ServingPair>);
+
+impl PartialEq for ManagedTls {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.same_channel(&other.0)
+    }
+}
+
+impl Eq for ManagedTls {}
 
 /// Limits applied to every request on both listeners.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -224,6 +224,56 @@ impl Reloader {
     }
 }
 
+/// Swaps the pair `--tls-mode self` keeps into the live listener each time it changes.
+pub(crate) struct ManagedReloader {
+    pub source: super::ManagedTls,
+    pub enable_http2: bool,
+    /// `--client-ca`'s verifier, kept across reloads.
+    pub client: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+}
+
+impl ManagedReloader {
+    pub(crate) async fn run(
+        mut self,
+        live: RustlsConfig,
+        metrics: Metrics,
+        stop: CancellationToken,
+    ) {
+        let label = PathBuf::from("<tls-mode self>");
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                changed = self.source.0.changed() => if changed.is_err() { return },
+            }
+            let pair = {
+                let p = self.source.0.borrow_and_update();
+                PemPair {
+                    cert: p.cert_pem.clone(),
+                    key: p.key_pem.clone(),
+                }
+            };
+            match server_config_with(
+                &pair,
+                &label,
+                &label,
+                self.enable_http2,
+                self.client.clone(),
+            ) {
+                Ok(config) => {
+                    live.reload_from_config(config);
+                    metrics.tls_cert_reloads.with_label_values(&["ok"]).inc();
+                    record_expiry(&metrics, &pair.cert);
+                    tracing::info!("serving certificate swapped (self-managed)");
+                }
+                Err(e) => {
+                    metrics.tls_cert_reloads.with_label_values(&["error"]).inc();
+                    tracing::warn!(error = %crate::report::report(&e), "self-managed certificate cannot be used; keeping the current pair");
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,6 +53,12 @@ fail() { echo "render.sh: $PASSED passed, 1 failed" >&2; echo "FAIL: $*" >&2; ex
 # contains FILE PATTERN WHAT / lacks FILE PATTERN WHAT: a fixed-string check of a render.
 contains() { grep -qF -- "$2" "$1" || fail "$3: '$2' not in the render"; ok "$3"; }
 lacks() { if grep -qF -- "$2" "$1"; then fail "$3: '$2' in the render"; fi; ok "$3"; }
+# limited_to FILE NAME WHAT: a rule of FILE names NAME in its resourceNames (kustomize writes
+# the list as a block, the chart's templates inline).
+limited_to() {
+  grep -A1 'resourceNames:' "$1" | grep -qE -- "(^ *- |\[\")$2(\"|$)" || fail "$3: no rule with resourceNames $2"
+  ok "$3"
+}
 # serve_args FILE: the args of the container `tephra` of the Deployment `tephra` in the render
 # FILE, one a line, quotes and comments dropped.
 serve_args() {
@@ -123,18 +129,31 @@ dry_run() {
 }
 
 # --- kustomize --------------------------------------------------------------------------
-for dir in manifests overlays/cert-manager overlays/monitoring; do
+for dir in manifests overlays/files overlays/cert-manager overlays/monitoring; do
   name=${dir//\//-}
   kubectl kustomize "$ROOT/$dir" >"$WORK/$name.yaml" 2>"$WORK/err" || fail "kubectl kustomize $dir: $(cat "$WORK/err")"
   dry_run "kustomize $dir" "$WORK/$name.yaml"
 done
-B="$WORK/manifests.yaml" C="$WORK/overlays-cert-manager.yaml" M="$WORK/overlays-monitoring.yaml"
+B="$WORK/manifests.yaml" F="$WORK/overlays-files.yaml" C="$WORK/overlays-cert-manager.yaml" M="$WORK/overlays-monitoring.yaml"
 contains "$B" "kind: CustomResourceDefinition" "base: the CRDs"
 contains "$B" "name: tephra-scheduler-config-" "base: scheduler configuration as a generated ConfigMap"
-contains "$B" "- --tls-mode=files" "base: tephra reads certificate files"
-[ "$(grep -c 'secretName: tephra-tls' "$B")" -eq 2 ] || fail "base: tephra and its kube-scheduler both mount the Secret tephra-tls"
-ok "base: tephra serves, and kube-scheduler trusts, the Secret tephra-tls"
+# The base manages its certificates (--tls-mode self): no Secret mounted anywhere (the CA key
+# in it must never reach kube-scheduler), kube-scheduler trusts the ConfigMap tephra writes,
+# and the permissions are limited to tephra's own Secret, ConfigMap and webhook configurations.
+contains "$B" "- --tls-mode=self" "base: self-managed certificates"
 flags_known "base" "$B"
+lacks "$B" "secretName: tephra-tls" "base: the Secret tephra-tls is mounted nowhere"
+contains "$B" "name: tephra-ca" "base: kube-scheduler trusts the ConfigMap tephra-ca"
+limited_to "$B" tephra-tls "base: Secret permissions limited to tephra-tls"
+limited_to "$B" tephra-ca "base: ConfigMap permissions limited to tephra-ca"
+limited_to "$B" tephra-mutating-webhooks "base: webhook permissions limited to tephra's configurations"
+limited_to "$B" tephra-validating-webhooks "base: (both of them)"
+contains "$F" "- --tls-mode=files" "files: tephra reads certificate files"
+flags_known "files" "$F"
+[ "$(grep -c 'secretName: tephra-tls' "$F")" -eq 2 ] || fail "files: tephra and its kube-scheduler both mount the Secret tephra-tls"
+ok "files: tephra serves, and kube-scheduler trusts, the Secret tephra-tls"
+lacks "$F" "name: tephra-webhook-ca" "files: no permissions for self-managed certificates"
+lacks "$F" "name: tephra-ca" "files: kube-scheduler does not read the ConfigMap tephra-ca, nobody writes it"
 contains "$C" "- --tls-mode=files" "cert-manager: tephra reads certificate files"
 flags_known "cert-manager" "$C"
 flags_known "monitoring" "$M"
@@ -166,6 +185,7 @@ CA=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' 
 # the extender in another kube-scheduler; and choices for every other value.
 sets=(
   "defaults|"
+  "cert-manager|--set tls.mode=certManager"
   "cert-manager+monitoring|--set tls.mode=certManager --set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true --set monitoring.dashboard.enabled=true"
   "files|--set tls.mode=files --set tls.caBundle=$CA --set kubeScheduler.enabled=false --set replicas=1"
   "choices|-f $WORK/choices.yaml"
@@ -191,10 +211,23 @@ for entry in "${sets[@]}"; do
   dry_run "helm $name" "$WORK/helm-$name.yaml"
 done
 H="$WORK/helm-defaults.yaml"
-contains "$H" "- --tls-mode=files" "helm defaults: tephra reads certificate files"
-[ "$(grep -c 'cert-manager.io/inject-ca-from: tephra-helm/tephra-serving' "$H")" -eq 2 ] || fail "helm defaults: cert-manager (the default) injects the CA"
-ok "helm defaults: cert-manager issues the certificate"
+contains "$H" "- --tls-mode=self" "helm defaults: self-managed certificates"
+contains "$H" "- --tls-self-ca-overlap=720h" "helm defaults: the self-managed lifetimes from values"
+lacks "$H" "cert-manager.io" "helm defaults: no cert-manager objects or annotations"
+lacks "$H" "secretName: tephra-tls" "helm defaults: the Secret tephra-tls is mounted nowhere"
+contains "$H" "name: tephra-ca" "helm defaults: kube-scheduler trusts the ConfigMap tephra-ca"
+limited_to "$H" tephra-tls "helm defaults: Secret permissions limited to tephra-tls"
+limited_to "$H" tephra-validating-webhooks "helm defaults: webhook permissions limited to tephra's configurations"
 flags_known "helm defaults" "$H"
+H="$WORK/helm-cert-manager.yaml"
+contains "$H" "- --tls-mode=files" "helm cert-manager: tephra reads certificate files"
+[ "$(grep -c 'cert-manager.io/inject-ca-from: tephra-helm/tephra-serving' "$H")" -eq 2 ] || fail "helm cert-manager: cert-manager injects the CA"
+ok "helm cert-manager: cert-manager issues the certificate"
+contains "$H" "secret: {secretName: tephra-tls}" "helm cert-manager: tephra mounts the Secret tephra-tls"
+if grep -A1 'configMap:' "$H" | grep -qF 'name: tephra-ca'; then fail "helm cert-manager: kube-scheduler mounts the ConfigMap tephra-ca"; fi
+ok "helm cert-manager: kube-scheduler trusts the Secret, not the ConfigMap tephra-ca"
+lacks "$H" "tephra-webhook-ca" "helm cert-manager: no permissions for self-managed certificates"
+flags_known "helm cert-manager" "$H"
 contains "$H" "kind: PodDisruptionBudget" "helm defaults: a PodDisruptionBudget for 2 replicas"
 contains "$H" "urlPrefix: https://tephra-extender.tephra-helm.svc:443/scheduler" "helm defaults: kube-scheduler calls the leader's extender Service"
 contains "$H" 'values: ["tephra-helm","kube-system"]' "helm defaults: the release namespace is not sent to the webhooks"
@@ -221,8 +254,8 @@ flags_known "helm choices" "$H"
 
 # Values the schema refuses, each with helm's message.
 bad=(
-  "--set tls.mode=auto|value must be one of 'certManager', 'files'"
-  "--set tls.mode=self|value must be one of 'certManager', 'files'"
+  "--set tls.mode=auto|value must be one of 'self', 'certManager', 'files'"
+  "--set tls.self.caOverlap=30d|at '/tls/self/caOverlap': '30d' does not match pattern"
   "--set replicas=0|minimum: got 0, want 1"
   "--set webhooks.failurePolicy.jobs=Never|value must be one of 'Fail', 'Ignore'"
   "--set schedulerNames=null|missing property 'schedulerNames'"
