@@ -14,10 +14,10 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
-use tephra::embedded::ops::WriteOptions;
-use tephra::embedded::patch::PatchKind;
-use tephra::embedded::prepare::Endpoint;
-use tephra::embedded::{self, ApiServer, Caller, EmbeddedOptions};
+use tephra_apiserver::ops::WriteOptions;
+use tephra_apiserver::patch::PatchKind;
+use tephra_apiserver::prepare::Endpoint;
+use tephra_apiserver::{self as embedded, ApiServer, Caller, EmbeddedOptions};
 use tower::ServiceExt;
 
 fn env(name: &str, default: usize) -> usize {

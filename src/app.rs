@@ -16,13 +16,13 @@ use crate::cli::{
 };
 use crate::cluster::webhooks::{self, WebhookError, WebhookHost, WebhookTarget};
 use crate::cluster::{self, BootstrapError, CacheFeeds, Caches, ClusterError};
-use crate::embedded::{self, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
 use crate::extender::{self, Extender, ExtenderOptions};
 use crate::leader::{Elector, ElectorConfig, Leadership, Outcome};
 use crate::metrics::{Metrics, MetricsError};
 use crate::report::report;
 use crate::scheduler::{Scheduler, SchedulerOptions};
 use crate::server::{self, ServerConfig, ServerError, ServerState, TlsSource};
+use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
 
 /// Everything that can stop a subcommand, one variant per subsystem.
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +80,7 @@ pub enum AppError {
     Extender(#[from] crate::extender::ExtenderError),
     /// The kube-scheduler stand-in could not start.
     #[error(transparent)]
-    SimScheduler(#[from] crate::embedded::scheduler::SimSchedulerError),
+    SimScheduler(#[from] crate::sim_scheduler::SimSchedulerError),
     /// `--config` is missing or invalid.
     #[error(transparent)]
     SchedulerConfig(#[from] crate::scheduler::ConfigError),
@@ -665,14 +665,14 @@ fn start_sim_scheduler(
     } else {
         https_addr.ip()
     };
-    embedded::scheduler::start(
+    crate::sim_scheduler::start(
         client.clone(),
-        embedded::scheduler::SimSchedulerOptions {
+        crate::sim_scheduler::SimSchedulerOptions {
             scheduler_names: args.scheduler_names.clone(),
             host: format!("{}.{}.svc", WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1),
             addr: SocketAddr::new(ip, https_addr.port()),
             ca_pem,
-            http_timeout: embedded::scheduler::HTTP_TIMEOUT,
+            http_timeout: crate::sim_scheduler::HTTP_TIMEOUT,
         },
         shutdown.clone(),
     )?;

@@ -858,7 +858,7 @@ mod tests {
     #[tokio::test]
     async fn discovery_roots_are_served_with_and_without_a_trailing_slash() {
         use tower::ServiceExt;
-        let api = ApiServer::new(super::super::EmbeddedOptions {
+        let api = ApiServer::new(crate::EmbeddedOptions {
             nodes: 0,
             sim_kubelet: false,
             ..Default::default()

@@ -526,7 +526,7 @@ pub fn apply_builtin_defaults(res: &ResourceInfo, obj: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embedded::resources::Registry;
+    use crate::resources::Registry;
 
     fn ctx(ns: &str) -> CreateContext<'_> {
         CreateContext {

@@ -754,7 +754,7 @@ async fn write_unschedulable(
         "status": "False",
         "reason": "Unschedulable",
         "message": message,
-        "lastTransitionTime": crate::embedded::now_rfc3339(),
+        "lastTransitionTime": tephra_apiserver::now_rfc3339(),
     }));
     let patch = json!({ "status": { "conditions": conditions } });
     let api: Api<Pod> = Api::namespaced(client, &ns);

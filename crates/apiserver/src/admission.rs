@@ -348,7 +348,7 @@ async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Vec<u8>,
     while let Some(chunk) = resp
         .chunk()
         .await
-        .map_err(|e| crate::report::report(&e).to_string())?
+        .map_err(|e| tephra_report::report(&e).to_string())?
     {
         if out.len().saturating_add(chunk.len()) > cap {
             return Err(format!("the answer is larger than {cap} bytes"));
@@ -509,7 +509,7 @@ impl Admission {
             .map_err(|e| {
                 format!(
                     "failed to call webhook: Post \"{url}\": {}",
-                    crate::report::report(&e)
+                    tephra_report::report(&e)
                 )
             })?;
         let status = resp.status();
@@ -600,7 +600,7 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embedded::resources::Registry;
+    use crate::resources::Registry;
 
     fn attrs<'a>(res: &'a ResourceInfo, op: Operation, sub: Option<&'a str>) -> Attributes<'a> {
         Attributes {

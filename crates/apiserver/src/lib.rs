@@ -43,7 +43,6 @@ pub mod protobuf;
 pub mod resources;
 pub mod rest;
 pub mod scale;
-pub mod scheduler;
 pub mod selectors;
 pub mod store;
 pub mod tables;
