@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 use crate::admission::{self, AdmissionConfig, AdmissionContext, AdmissionMetrics};
-use crate::api::ApiError;
+use crate::api::TypesError;
 use crate::certs::{self, CertError, PemChain};
 use crate::cli::{
     ApiserverArgs, CertsArgs, Cli, Command, LogFormat, SERVE_NOT_YET, SERVE_RUNS, ServeArgs,
@@ -44,7 +44,7 @@ pub enum AppError {
     Registry(#[from] prometheus::Error),
     /// Rendering the CRDs failed.
     #[error(transparent)]
-    Api(#[from] ApiError),
+    Api(#[from] TypesError),
     /// Creating the built-in queues failed.
     #[error(transparent)]
     Bootstrap(#[from] BootstrapError),
