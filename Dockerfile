@@ -9,12 +9,14 @@ WORKDIR /src
 # The workspace's member crates (crates/*) get empty libraries the same way.
 COPY Cargo.toml Cargo.lock ./
 COPY crates/apiserver/Cargo.toml crates/apiserver/
+COPY crates/names/Cargo.toml crates/names/
 COPY crates/report/Cargo.toml crates/report/
-RUN mkdir src benches crates/apiserver/src crates/report/src \
-    && echo 'fn main() {}' > src/main.rs && touch src/lib.rs crates/apiserver/src/lib.rs crates/report/src/lib.rs \
+RUN mkdir src benches crates/apiserver/src crates/names/src crates/report/src \
+    && echo 'fn main() {}' > src/main.rs \
+    && touch src/lib.rs crates/apiserver/src/lib.rs crates/names/src/lib.rs crates/report/src/lib.rs \
     && for b in $(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | tail -n +2); do echo 'fn main() {}' > "benches/$b.rs"; done \
     && cargo build --release --locked --bin tephra \
-    && rm -rf src benches crates/apiserver/src crates/report/src
+    && rm -rf src benches crates/apiserver/src crates/names/src crates/report/src
 COPY src ./src
 COPY crates ./crates
 COPY benches ./benches
