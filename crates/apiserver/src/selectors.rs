@@ -65,17 +65,26 @@ fn split_top(s: &str) -> Vec<&str> {
     out
 }
 
-fn valid_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.len() <= 317
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+/// A label key kube-apiserver accepts (a qualified name), or its refusal worded as kube's.
+fn check_key(k: &str) -> Result<(), String> {
+    match tephra_names::qualified_name_errors(k).as_slice() {
+        [] => Ok(()),
+        errs => Err(format!(
+            "unable to parse requirement: key: Invalid value: {k:?}: {}",
+            errs.join("; ")
+        )),
+    }
 }
 
-fn valid_value(v: &str) -> bool {
-    v.len() <= 63
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+/// A label value kube-apiserver accepts, or its refusal worded as kube's.
+fn check_value(v: &str) -> Result<(), String> {
+    match tephra_names::label_value_errors(v).as_slice() {
+        [] => Ok(()),
+        errs => Err(format!(
+            "unable to parse requirement: values[0]: Invalid value: {v:?}: {}",
+            errs.join("; ")
+        )),
+    }
 }
 
 fn parse_set(rest: &str) -> Result<Vec<String>, String> {
@@ -89,8 +98,8 @@ fn parse_set(rest: &str) -> Result<Vec<String>, String> {
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
         .collect();
-    if let Some(bad) = values.iter().find(|v| !valid_value(v)) {
-        return Err(format!("invalid label value: {bad:?}"));
+    for v in &values {
+        check_value(v)?;
     }
     Ok(values)
 }
@@ -162,11 +171,9 @@ impl LabelSelector {
                     values: vec![],
                 }
             };
-            if !valid_key(&req.key) {
-                return Err(format!("invalid label key {:?}", req.key));
-            }
-            if matches!(req.op, Op::Eq | Op::NotEq) && !valid_value(&req.values[0]) {
-                return Err(format!("invalid label value: {:?}", req.values[0]));
+            check_key(&req.key)?;
+            if matches!(req.op, Op::Eq | Op::NotEq) {
+                check_value(&req.values[0])?;
             }
             if matches!(req.op, Op::Gt | Op::Lt) && req.values[0].parse::<i64>().is_err() {
                 return Err(format!(
@@ -356,6 +363,11 @@ mod tests {
         assert!(LabelSelector::parse("a=b c").is_err());
         assert!(LabelSelector::parse("a,,b").is_err());
         assert!(LabelSelector::parse("a>x").is_err());
+        // The project's name rules: keys are qualified names, values label values.
+        assert!(LabelSelector::parse("-a=b").is_err());
+        assert!(LabelSelector::parse("a=b-").is_err());
+        assert!(LabelSelector::parse("a in (x,-y)").is_err());
+        assert!(LabelSelector::parse("example.com/a=b_c").is_ok());
         assert!(FieldSelector::parse("metadata.name").is_err());
     }
 

@@ -117,6 +117,28 @@ pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     errs
 }
 
+/// Kubernetes `IsValidLabelValue` problems (empty when valid): empty, or at most 63
+/// alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric.
+pub fn label_value_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push("must be no more than 63 characters".into());
+    }
+    let b = value.as_bytes();
+    let ok = b.is_empty()
+        || (b
+            .iter()
+            .all(|&c| is_alnum(c) || c == b'-' || c == b'_' || c == b'.')
+            && is_alnum(b[0])
+            && is_alnum(b[b.len() - 1]));
+    if !ok {
+        errs.push(format!(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '({QUALIFIED_NAME_FMT})?')"
+        ));
+    }
+    errs
+}
+
 /// Whether `value` is a DNS-1123 label (namespace names, most label-like names).
 pub fn is_dns1123_label(value: &str) -> bool {
     dns1123_label_errors(value).is_empty()
@@ -150,6 +172,17 @@ mod tests {
         assert!(dns1123_subdomain_errors("a.b-c").is_empty());
         assert!(!dns1123_subdomain_errors("a..b").is_empty());
         assert!(!dns1123_subdomain_errors("A").is_empty());
+    }
+
+    #[test]
+    fn label_values() {
+        for ok in ["", "a", "my_value", "1.2-3"] {
+            assert!(label_value_errors(ok).is_empty(), "{ok:?}");
+        }
+        for bad in ["-a", "a-", "a b", "a/b"] {
+            assert!(!label_value_errors(bad).is_empty(), "{bad:?}");
+        }
+        assert!(label_value_errors(&"x".repeat(64))[0].contains("63"));
     }
 
     #[test]
