@@ -4,15 +4,20 @@
 //! stand-ins). Measured: the time until every pod exists and every job is Running, jobs/s,
 //! and the Job controller's API writes per job (from its `tephra_job_writes_total` series).
 //! Run with `cargo bench --bench jobs`; bounded by `TEPHRA_BENCH_TIMEOUT` seconds (default 300).
+//! `TEPHRA_BENCH_METRICS=FILE` writes tephra's metrics page at the end, to see where the calls went.
 
 #[path = "../tests/common/served.rs"]
 #[allow(dead_code)]
 mod served;
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
 use serde_json::json;
 use tephra::api::Job;
 use tephra::api::batch::JobPhase;
@@ -45,6 +50,30 @@ fn job(i: u64, pods: u64) -> Job {
     .unwrap_or_else(|e| panic!("job: {e}"))
 }
 
+/// What the bench's watches have seen: each pod's (bound, Running), the Running jobs.
+#[derive(Default)]
+struct Progress {
+    pods: HashMap<String, (bool, bool)>,
+    running_jobs: HashSet<String>,
+}
+
+/// Feeds every event of `api`'s watch into `progress` through `apply(progress, object, gone)`.
+async fn follow<K>(api: Api<K>, progress: Arc<Mutex<Progress>>, apply: fn(&mut Progress, &K, bool))
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
+    while let Some(ev) = events.next().await {
+        let Ok(ev) = ev else { continue };
+        let Ok(mut p) = progress.lock() else { return };
+        match ev {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => apply(&mut p, &o, false),
+            watcher::Event::Delete(o) => apply(&mut p, &o, true),
+            _ => {}
+        }
+    }
+}
+
 /// The sum of a counter family's samples in a Prometheus text page.
 fn counter_sum(page: &str, name: &str) -> f64 {
     page.lines()
@@ -66,7 +95,7 @@ fn main() {
     rt.block_on(async move {
         let metrics_port = served::free_port();
         let metrics = format!("127.0.0.1:{metrics_port}");
-        let (_served, client) = served::Embedded::start(&[
+        let (served, client) = served::Embedded::start(&[
             "--embedded-nodes",
             &nodes,
             "--metrics-listen",
@@ -86,30 +115,62 @@ fn main() {
         let submitted = start.elapsed();
         let ok = created.iter().filter(|c| **c).count();
         assert_eq!(ok as u64, jobs, "every job was admitted");
-        let pod_api: Api<k8s_openapi::api::core::v1::Pod> =
-            Api::namespaced(client.clone(), "default");
-        // When every pod existed (the Job controller's part) and when every job was Running
-        // (with the scheduler, the kube-scheduler stand-in's binds and the kubelet's starts).
-        let mut all_created = None;
-        let (running, pod_count) = loop {
-            let list = api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
-            let running = list
-                .iter()
-                .filter(|j| j.phase() == Some(&JobPhase::Running))
-                .count() as u64;
-            let pod_count = pod_api
-                .list_metadata(&ListParams::default())
-                .await
-                .map(|l| l.items.len() as u64)
-                .unwrap_or(0);
-            if all_created.is_none() && pod_count >= jobs * pods {
-                all_created = Some(start.elapsed());
+        // Watches (not repeated LISTs, which would load the server being measured) follow
+        // every pod's existence, binding and phase and every job's phase.
+        let progress = Arc::new(Mutex::new(Progress::default()));
+        let pod_api: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let pods_task = tokio::spawn(follow(pod_api, progress.clone(), |p: &mut Progress, pod: &Pod, gone| {
+            let key = pod.metadata.name.clone().unwrap_or_default();
+            if gone {
+                p.pods.remove(&key);
+                return;
             }
-            if (running == jobs && pod_count >= jobs * pods) || start.elapsed() > timeout {
+            let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+            let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+            p.pods.insert(key, (bound, running));
+        }));
+        let jobs_task = tokio::spawn(follow(api.clone(), progress.clone(), |p: &mut Progress, job: &Job, gone| {
+            let key = job.metadata.name.clone().unwrap_or_default();
+            if gone {
+                p.running_jobs.remove(&key);
+            } else if job.phase() == Some(&JobPhase::Running) {
+                p.running_jobs.insert(key);
+            } else {
+                p.running_jobs.remove(&key);
+            }
+        }));
+        // When every pod existed (the Job controller's part), was bound (the scheduler and the
+        // kube-scheduler stand-in) and every job was Running (with the kubelet's starts).
+        let (mut all_created, mut all_bound) = (None, None);
+        let mut next_line = Duration::ZERO;
+        println!("  {:>6}  {:>6} {:>6} {:>6}  {:>6}", "t (s)", "pods", "bound", "run", "jobs");
+        let (running, pod_count) = loop {
+            let (pod_count, bound, run, running) = match progress.lock() {
+                Ok(p) => {
+                    let bound = p.pods.values().filter(|(b, _)| *b).count() as u64;
+                    let run = p.pods.values().filter(|(_, r)| *r).count() as u64;
+                    (p.pods.len() as u64, bound, run, p.running_jobs.len() as u64)
+                }
+                Err(_) => (0, 0, 0, 0),
+            };
+            let now = start.elapsed();
+            if all_created.is_none() && pod_count >= jobs * pods {
+                all_created = Some(now);
+            }
+            if all_bound.is_none() && bound >= jobs * pods {
+                all_bound = Some(now);
+            }
+            if now >= next_line {
+                println!("  {:>6.1}  {pod_count:>6} {bound:>6} {run:>6}  {running:>6}", now.as_secs_f64());
+                next_line += Duration::from_secs(1);
+            }
+            if (running == jobs && pod_count >= jobs * pods) || now > timeout {
                 break (running, pod_count);
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
         };
+        pods_task.abort();
+        jobs_task.abort();
         let elapsed = start.elapsed();
         let page = reqwest::get(format!("http://{metrics}/metrics"))
             .await
@@ -118,6 +179,12 @@ fn main() {
             Ok(r) => r.text().await.unwrap_or_default(),
             Err(_) => String::new(),
         };
+        if let Ok(path) = std::env::var("TEPHRA_BENCH_METRICS") {
+            // The whole metrics page, to see where a slow run spent its calls.
+            if let Err(e) = std::fs::write(&path, &page) {
+                eprintln!("writing {path}: {e}");
+            }
+        }
         let writes = counter_sum(&page, "tephra_job_writes_total");
         let status = page
             .lines()
@@ -129,12 +196,22 @@ fn main() {
         if let Some(c) = all_created {
             println!("  all pods created in {:>8.2} s  ({:.1} jobs/s)", c.as_secs_f64(), jobs as f64 / c.as_secs_f64());
         }
+        if let Some(b) = all_bound {
+            println!("  all pods bound in   {:>8.2} s  ({:.1} pods/s)", b.as_secs_f64(), (jobs * pods) as f64 / b.as_secs_f64());
+        }
         println!("  all Running in      {:>8.2} s  ({running}/{jobs} jobs Running, {pod_count} pods)", elapsed.as_secs_f64());
         println!("  jobs/s              {:>8.1}", running as f64 / elapsed.as_secs_f64());
         println!("  pods/s              {:>8.1}", pod_count as f64 / elapsed.as_secs_f64());
         println!("  controller writes   {:>8.2} per job (status writes {status} in all)", writes / jobs as f64);
         if running < jobs {
-            eprintln!("timed out after {timeout:?}");
+            eprintln!("timed out after {timeout:?}; jobs not Running (as the API lists them):");
+            let list = api.list(&Default::default()).await.map(|l| l.items).unwrap_or_default();
+            for j in list.iter().filter(|j| j.phase() != Some(&JobPhase::Running)).take(10) {
+                let status = serde_json::to_string(&j.status).unwrap_or_default();
+                eprintln!("  {}: {status}", j.metadata.name.as_deref().unwrap_or_default());
+            }
+            // exit() skips destructors: stop the server first so it does not outlive the bench.
+            drop(served);
             std::process::exit(1);
         }
     });

@@ -428,9 +428,9 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         let url = format!("http://{addr}")
             .parse::<http::Uri>()
             .map_err(|e| AppError::Embedded(e.to_string()))?;
-        let client =
-            kube::Client::try_from(kube::Config::new(url)).map_err(ClusterError::Client)?;
-        (client, Some((listener, options)))
+        let config = kube::Config::new(url);
+        let client = kube::Client::try_from(config.clone()).map_err(ClusterError::Client)?;
+        (client, Some((listener, options, config)))
     } else {
         let source = cluster::config::choose(
             &cluster::Environment::from_process(),
@@ -499,7 +499,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     tracing::info!(https = %https_addr, metrics = %metrics_at, "serving");
     let running = tokio::spawn(bound.run(shutdown.clone()));
 
-    if let Some((listener, options)) = embedded_api {
+    if let Some((listener, options, config)) = embedded_api {
         let (target, ca) = match checked.webhook {
             Some((host, ca)) => (host.target(https_addr.port()), ca),
             // The self-signed pair was made for the Service of manifests/webhooks.yaml.
@@ -518,7 +518,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         };
         start_embedded(&client, listener, options, webhooks, feeds, &shutdown).await?;
         if !args.no_sim_scheduler {
-            start_sim_scheduler(&client, &args, https_addr, ca, &shutdown)?;
+            start_sim_scheduler(config, &args, https_addr, ca, &shutdown)?;
         }
     }
     cluster::ensure_default_queues(&client).await?;
@@ -654,7 +654,7 @@ async fn start_embedded(
 /// Starts the kube-scheduler stand-in against our own extender, reached as kube-scheduler
 /// reaches it in a cluster: over HTTPS at the Service name, verified with the served CA.
 fn start_sim_scheduler(
-    client: &kube::Client,
+    config: kube::Config,
     args: &ServeArgs,
     https_addr: SocketAddr,
     ca_pem: String,
@@ -666,7 +666,7 @@ fn start_sim_scheduler(
         https_addr.ip()
     };
     crate::sim_scheduler::start(
-        client.clone(),
+        config,
         crate::sim_scheduler::SimSchedulerOptions {
             scheduler_names: args.scheduler_names.clone(),
             host: format!("{}.{}.svc", WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1),

@@ -231,25 +231,50 @@ fn https_client(opts: &SimSchedulerOptions) -> Result<reqwest::Client, SimSchedu
         .map_err(|e| SimSchedulerError::Client(e.to_string()))
 }
 
-/// Starts the stand-in; it runs until `shutdown`.
+/// Starts the stand-in on a thread of its own with its own runtime and API client; it runs
+/// until `shutdown`.
+///
+/// kube-scheduler is a process of its own with its own CPU. On the serving runtime the
+/// stand-in's one-pod-at-a-time cycle waited behind every request of a burst (the API, the
+/// webhooks, the controllers), and binding stalled for seconds while pods were being created.
 pub fn start(
-    client: Client,
+    config: kube::Config,
     opts: SimSchedulerOptions,
     shutdown: CancellationToken,
 ) -> Result<(), SimSchedulerError> {
     let http = https_client(&opts)?;
-    let sim = Arc::new(Sim {
-        recorder: EventRecorder::new(client.clone(), "default-scheduler"),
-        client,
-        http,
-        base: format!("https://{}:{}/scheduler", opts.host, opts.addr.port()),
-        names: opts.scheduler_names,
-        state: Mutex::new(State::default()),
-        wake: Notify::new(),
-    });
-    tokio::spawn(watch_nodes(sim.clone(), shutdown.clone()));
-    tokio::spawn(watch_pods(sim.clone(), shutdown.clone()));
-    tokio::spawn(schedule_loop(sim, shutdown));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| SimSchedulerError::Client(format!("runtime: {e}")))?;
+    std::thread::Builder::new()
+        .name("kube-scheduler-stand-in".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                // The client is made here so its connections and its request buffer live on
+                // this runtime, not the serving one.
+                let client = match Client::try_from(config) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::error!(error = %e, "kube-scheduler stand-in: no API client");
+                        return;
+                    }
+                };
+                let sim = Arc::new(Sim {
+                    recorder: EventRecorder::new(client.clone(), "default-scheduler"),
+                    client,
+                    http,
+                    base: format!("https://{}:{}/scheduler", opts.host, opts.addr.port()),
+                    names: opts.scheduler_names,
+                    state: Mutex::new(State::default()),
+                    wake: Notify::new(),
+                });
+                tokio::spawn(watch_nodes(sim.clone(), shutdown.clone()));
+                tokio::spawn(watch_pods(sim.clone(), shutdown.clone()));
+                schedule_loop(sim, shutdown).await;
+            });
+        })
+        .map_err(|e| SimSchedulerError::Client(format!("thread: {e}")))?;
     Ok(())
 }
 

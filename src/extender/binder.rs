@@ -255,7 +255,7 @@ impl Binder {
             reply: Some(tx),
         };
         let m = &self.inner.metrics;
-        m.gang_binds.with_label_values(&[&job, "held"]).inc();
+        m.gang_binds.with_label_values(&["held"]).inc();
         let flush = {
             let mut holds = lock(&self.inner.holds);
             let hold = holds.entry(job.clone()).or_insert_with(|| Hold {
@@ -436,7 +436,7 @@ impl Binder {
         let m = &self.inner.metrics;
         m.held_now.sub(n as i64);
         m.gang_binds
-            .with_label_values(&[job, "timed_out"])
+            .with_label_values(&["timed_out"])
             .inc_by(n as u64);
         let (bound, min) = (hold.bound, hold.min);
         if gather.is_zero() {
@@ -524,7 +524,7 @@ impl Binder {
                 me.inner
                     .metrics
                     .gang_binds
-                    .with_label_values(&[&job, "gather_expired"])
+                    .with_label_values(&["gather_expired"])
                     .inc_by(expired.len() as u64);
                 tracing::info!(gang = %job, gathered = expired.len(), "gang did not gather in time; placements released");
                 me.release(&expired);
@@ -569,7 +569,7 @@ impl Binder {
         let mut failed = false;
         for (mut h, r) in results {
             let outcome = if r.is_ok() { "completed" } else { "failed" };
-            m.gang_binds.with_label_values(&[&job, outcome]).inc();
+            m.gang_binds.with_label_values(&[outcome]).inc();
             if r.is_err() {
                 failed = true;
                 self.uncommit(&job, &h.uid);

@@ -288,6 +288,33 @@ impl Context {
         out
     }
 
+    /// The cached pods of `job`'s incarnation in the same task as `pod` (shared, not copied).
+    /// Pods created but not listed yet are left out: they have no status, so they neither
+    /// succeeded nor restarted, which is all the callers count.
+    pub(crate) fn task_pods(&self, job: &Job, pod: &Pod) -> Vec<Arc<Pod>> {
+        let ns = job.namespace().unwrap_or_default();
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        let task = Some(
+            pod.annotations()
+                .get(crate::api::keys::TASK_SPEC)
+                .cloned()
+                .unwrap_or_default(),
+        );
+        let names = self
+            .index
+            .lock()
+            .map(|i| i.pods_of(&ns, &job.name_any()))
+            .unwrap_or_default();
+        names
+            .iter()
+            .filter_map(|n| self.caches.pods().get(&ObjectRef::new(n).within(&ns)))
+            .filter(|p| {
+                owned_by(p, &uid)
+                    && p.annotations().get(crate::api::keys::TASK_SPEC) == task.as_ref()
+            })
+            .collect()
+    }
+
     pub(crate) fn remember_created(&self, pod: &Pod) {
         let key = (pod.namespace().unwrap_or_default(), pod.name_any());
         self.inflight().created.insert(key, pod.clone());

@@ -315,19 +315,12 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
                         None => policy::pod_added(p),
                         Some(old) => {
                             let job = index::job_of(p).and_then(|j| ctx.job(&ns, j));
-                            let siblings = job.as_ref().map(|j| ctx.pods_of(j)).unwrap_or_default();
-                            let task = p
-                                .annotations()
-                                .get(crate::api::keys::TASK_SPEC)
-                                .cloned()
-                                .unwrap_or_default();
-                            let sib: Vec<&Pod> = siblings
-                                .iter()
-                                .filter(|s| {
-                                    s.annotations().get(crate::api::keys::TASK_SPEC) == Some(&task)
-                                })
-                                .collect();
-                            policy::pod_updated(job.as_ref(), &old, p, &sib)
+                            let siblings = || {
+                                job.as_ref()
+                                    .map(|j| ctx.task_pods(j, p))
+                                    .unwrap_or_default()
+                            };
+                            policy::pod_updated(job.as_ref(), &old, p, &siblings)
                         }
                     }
                 }

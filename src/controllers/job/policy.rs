@@ -214,7 +214,17 @@ pub fn pod_added(pod: &Pod) -> Option<Request> {
 /// | anything else | `OutOfSync` |
 ///
 /// A pod marked out-of-sync by the controller always gives `OutOfSync`.
-pub fn pod_updated(job: Option<&Job>, old: &Pod, new: &Pod, siblings: &[&Pod]) -> Option<Request> {
+///
+/// `siblings` gives the pods of the pod's task; it is called only when the event depends on
+/// them (a pod that succeeded, or a Pending/Running pod whose task may have used up its
+/// restarts), because most updates (binds, starts) do not, and gathering the pods on every
+/// update made the pod watch's handler the job controller's busiest code.
+pub fn pod_updated(
+    job: Option<&Job>,
+    old: &Pod,
+    new: &Pod,
+    siblings: &dyn Fn() -> Vec<std::sync::Arc<Pod>>,
+) -> Option<Request> {
     // Volcano checks the owner before the resourceVersion; both only filter.
     job_owner(new)?;
     if new.metadata.resource_version == old.metadata.resource_version {
@@ -223,12 +233,17 @@ pub fn pod_updated(job: Option<&Job>, old: &Pod, new: &Pod, siblings: &[&Pod]) -
     let mut req = pod_request(new)?;
     let task = req.task.as_deref().unwrap_or_default();
     let was = phase(old);
-    let failed = || job.is_some_and(|j| task_failed(j, task, siblings));
+    let with_siblings = |f: fn(&Job, &str, &[&Pod]) -> bool| {
+        job.is_some_and(|j| {
+            let pods = siblings();
+            let refs: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).collect();
+            f(j, task, &refs)
+        })
+    };
+    let failed = || with_siblings(task_failed);
     let (event, exit_code) = match phase(new) {
         "Failed" if was != "Failed" => (Event::PodFailed, Some(first_exit_code(new))),
-        "Succeeded"
-            if was != "Succeeded" && job.is_some_and(|j| task_completed(j, task, siblings)) =>
-        {
+        "Succeeded" if was != "Succeeded" && with_siblings(task_completed) => {
             (Event::TaskCompleted, None)
         }
         "Running" if was != "Running" => (Event::PodRunning, None),
@@ -807,7 +822,7 @@ mod tests {
             assert_eq!(pod_deleted(&p, true), None);
             let mut newer = p.clone();
             newer.metadata.resource_version = Some("2".into());
-            assert_eq!(pod_updated(None, &p, &newer, &[]), None);
+            assert_eq!(pod_updated(None, &p, &newer, &Vec::new), None);
         }
     }
 
@@ -817,7 +832,11 @@ mod tests {
         // (old phase, new pod, siblings) → event
         let ev = |old: &str, new: Pod, sib: &[&Pod]| {
             let o = pod("j-t-0", "t", old, "1");
-            pod_updated(Some(&j), &o, &new, sib).map(|r| (r.event, r.exit_code))
+            let sib: Vec<std::sync::Arc<Pod>> = sib
+                .iter()
+                .map(|p| std::sync::Arc::new((*p).clone()))
+                .collect();
+            pod_updated(Some(&j), &o, &new, &|| sib.clone()).map(|r| (r.event, r.exit_code))
         };
         let p = |phase: &str| pod("j-t-0", "t", phase, "2");
         let other_ok = pod("j-t-1", "t", "Succeeded", "1");
@@ -892,12 +911,15 @@ mod tests {
         // no cached job: no task tests
         let o = pod("j-t-0", "t", "Running", "1");
         assert_eq!(
-            pod_updated(None, &o, &restarted, &[&restarted]).map(|r| r.event),
+            pod_updated(None, &o, &restarted, &|| vec![std::sync::Arc::new(
+                restarted.clone()
+            )])
+            .map(|r| r.event),
             Some(Event::OutOfSync)
         );
         // same resourceVersion: nothing
         let same = pod("j-t-0", "t", "Failed", "1");
-        assert_eq!(pod_updated(Some(&j), &o, &same, &[]), None);
+        assert_eq!(pod_updated(Some(&j), &o, &same, &Vec::new), None);
     }
 
     #[test]
