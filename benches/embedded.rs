@@ -14,10 +14,10 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
-use tephra::embedded::ops::WriteOptions;
-use tephra::embedded::patch::PatchKind;
-use tephra::embedded::prepare::Endpoint;
-use tephra::embedded::{self, ApiServer, Caller, EmbeddedOptions};
+use tephra_apiserver::ops::{ObjectRef, WriteOptions};
+use tephra_apiserver::patching::PatchKind;
+use tephra_apiserver::prepare::Endpoint;
+use tephra_apiserver::{self as embedded, ApiServer, Caller, EmbeddedOptions};
 use tower::ServiceExt;
 
 fn env(name: &str, default: usize) -> usize {
@@ -196,7 +196,7 @@ async fn main() {
         async move {
             let name = format!("pod-{:06}", pods + i);
             let body = json!({"status": {"phase": "Running", "podIP": format!("10.1.{}.{}", i / 250 % 250, i % 250)}}).to_string();
-            a.patch(Caller::Client, &r, "default", &name, Endpoint::Status, PatchKind::Merge, body.as_bytes(), &WriteOptions::default())
+            a.patch(ObjectRef::new(Caller::Client, &r, "default", &name).at(Endpoint::Status), PatchKind::Merge, body.as_bytes(), &WriteOptions::default())
                 .await
                 .unwrap();
         }

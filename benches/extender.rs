@@ -46,11 +46,11 @@ use serde_json::{Value, json};
 use tephra::api::PodGroup;
 use tephra::certs;
 use tephra::cluster::Caches;
-use tephra::embedded::{self, ApiServer, EmbeddedOptions};
 use tephra::extender::{self, Extender, ExtenderOptions};
 use tephra::metrics::Metrics;
 use tephra::scheduler::{Scheduler, SchedulerConf, SchedulerOptions};
 use tephra::server::{self, ServerConfig, ServerState, TlsSource};
+use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 use tokio_util::sync::CancellationToken;
 
 type BenchResult<T> = Result<T, Box<dyn Error>>;

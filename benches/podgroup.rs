@@ -23,7 +23,7 @@ use serde_json::json;
 use tephra::api::keys;
 use tephra::cluster::Caches;
 use tephra::controllers::{self, ControllerConfig};
-use tephra::embedded::{self, ApiServer, EmbeddedOptions};
+use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 use tokio_util::sync::CancellationToken;
 
 fn env(name: &str, default: u64) -> u64 {

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 use crate::admission::{self, AdmissionConfig, AdmissionContext, AdmissionMetrics};
-use crate::api::ApiError;
+use crate::api::TypesError;
 use crate::certs::{self, CertError, PemChain};
 use crate::cli::{
     ApiserverArgs, CertsArgs, Cli, Command, LogFormat, SERVE_NOT_YET, SERVE_RUNS, ServeArgs,
@@ -17,7 +17,6 @@ use crate::cli::{
 };
 use crate::cluster::webhooks::{self, WebhookError, WebhookHost, WebhookTarget};
 use crate::cluster::{self, BootstrapError, CacheFeeds, Caches, ClusterError};
-use crate::embedded::{self, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
 use crate::extender::{self, Extender, ExtenderOptions};
 use crate::leader::{Elector, ElectorConfig, Leadership, Outcome};
 use crate::metrics::{Metrics, MetricsError};
@@ -25,6 +24,7 @@ use crate::report::report;
 use crate::scheduler::{Scheduler, SchedulerOptions};
 use crate::selftls::{SelfTlsConfig, SelfTlsError};
 use crate::server::{self, ManagedTls, ServerConfig, ServerError, ServerState, TlsSource};
+use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
 
 /// Everything that can stop a subcommand, one variant per subsystem.
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +46,7 @@ pub enum AppError {
     Registry(#[from] prometheus::Error),
     /// Rendering the CRDs failed.
     #[error(transparent)]
-    Api(#[from] ApiError),
+    Api(#[from] TypesError),
     /// Creating the built-in queues failed.
     #[error(transparent)]
     Bootstrap(#[from] BootstrapError),
@@ -82,7 +82,7 @@ pub enum AppError {
     Extender(#[from] crate::extender::ExtenderError),
     /// The kube-scheduler stand-in could not start.
     #[error(transparent)]
-    SimScheduler(#[from] crate::embedded::scheduler::SimSchedulerError),
+    SimScheduler(#[from] crate::sim_scheduler::SimSchedulerError),
     /// `--config` is missing or invalid.
     #[error(transparent)]
     SchedulerConfig(#[from] crate::scheduler::ConfigError),
@@ -729,14 +729,14 @@ fn start_sim_scheduler(
     } else {
         https_addr.ip()
     };
-    embedded::scheduler::start(
+    crate::sim_scheduler::start(
         config,
-        embedded::scheduler::SimSchedulerOptions {
+        crate::sim_scheduler::SimSchedulerOptions {
             scheduler_names: args.scheduler_names.clone(),
             host: format!("{}.{}.svc", WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1),
             addr: SocketAddr::new(ip, https_addr.port()),
             ca_pem,
-            http_timeout: embedded::scheduler::HTTP_TIMEOUT,
+            http_timeout: crate::sim_scheduler::HTTP_TIMEOUT,
         },
         shutdown.clone(),
     )?;

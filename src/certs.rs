@@ -64,8 +64,8 @@ pub enum CertError {
         what: &'static str,
         /// The value given.
         value: String,
-        /// Why it was refused.
-        reason: &'static str,
+        /// Why it was refused (Kubernetes' wording of the DNS-1123 label rule).
+        reason: String,
     },
     /// rcgen refused the parameters or could not sign.
     #[error("generating certificate: {0}")]
@@ -633,28 +633,15 @@ fn distinguished_name(common_name: &str) -> DistinguishedName {
 
 /// RFC 1123 label, as Kubernetes requires for Service and namespace names.
 pub(crate) fn check_dns_label(what: &'static str, value: &str) -> Result<(), CertError> {
-    let reason = if value.is_empty() {
-        Some("must not be empty")
-    } else if value.len() > 63 {
-        Some("must be at most 63 characters")
-    } else if !value
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    {
-        Some("must consist of lower case letters, digits and '-'")
-    } else if value.starts_with('-') || value.ends_with('-') {
-        Some("must start and end with a letter or digit")
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(CertError::InvalidName {
-            what,
-            value: value.to_string(),
-            reason,
-        }),
-        None => Ok(()),
+    let errors = tephra_names::dns1123_label_errors(value);
+    if errors.is_empty() {
+        return Ok(());
     }
+    Err(CertError::InvalidName {
+        what,
+        value: value.to_string(),
+        reason: errors.join("; "),
+    })
 }
 
 fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), CertError> {

@@ -16,7 +16,8 @@
 //!    │ server/     axum over rustls: routes, limits, health, /metrics           │
 //!    │ metrics     one Prometheus registry                                       │
 //!    └──────────────────────────────────────────────────────────────────────────┘
-//!    embedded/    in-memory Kubernetes-compatible API
+//!    crates/apiserver  in-memory Kubernetes-compatible API (the tephra-apiserver crate)
+//!    sim_scheduler     the kube-scheduler stand-in of embedded mode (a kube client)
 //! ```
 //!
 //! `main.rs` is a thin shell over [`cli`]; everything testable lives in this library.
@@ -37,12 +38,14 @@ pub mod certs;
 pub mod cli;
 pub mod cluster;
 pub mod controllers;
-pub mod embedded;
 pub mod extender;
 pub mod leader;
 pub mod metrics;
-pub mod report;
 pub mod scheduler;
 pub mod selftls;
 pub mod server;
+pub mod sim_scheduler;
 pub mod vcctl;
+
+/// One-line error reports (the `tephra-report` crate, shared with the embedded API).
+pub use tephra_report as report;

@@ -20,7 +20,7 @@ use kube::discovery::{Discovery, Scope};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use tephra::embedded::{self, ApiServer, EmbeddedOptions, FaultSpec};
+use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions, FaultSpec};
 use tokio_util::sync::CancellationToken;
 
 fn opts() -> EmbeddedOptions {

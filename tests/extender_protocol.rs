@@ -14,9 +14,9 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 use tephra::api::PodGroup;
 use tephra::cluster::Caches;
-use tephra::embedded::{self, ApiServer, EmbeddedOptions};
 use tephra::extender::{self, Extender, ExtenderOptions};
 use tephra::scheduler::{Scheduler, SchedulerConf, SchedulerOptions};
+use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 

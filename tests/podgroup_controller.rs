@@ -15,7 +15,7 @@ use tephra::api::scheduling::QueueState;
 use tephra::api::{Command, PodGroup, Queue, keys};
 use tephra::cluster::Caches;
 use tephra::controllers::{self, ControllerConfig, Controllers};
-use tephra::embedded::{self, ApiServer, EmbeddedOptions};
+use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 use tokio_util::sync::CancellationToken;
 
 struct Env {

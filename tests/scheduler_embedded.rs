@@ -11,8 +11,8 @@ use kube::{Api, Client};
 use serde_json::json;
 use tephra::api::{PodGroup, Queue};
 use tephra::cluster::Caches;
-use tephra::embedded::{self, ApiServer, EmbeddedOptions};
 use tephra::scheduler::{Scheduler, SchedulerConf, SchedulerOptions, config};
+use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 use tokio_util::sync::CancellationToken;
 
 mod common;

@@ -1,4 +1,4 @@
-//! Kubernetes name rules and the practical part of kube-apiserver's pod template validation
+//! The name rules (re-exported from the `tephra-names` crate) and the practical part of kube-apiserver's pod template validation
 //! that Volcano runs on every task template (it links `ValidatePodTemplate`; tephra checks what
 //! users actually get wrong: container names, images, restart policy, resources, ports,
 //! volumes and their mounts). Errors read like Kubernetes field errors,
@@ -10,117 +10,9 @@ use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
 
 use super::quantity;
 
-const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-
-fn is_alnum(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-}
-
-/// Kubernetes `IsQualifiedName`: an optional DNS-subdomain prefix and `/`, then a name of at
-/// most 63 characters of alphanumerics, `-`, `_`, `.`, starting and ending alphanumeric.
-/// Returns the problems (empty when valid), worded as Kubernetes words them.
-pub fn qualified_name_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let (prefix, name) = match value.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, value),
-    };
-    if value.matches('/').count() > 1 {
-        errs.push(format!(
-            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME_FMT}') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ));
-        return errs;
-    }
-    if let Some(p) = prefix {
-        if p.is_empty() {
-            errs.push("prefix part must be non-empty".into());
-        } else {
-            errs.extend(
-                dns1123_subdomain_errors(p)
-                    .into_iter()
-                    .map(|e| format!("prefix part {e}")),
-            );
-        }
-    }
-    if name.is_empty() {
-        errs.push("name part must be non-empty".into());
-    } else {
-        if name.len() > 63 {
-            errs.push("name part must be no more than 63 characters".into());
-        }
-        let b = name.as_bytes();
-        let ok_chars = b
-            .iter()
-            .all(|&c| is_alnum(c) || c == b'-' || c == b'_' || c == b'.');
-        if !ok_chars || !is_alnum(b[0]) || !is_alnum(b[b.len() - 1]) {
-            errs.push(format!(
-                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME_FMT}')"
-            ));
-        }
-    }
-    errs
-}
-
-/// Kubernetes `IsDNS1123Label` problems (empty when valid).
-pub fn dns1123_label_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push("must be no more than 63 characters".into());
-    }
-    let b = value.as_bytes();
-    let ok = !b.is_empty()
-        && b.iter()
-            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-';
-    if !ok {
-        errs.push(format!(
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '{DNS1123_LABEL_FMT}')"
-        ));
-    }
-    errs
-}
-
-/// Kubernetes `IsDNS1035Label` problems (empty when valid): Service names, which must start
-/// with a letter.
-pub fn dns1035_label_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push("must be no more than 63 characters".into());
-    }
-    let b = value.as_bytes();
-    let ok = !b.is_empty()
-        && b.iter()
-            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-        && b[0].is_ascii_lowercase()
-        && b[b.len() - 1] != b'-';
-    if !ok {
-        errs.push("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')".into());
-    }
-    errs
-}
-
-/// Kubernetes `IsDNS1123Subdomain` problems (empty when valid).
-pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 253 {
-        errs.push("must be no more than 253 characters".into());
-    }
-    let ok = !value.is_empty()
-        && value.split('.').all(|part| {
-            let b = part.as_bytes();
-            !b.is_empty()
-                && b.iter()
-                    .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-                && b[0] != b'-'
-                && b[b.len() - 1] != b'-'
-        });
-    if !ok {
-        errs.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into());
-    }
-    errs
-}
+pub use tephra_names::{
+    dns1035_label_errors, dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors,
+};
 
 /// Field errors of a pod template, paths rooted at `template`.
 pub fn pod_template_errors(template: &PodTemplateSpec) -> Vec<String> {
@@ -274,27 +166,6 @@ mod tests {
 
     fn template(spec: serde_json::Value) -> PodTemplateSpec {
         serde_json::from_value(json!({"spec": spec})).unwrap()
-    }
-
-    #[test]
-    fn qualified_names() {
-        for ok in ["a", "my-job-task-0", "A_b.c", "example.com/name"] {
-            assert!(qualified_name_errors(ok).is_empty(), "{ok}");
-        }
-        for bad in ["", "-a", "a-", "a b", &"x".repeat(64), "/a", "a/b/c"] {
-            assert!(!qualified_name_errors(bad).is_empty(), "{bad:?}");
-        }
-        assert!(qualified_name_errors(&"x".repeat(64))[0].contains("63"));
-    }
-
-    #[test]
-    fn dns_labels_and_subdomains() {
-        assert!(dns1123_label_errors("task-1").is_empty());
-        assert!(!dns1123_label_errors("Task").is_empty());
-        assert!(!dns1123_label_errors("a.b").is_empty());
-        assert!(dns1123_subdomain_errors("a.b-c").is_empty());
-        assert!(!dns1123_subdomain_errors("a..b").is_empty());
-        assert!(!dns1123_subdomain_errors("A").is_empty());
     }
 
     #[test]

@@ -13,7 +13,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::common::{Duration, string_enum};
+use super::common::{DNS1123_SUBDOMAIN, Duration, string_enum};
 use super::scheduling::NetworkTopologySpec;
 
 pub use super::bus::{Action, Event};
@@ -27,10 +27,6 @@ pub const API_VERSION: &str = "batch.volcano.sh/v1alpha1";
 
 /// Volcano's default for `spec.maxRetry` (CRD default and job webhook).
 pub const DEFAULT_MAX_RETRY: i32 = 3;
-
-/// A DNS-1123 subdomain, as Volcano's CRD checks `queue` and `priorityClassName`.
-pub(crate) const DNS1123_SUBDOMAIN: &str =
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// The desired state of a Volcano Job (`spec` of `batch.volcano.sh/v1alpha1` Job).
 // clippy reads the repeated `type_ = ...` of the printer columns as duplicated attributes.

@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use super::common::string_enum;
 
+/// `apiVersion` of a Volcano Job (`batch::API_VERSION`; spelled out here because `batch`
+/// re-exports this module's `Action` and `Event`, and importing back would make a cycle; a unit
+/// test keeps the two equal).
+const JOB_API_VERSION: &str = "batch.volcano.sh/v1alpha1";
+
 /// The API group of [`Command`].
 pub const GROUP: &str = "bus.volcano.sh";
 /// The API version of [`Command`].
@@ -69,7 +74,7 @@ impl Command {
     /// job controller picks up).
     pub fn targets_job(&self) -> bool {
         self.target()
-            .is_some_and(|t| t.api_version == super::batch::API_VERSION && t.kind == "Job")
+            .is_some_and(|t| t.api_version == JOB_API_VERSION && t.kind == "Job")
     }
 
     /// Whether the command targets a `scheduling.volcano.sh/v1beta1` Queue.
@@ -155,5 +160,15 @@ string_enum! {
         JobUpdated = "JobUpdated",
         /// A task finished unexpectedly.
         TaskFailed = "TaskFailed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_job_api_version_is_batchs() {
+        assert_eq!(JOB_API_VERSION, crate::api::batch::API_VERSION);
     }
 }

@@ -7,7 +7,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::ApiError;
+use super::TypesError;
+
+/// A DNS-1123 subdomain, as Volcano's CRD checks `queue` and `priorityClassName`.
+pub(crate) const DNS1123_SUBDOMAIN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// A Kubernetes `ResourceList`: resource name (`cpu`, `memory`, `nvidia.com/gpu`) → quantity.
 pub type ResourceList = BTreeMap<String, Quantity>;
@@ -205,8 +209,8 @@ impl Duration {
     /// Parses the text as Go's `time.ParseDuration` does: an optional sign, then one or more
     /// decimal numbers each with a unit (`ns`, `us`/`µs`, `ms`, `s`, `m`, `h`); `"0"` alone is
     /// zero. Negative durations are rejected (none of Volcano's fields means anything by them).
-    pub fn to_std(&self) -> Result<std::time::Duration, ApiError> {
-        parse_go_duration(&self.0).ok_or_else(|| ApiError::InvalidDuration(self.0.clone()))
+    pub fn to_std(&self) -> Result<std::time::Duration, TypesError> {
+        parse_go_duration(&self.0).ok_or_else(|| TypesError::InvalidDuration(self.0.clone()))
     }
 }
 

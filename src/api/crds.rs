@@ -24,7 +24,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 use serde_json::{Map, Value, json};
 
-use super::ApiError;
+use super::TypesError;
 use super::batch::Job;
 use super::bus::Command;
 use super::scheduling::{PodGroup, Queue};
@@ -71,7 +71,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
 }
 
 /// All four CRDs as one multi-document YAML stream (what `tephra crds` prints).
-pub fn render_yaml() -> Result<String, ApiError> {
+pub fn render_yaml() -> Result<String, TypesError> {
     let mut out = String::new();
     for (_, text) in manifest_files()? {
         out.push_str(&text);
@@ -85,7 +85,7 @@ pub fn file_name(crd: &CustomResourceDefinition) -> String {
 }
 
 /// `(file name, content)` of each CRD manifest, in the order of [`all`].
-pub fn manifest_files() -> Result<Vec<(String, String)>, ApiError> {
+pub fn manifest_files() -> Result<Vec<(String, String)>, TypesError> {
     all()
         .iter()
         .map(|crd| Ok((file_name(crd), render_one(crd)?)))
@@ -93,7 +93,7 @@ pub fn manifest_files() -> Result<Vec<(String, String)>, ApiError> {
 }
 
 /// One CRD as a YAML document (with the header comment and a leading `---`).
-pub fn render_one(crd: &CustomResourceDefinition) -> Result<String, ApiError> {
+pub fn render_one(crd: &CustomResourceDefinition) -> Result<String, TypesError> {
     let mut value = serde_json::to_value(crd)?;
     integral_numbers(&mut value);
     let body = serde_saphyr::to_string(&value)?;
@@ -119,15 +119,15 @@ fn integral_numbers(value: &mut Value) {
 }
 
 /// Writes every CRD to `dir/<group>_<plural>.yaml` (creating `dir`), returning the paths.
-pub fn write_manifests(dir: &Path) -> Result<Vec<PathBuf>, ApiError> {
-    std::fs::create_dir_all(dir).map_err(|source| ApiError::Io {
+pub fn write_manifests(dir: &Path) -> Result<Vec<PathBuf>, TypesError> {
+    std::fs::create_dir_all(dir).map_err(|source| TypesError::Io {
         path: dir.to_path_buf(),
         source,
     })?;
     let mut written = Vec::new();
     for (name, text) in manifest_files()? {
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|source| ApiError::Io {
+        std::fs::write(&path, text).map_err(|source| TypesError::Io {
             path: path.clone(),
             source,
         })?;

@@ -36,7 +36,7 @@ pub use scheduling::{PodGroup, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, Q
 
 /// Errors of the `api` module: (de)serialising manifests, writing CRD files, parsing durations.
 #[derive(Debug, thiserror::Error)]
-pub enum ApiError {
+pub enum TypesError {
     /// A value could not be written as YAML.
     #[error("cannot render YAML: {0}")]
     YamlSerialize(#[from] serde_saphyr::SerializeError),
@@ -56,14 +56,14 @@ pub enum ApiError {
     InvalidDuration(String),
 }
 
-impl ApiError {
+impl TypesError {
     /// A short, stable label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            ApiError::YamlSerialize(_) => "yaml",
-            ApiError::Json(_) => "json",
-            ApiError::Io { .. } => "io",
-            ApiError::InvalidDuration(_) => "duration",
+            TypesError::YamlSerialize(_) => "yaml",
+            TypesError::Json(_) => "json",
+            TypesError::Io { .. } => "io",
+            TypesError::InvalidDuration(_) => "duration",
         }
     }
 }

@@ -9,7 +9,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::batch::DNS1123_SUBDOMAIN;
+use super::common::DNS1123_SUBDOMAIN;
 use super::common::{ResourceList, string_enum};
 
 /// The API group of [`PodGroup`] and [`Queue`].

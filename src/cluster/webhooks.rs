@@ -115,14 +115,7 @@ const WILDCARD_SERVICE: &str = "tephra";
 /// verifies: a Service name first (what a cluster uses, so the registration looks like one),
 /// then `reach_ip` (the address the listener is reached at), then `localhost`.
 pub fn host_for_certificate(names: &CertNames, reach_ip: IpAddr) -> Option<WebhookHost> {
-    let label = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 63
-            && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !s.starts_with('-')
-            && !s.ends_with('-')
-    };
+    let label = tephra_names::is_dns1123_label;
     let service = names.dns.iter().find_map(|d| {
         let d = d.to_ascii_lowercase();
         let mut parts = d.split('.');

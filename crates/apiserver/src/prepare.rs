@@ -66,17 +66,6 @@ pub fn check_type(res: &ResourceInfo, version: &str, obj: &mut Value) -> Result<
     Ok(())
 }
 
-/// Validates a DNS-1123 subdomain (most object names).
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && name.as_bytes()[0].is_ascii_alphanumeric()
-        && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric()
-}
-
 /// What kube-apiserver does while decoding a create, before mutating admission: type check,
 /// namespace from the URL, built-in and schema defaults.
 pub fn prepare_decode(
@@ -167,10 +156,12 @@ pub fn prepare_create(
     } else {
         name
     };
-    if !valid_name(&name) {
+    let problems = tephra_names::dns1123_subdomain_errors(&name);
+    if !problems.is_empty() {
         return Err(ApiError::Invalid(format!(
-            "{} \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-            res.kind
+            "{} \"{name}\" is invalid: metadata.name: Invalid value: \"{name}\": {}",
+            res.kind,
+            problems.join(", ")
         )));
     }
     meta.insert("name".into(), json!(name));
@@ -305,7 +296,7 @@ pub fn prepare_update(
     }
     if endpoint == Endpoint::Main {
         apply_builtin_defaults(res, &mut new);
-        apply_schema(res, &res.versions[0], &mut new);
+        apply_schema(res, res.storage_version(), &mut new);
     }
     if spec_changed(old, &new) {
         let g = old
@@ -526,7 +517,7 @@ pub fn apply_builtin_defaults(res: &ResourceInfo, obj: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embedded::resources::Registry;
+    use crate::resources::Registry;
 
     fn ctx(ns: &str) -> CreateContext<'_> {
         CreateContext {

@@ -1,4 +1,4 @@
-//! Admission like kube-apiserver: the MutatingWebhookConfigurations and
+//! The webhook step of the admission chain, like kube-apiserver's: the MutatingWebhookConfigurations and
 //! ValidatingWebhookConfigurations stored in the embedded API are honoured by sending
 //! `admission.k8s.io/v1` AdmissionReviews over HTTPS.
 //!
@@ -37,7 +37,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::resources::ResourceInfo;
-use super::selectors::LabelSelector;
+use kube::core::SelectorExt;
+
+use super::selectors::{labels_of, object_selector};
 use super::store::GroupResource;
 use super::{ApiError, ApiServer};
 
@@ -227,19 +229,19 @@ pub fn webhook_matches(
     }
     let is_namespace = a.res.group.is_empty() && a.res.plural == "namespaces";
     if a.res.namespaced || is_namespace {
-        let Ok(sel) = LabelSelector::from_object(hook.get("namespaceSelector")) else {
+        let Ok(sel) = object_selector(hook.get("namespaceSelector")) else {
             return false;
         };
         let labels = json!({"metadata": {"labels": ns_labels.cloned().unwrap_or(json!({}))}});
-        if !sel.matches_value(&labels) {
+        if !sel.matches(&labels_of(&labels)) {
             return false;
         }
     }
-    let Ok(osel) = LabelSelector::from_object(hook.get("objectSelector")) else {
+    let Ok(osel) = object_selector(hook.get("objectSelector")) else {
         return false;
     };
-    let matches = |o: Option<&Value>| o.is_some_and(|o| osel.matches_value(o));
-    osel.0.is_empty() || matches(new) || matches(a.old)
+    let matches = |o: Option<&Value>| o.is_some_and(|o| osel.matches(&labels_of(o)));
+    osel.selects_all() || matches(new) || matches(a.old)
 }
 
 /// Builds the AdmissionReview request. Pure.
@@ -348,7 +350,7 @@ async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Vec<u8>,
     while let Some(chunk) = resp
         .chunk()
         .await
-        .map_err(|e| crate::report::report(&e).to_string())?
+        .map_err(|e| tephra_report::report(&e).to_string())?
     {
         if out.len().saturating_add(chunk.len()) > cap {
             return Err(format!("the answer is larger than {cap} bytes"));
@@ -359,7 +361,7 @@ async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Vec<u8>,
 }
 
 /// Webhook calling state: HTTPS clients cached per trust bundle.
-pub struct Admission {
+pub struct Webhooks {
     service_addr: Option<std::net::SocketAddr>,
     clients: Mutex<HashMap<(String, String), reqwest::Client>>,
     /// The webhooks of each phase's configurations, decoded once per set of stored versions
@@ -376,16 +378,16 @@ struct HookCache {
     hooks: Arc<Vec<Value>>,
 }
 
-impl std::fmt::Debug for Admission {
+impl std::fmt::Debug for Webhooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Admission")
+        f.debug_struct("Webhooks")
             .field("service_addr", &self.service_addr)
             .finish_non_exhaustive()
     }
 }
 
-impl Admission {
-    /// Admission that maps `clientConfig.service` to `service_addr`.
+impl Webhooks {
+    /// Webhook calling that maps `clientConfig.service` to `service_addr`.
     pub fn new(service_addr: Option<std::net::SocketAddr>) -> Self {
         Self {
             service_addr,
@@ -538,7 +540,7 @@ impl Admission {
             .map_err(|e| {
                 format!(
                     "failed to call webhook: Post \"{url}\": {}",
-                    crate::report::report(&e)
+                    tephra_report::report(&e)
                 )
             })?;
         let status = resp.status();
@@ -629,7 +631,7 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embedded::resources::Registry;
+    use crate::resources::Registry;
 
     fn attrs<'a>(res: &'a ResourceInfo, op: Operation, sub: Option<&'a str>) -> Attributes<'a> {
         Attributes {

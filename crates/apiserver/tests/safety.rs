@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use tephra::embedded::{self, ApiServer, EmbeddedOptions};
+use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 use tokio_util::sync::CancellationToken;
 
 struct Server {

@@ -1,6 +1,10 @@
 //! Label and field selectors: parsing the query-string forms kube-apiserver accepts and
-//! matching them against stored objects. Pure code.
+//! matching them against stored objects. Selector objects (`metav1.LabelSelector` in webhook
+//! configurations and workloads) are kube's [`Selector`]. Pure code.
 
+use std::collections::BTreeMap;
+
+use kube::core::Selector;
 use serde_json::Value;
 
 use super::store::Stored;
@@ -61,17 +65,26 @@ fn split_top(s: &str) -> Vec<&str> {
     out
 }
 
-fn valid_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.len() <= 317
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+/// A label key kube-apiserver accepts (a qualified name), or its refusal worded as kube's.
+fn check_key(k: &str) -> Result<(), String> {
+    match tephra_names::qualified_name_errors(k).as_slice() {
+        [] => Ok(()),
+        errs => Err(format!(
+            "unable to parse requirement: key: Invalid value: {k:?}: {}",
+            errs.join("; ")
+        )),
+    }
 }
 
-fn valid_value(v: &str) -> bool {
-    v.len() <= 63
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+/// A label value kube-apiserver accepts, or its refusal worded as kube's.
+fn check_value(v: &str) -> Result<(), String> {
+    match tephra_names::label_value_errors(v).as_slice() {
+        [] => Ok(()),
+        errs => Err(format!(
+            "unable to parse requirement: values[0]: Invalid value: {v:?}: {}",
+            errs.join("; ")
+        )),
+    }
 }
 
 fn parse_set(rest: &str) -> Result<Vec<String>, String> {
@@ -85,8 +98,8 @@ fn parse_set(rest: &str) -> Result<Vec<String>, String> {
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
         .collect();
-    if let Some(bad) = values.iter().find(|v| !valid_value(v)) {
-        return Err(format!("invalid label value: {bad:?}"));
+    for v in &values {
+        check_value(v)?;
     }
     Ok(values)
 }
@@ -158,11 +171,9 @@ impl LabelSelector {
                     values: vec![],
                 }
             };
-            if !valid_key(&req.key) {
-                return Err(format!("invalid label key {:?}", req.key));
-            }
-            if matches!(req.op, Op::Eq | Op::NotEq) && !valid_value(&req.values[0]) {
-                return Err(format!("invalid label value: {:?}", req.values[0]));
+            check_key(&req.key)?;
+            if matches!(req.op, Op::Eq | Op::NotEq) {
+                check_value(&req.values[0])?;
             }
             if matches!(req.op, Op::Gt | Op::Lt) && req.values[0].parse::<i64>().is_err() {
                 return Err(format!(
@@ -170,43 +181,6 @@ impl LabelSelector {
                 ));
             }
             reqs.push(req);
-        }
-        Ok(Self(reqs))
-    }
-
-    /// The selector of a `metav1.LabelSelector` object (`matchLabels` + `matchExpressions`).
-    /// `None` (absent) and `{}` match everything.
-    pub fn from_object(v: Option<&Value>) -> Result<Self, String> {
-        let mut reqs = Vec::new();
-        let Some(v) = v.filter(|v| !v.is_null()) else {
-            return Ok(Self(reqs));
-        };
-        if let Some(ml) = v.get("matchLabels").and_then(Value::as_object) {
-            for (k, val) in ml {
-                reqs.push(Requirement {
-                    key: k.clone(),
-                    op: Op::Eq,
-                    values: vec![val.as_str().unwrap_or_default().to_string()],
-                });
-            }
-        }
-        if let Some(exprs) = v.get("matchExpressions").and_then(Value::as_array) {
-            for e in exprs {
-                let key = e
-                    .get("key")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                let values = super::string_list(e.get("values"));
-                let op = match e.get("operator").and_then(Value::as_str) {
-                    Some("In") => Op::In,
-                    Some("NotIn") => Op::NotIn,
-                    Some("Exists") => Op::Exists,
-                    Some("DoesNotExist") => Op::NotExists,
-                    other => return Err(format!("unknown label selector operator {other:?}")),
-                };
-                reqs.push(Requirement { key, op, values });
-            }
         }
         Ok(Self(reqs))
     }
@@ -237,12 +211,29 @@ impl LabelSelector {
     pub fn matches(&self, obj: &Stored) -> bool {
         self.0.is_empty() || self.matches_with(|k| obj.label(k))
     }
+}
 
-    /// Whether the labels of a JSON object (`metadata.labels`) match.
-    pub fn matches_value(&self, obj: &Value) -> bool {
-        let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
-        self.matches_with(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
-    }
+/// The selector of a `metav1.LabelSelector` object (`matchLabels` + `matchExpressions`), as
+/// kube's [`Selector`]; absent, `null` and `{}` select everything.
+pub fn object_selector(v: Option<&Value>) -> Result<Selector, String> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return Ok(Selector::default());
+    };
+    let ls: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector =
+        serde_json::from_value(v.clone()).map_err(|e| format!("label selector: {e}"))?;
+    Selector::try_from(ls).map_err(|e| e.to_string())
+}
+
+/// The labels of an object (`metadata.labels`; non-string values read as empty).
+pub fn labels_of(obj: &Value) -> BTreeMap<String, String> {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// One term of a field selector.
@@ -335,6 +326,7 @@ pub fn field_string(v: &Value, path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::core::SelectorExt;
     use serde_json::json;
 
     fn obj(labels: Value, spec: Value) -> Stored {
@@ -371,6 +363,11 @@ mod tests {
         assert!(LabelSelector::parse("a=b c").is_err());
         assert!(LabelSelector::parse("a,,b").is_err());
         assert!(LabelSelector::parse("a>x").is_err());
+        // The project's name rules: keys are qualified names, values label values.
+        assert!(LabelSelector::parse("-a=b").is_err());
+        assert!(LabelSelector::parse("a=b-").is_err());
+        assert!(LabelSelector::parse("a in (x,-y)").is_err());
+        assert!(LabelSelector::parse("example.com/a=b_c").is_ok());
         assert!(FieldSelector::parse("metadata.name").is_err());
     }
 
@@ -392,17 +389,20 @@ mod tests {
 
     #[test]
     fn label_selector_objects_match_expressions() {
-        let sel = LabelSelector::from_object(Some(&json!({
+        let sel = object_selector(Some(&json!({
             "matchLabels": {"app": "web"},
             "matchExpressions": [{"key":"tier","operator":"In","values":["front"]},{"key":"x","operator":"DoesNotExist"}]
         })))
         .unwrap();
-        assert!(sel.matches_value(&json!({"metadata":{"labels":{"app":"web","tier":"front"}}})));
-        assert!(!sel.matches_value(&json!({"metadata":{"labels":{"app":"web"}}})));
+        let labels = |v: Value| labels_of(&json!({"metadata": {"labels": v}}));
+        assert!(sel.matches(&labels(json!({"app":"web","tier":"front"}))));
+        assert!(!sel.matches(&labels(json!({"app":"web"}))));
+        assert!(object_selector(None).unwrap().matches(&BTreeMap::new()));
         assert!(
-            LabelSelector::from_object(None)
-                .unwrap()
-                .matches_value(&json!({}))
+            object_selector(Some(
+                &json!({"matchExpressions": [{"key": "a", "operator": "Near"}]})
+            ))
+            .is_err()
         );
     }
 

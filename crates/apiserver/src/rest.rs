@@ -1,5 +1,9 @@
-//! The HTTP face: Kubernetes REST paths mapped onto the verbs in `ops.rs`. Thin: parse path,
-//! query and body, call, write JSON (or a `Status` on error).
+//! The HTTP layer: Kubernetes REST paths mapped onto the verb layer (`ops.rs`, `list.rs`).
+//! Thin: this file parses the path and answers discovery; [`verbs`] has one small handler per
+//! verb that reads the query and body, calls the verb and encodes the answer (JSON, a Table,
+//! a watch stream, or a `Status` on error). Nothing here touches the store.
+
+mod verbs;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,19 +12,17 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use super::ops::{DeleteOptions, Propagation, ScaleWrite, WriteOptions};
-use super::patch::PatchKind;
-use super::prepare::Endpoint;
+use super::list::{ListResult, list_meta};
 use super::resources::ResourceInfo;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::Stored;
 use super::watch::{self, WatchQuery};
-use super::{ApiError, ApiServer, Caller, MAX_REQUEST_BYTES, discovery, openapi};
+use super::{ApiError, ApiServer, MAX_REQUEST_BYTES, discovery, human_age, openapi};
 
 type Api = Arc<ApiServer>;
 
@@ -255,8 +257,9 @@ async fn respond(
     }
 }
 
-async fn read_body(req: Request) -> Result<(HeaderMap, Bytes), ApiError> {
-    let (parts, body) = req.into_parts();
+/// Reads the body (up to kube-apiserver's limit) and returns it with the request's headers.
+async fn read_body(req: &mut Request) -> Result<(HeaderMap, Bytes), ApiError> {
+    let body = std::mem::take(req.body_mut());
     let bytes = axum::body::to_bytes(body, MAX_REQUEST_BYTES)
         .await
         .map_err(|_| {
@@ -264,7 +267,7 @@ async fn read_body(req: Request) -> Result<(HeaderMap, Bytes), ApiError> {
                 "Request entity too large: limit is {MAX_REQUEST_BYTES}"
             ))
         })?;
-    Ok((parts.headers, bytes))
+    Ok((req.headers().clone(), bytes))
 }
 
 fn parse_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
@@ -280,7 +283,8 @@ fn parse_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
         });
     }
     let v = if ct.contains("yaml") {
-        super::patch::parse_json_or_yaml(body).map_err(|e| ApiError::BadRequest(e.to_string()))?
+        super::patching::parse_json_or_yaml(body)
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?
     } else {
         serde_json::from_slice(body).map_err(|e| {
             ApiError::BadRequest(format!(
@@ -296,30 +300,12 @@ fn parse_object(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     Ok(v)
 }
 
-fn flag(q: &HashMap<String, String>, k: &str) -> bool {
-    q.get(k).is_some_and(|v| v == "true" || v == "1")
-}
-
-fn write_opts(
-    q: &HashMap<String, String>,
-    version: &str,
-    warnings: &openapi::Warnings,
-) -> Result<WriteOptions, ApiError> {
-    Ok(WriteOptions {
-        dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
-        field_manager: q.get("fieldManager").cloned(),
-        version: version.to_string(),
-        field_validation: openapi::FieldValidation::from_query(
-            q.get("fieldValidation").map(String::as_str),
-        )?,
-        warnings: warnings.clone(),
-    })
-}
-
 fn render(t: &Target, s: &Stored) -> Bytes {
     watch::render(&t.res, &t.version, s)
 }
 
+/// Parses the resource path and query, then hands the request to its verb's handler; the
+/// `Warning` headers of `fieldValidation=Warn` are added to the answer.
 async fn handle(
     api: Api,
     group: &str,
@@ -331,230 +317,22 @@ async fn handle(
     let q: HashMap<String, String> = Query::<HashMap<String, String>>::try_from_uri(req.uri())
         .map(|q| q.0)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let method = req.method().clone();
     let accept = req
         .headers()
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let ns = t.namespace.clone().unwrap_or_default();
     let warnings = openapi::Warnings::default();
-    let endpoint = match t.sub.as_deref() {
-        None | Some("finalize") => Endpoint::Main,
-        Some("status") if t.res.status_subresource => Endpoint::Status,
-        Some("binding" | "eviction" | "log") if t.res.pod_subresources => Endpoint::Main,
-        Some("scale") if t.res.scale.is_some() => Endpoint::Main,
-        Some(s) => {
-            return Err(ApiError::NotFound {
-                resource: format!("{}/{s}", t.res.qualified()),
-                name: t.name.clone().unwrap_or_default(),
-            });
-        }
+    let call = verbs::Call {
+        api,
+        t,
+        q,
+        accept,
+        warnings: warnings.clone(),
+        req,
     };
-    let mut resp = match (&method, t.name.clone(), t.sub.as_deref()) {
-        (&Method::GET, Some(name), Some("scale")) => {
-            let s = api.get_object(&t.res, &ns, &name)?;
-            let paths = t
-                .res
-                .scale
-                .clone()
-                .ok_or_else(|| ApiError::not_found(&t.res, &name))?;
-            Ok(json_response(
-                StatusCode::OK,
-                &super::scale::scale_of(&paths, &s.value()?),
-            ))
-        }
-        (&Method::PUT, Some(name), Some("scale")) => {
-            let (h, body) = read_body(req).await?;
-            let obj = parse_object(&h, &body)?;
-            let sc = api
-                .write_scale(
-                    Caller::Client,
-                    &t.res,
-                    &ns,
-                    &name,
-                    ScaleWrite::Replace(&obj),
-                    &write_opts(&q, version, &warnings)?,
-                )
-                .await?;
-            Ok(json_response(StatusCode::OK, &sc))
-        }
-        (&Method::PATCH, Some(name), Some("scale")) => {
-            let (h, body) = read_body(req).await?;
-            let ct = h
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            let kind = PatchKind::from_content_type(ct).ok_or_else(|| {
-                ApiError::UnsupportedMediaType(format!("unsupported patch type {ct:?}"))
-            })?;
-            let sc = api
-                .write_scale(
-                    Caller::Client,
-                    &t.res,
-                    &ns,
-                    &name,
-                    ScaleWrite::Patch(kind, &body),
-                    &write_opts(&q, version, &warnings)?,
-                )
-                .await?;
-            Ok(json_response(StatusCode::OK, &sc))
-        }
-        (&Method::GET, None, None) => {
-            if flag(&q, "watch") {
-                return watch_response(api, t, &q);
-            }
-            list(&api, &t, &q, &accept)
-        }
-        (&Method::GET, Some(name), None | Some("status")) => {
-            let s = api.get_object(&t.res, &ns, &name)?;
-            if accept.contains("as=Table") {
-                return Ok(json_response(
-                    StatusCode::OK,
-                    &table(&t, &[s], api.resource_version(), None),
-                ));
-            }
-            Ok(bytes_response(StatusCode::OK, render(&t, &s)))
-        }
-        (&Method::POST, None, None) if t.res.namespaced && t.namespace.is_none() => {
-            Err(ApiError::MethodNotAllowed(format!(
-                "the server does not allow this method on the requested resource: {} are namespaced; POST to /namespaces/NS/{}",
-                t.res.qualified(),
-                t.res.plural
-            )))
-        }
-        (&Method::POST, None, None) => {
-            let (h, body) = read_body(req).await?;
-            let obj = parse_object(&h, &body)?;
-            let s = api
-                .create(
-                    Caller::Client,
-                    &t.res,
-                    &ns,
-                    obj,
-                    &write_opts(&q, version, &warnings)?,
-                )
-                .await?;
-            Ok(bytes_response(StatusCode::CREATED, render(&t, &s)))
-        }
-        (&Method::GET, Some(name), Some("log")) => {
-            let pod = api
-                .get_object(&t.res, &ns, &name)?
-                .value()
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
-            let text = super::logs::simulated_log(&pod, q.get("container").map(String::as_str))?;
-            Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response())
-        }
-        (&Method::POST, Some(name), Some("binding")) => {
-            let (h, body) = read_body(req).await?;
-            let b = parse_object(&h, &body)?;
-            api.bind(Caller::Client, &ns, &name, &b).await?;
-            Ok(success(201))
-        }
-        (&Method::POST, Some(name), Some("eviction")) => {
-            let (h, body) = read_body(req).await?;
-            let b = parse_object(&h, &body)?;
-            api.evict(Caller::Client, &ns, &name, &b).await?;
-            Ok(success(201))
-        }
-        (&Method::PUT, Some(name), None | Some("status") | Some("finalize")) => {
-            let (h, body) = read_body(req).await?;
-            let obj = parse_object(&h, &body)?;
-            let s = api
-                .update(
-                    Caller::Client,
-                    &t.res,
-                    &ns,
-                    &name,
-                    endpoint,
-                    obj,
-                    &write_opts(&q, version, &warnings)?,
-                )
-                .await?;
-            Ok(bytes_response(StatusCode::OK, render(&t, &s)))
-        }
-        (&Method::PATCH, Some(name), None | Some("status")) => {
-            let (h, body) = read_body(req).await?;
-            let ct = h
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            let kind = PatchKind::from_content_type(ct).ok_or_else(|| {
-                ApiError::UnsupportedMediaType(format!(
-                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"
-                ))
-            })?;
-            let existed = api.store.get(&t.res.group_resource(), &ns, &name).is_some();
-            let s = api
-                .patch(
-                    Caller::Client,
-                    &t.res,
-                    &ns,
-                    &name,
-                    endpoint,
-                    kind,
-                    &body,
-                    &write_opts(&q, version, &warnings)?,
-                )
-                .await?;
-            let code = if existed {
-                StatusCode::OK
-            } else {
-                StatusCode::CREATED
-            };
-            Ok(bytes_response(code, render(&t, &s)))
-        }
-        (&Method::DELETE, Some(name), None) => {
-            let (_, body) = read_body(req).await?;
-            let opts = delete_opts(&q, &body)?;
-            let s = api
-                .delete(Caller::Client, &t.res, &ns, &name, &opts)
-                .await?;
-            let code = if api
-                .store
-                .get(&t.res.group_resource(), &ns, &name)
-                .is_some_and(|c| c.uid == s.uid)
-            {
-                StatusCode::ACCEPTED
-            } else {
-                StatusCode::OK
-            };
-            Ok(bytes_response(code, render(&t, &s)))
-        }
-        (&Method::DELETE, None, None) => {
-            let (_, body) = read_body(req).await?;
-            let opts = delete_opts(&q, &body)?;
-            let labels =
-                LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
-                    .map_err(ApiError::BadRequest)?;
-            let fields =
-                FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
-                    .map_err(ApiError::BadRequest)?;
-            let ns_filter = t.namespace.as_deref();
-            let page = api
-                .store
-                .list(&t.res.group_resource(), ns_filter, None, 0, |o| {
-                    labels.matches(o) && fields.matches(o)
-                });
-            let mut deleted = Vec::new();
-            for o in &page.items {
-                match api
-                    .delete(Caller::Client, &t.res, &o.namespace, &o.name, &opts)
-                    .await
-                {
-                    Ok(s) => deleted.push(s),
-                    Err(ApiError::NotFound { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(list_response(&t, &deleted, api.resource_version(), None, 0))
-        }
-        _ => Err(ApiError::MethodNotAllowed(format!(
-            "the server does not allow this method on the requested resource ({method} {})",
-            segs.join("/")
-        ))),
-    }?;
+    let mut resp = verbs::dispatch(call).await?;
     for w in warnings.take() {
         if let Ok(v) = header::HeaderValue::from_str(&openapi::warning_header(&w)) {
             resp.headers_mut().append(header::WARNING, v);
@@ -563,98 +341,9 @@ async fn handle(
     Ok(resp)
 }
 
-fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
-    let mut opts = if body.iter().any(|b| !b.is_ascii_whitespace()) {
-        // client-go's typed clients send protobuf (with its envelope), kubectl JSON.
-        let v: Value = if body.starts_with(b"k8s\0") {
-            super::protobuf::decode(body)
-                .map_err(|e| ApiError::UnsupportedMediaType(format!("DeleteOptions: {e}")))?
-        } else {
-            serde_json::from_slice(body)
-                .map_err(|e| ApiError::BadRequest(format!("DeleteOptions: {e}")))?
-        };
-        DeleteOptions::from_body(&v)?
-    } else {
-        DeleteOptions::default()
-    };
-    if let Some(p) = q.get("propagationPolicy") {
-        opts.propagation = Some(Propagation::parse(p)?);
-    }
-    if q.get("dryRun").is_some_and(|d| d == "All") {
-        opts.dry_run = true;
-    }
-    Ok(opts)
-}
-
-/// Encodes a continue token (the key of the last item returned), hex so it is URL-safe.
-fn encode_continue(ns: &str, name: &str) -> String {
-    let raw = json!([ns, name]).to_string();
-    raw.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
-    let bad = || ApiError::BadRequest("continue key is not valid".into());
-    if !token.len().is_multiple_of(2) {
-        return Err(bad());
-    }
-    let bytes: Result<Vec<u8>, _> = (0..token.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(token.get(i..i + 2).unwrap_or("zz"), 16))
-        .collect();
-    let v: (String, String) =
-        serde_json::from_slice(&bytes.map_err(|_| bad())?).map_err(|_| bad())?;
-    Ok(v)
-}
-
-fn list(
-    api: &ApiServer,
-    t: &Target,
-    q: &HashMap<String, String>,
-    accept: &str,
-) -> Result<Response, ApiError> {
-    let labels = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
-        .map_err(ApiError::BadRequest)?;
-    let fields = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
-        .map_err(ApiError::BadRequest)?;
-    let limit: usize = match q.get("limit") {
-        Some(l) => l
-            .parse()
-            .map_err(|_| ApiError::BadRequest(format!("invalid limit {l:?}")))?,
-        None => 0,
-    };
-    let after = match q.get("continue").filter(|c| !c.is_empty()) {
-        Some(c) => Some(decode_continue(c)?),
-        None => None,
-    };
-    let page = api.store.list(
-        &t.res.group_resource(),
-        t.namespace.as_deref(),
-        after.as_ref(),
-        limit,
-        |o| labels.matches(o) && fields.matches(o),
-    );
-    let cont = page.next.as_ref().map(|(ns, n)| encode_continue(ns, n));
-    if accept.contains("as=Table") {
-        return Ok(json_response(
-            StatusCode::OK,
-            &table(t, &page.items, page.rv, cont),
-        ));
-    }
-    Ok(list_response(t, &page.items, page.rv, cont, page.remaining))
-}
-
-fn list_response(
-    t: &Target,
-    items: &[Arc<Stored>],
-    rv: u64,
-    cont: Option<String>,
-    remaining: usize,
-) -> Response {
-    let mut meta = json!({"resourceVersion": rv.to_string()});
-    if let Some(c) = cont {
-        meta["continue"] = json!(c);
-        meta["remainingItemCount"] = json!(remaining);
-    }
+fn list_response(t: &Target, page: &ListResult) -> Response {
+    let items = &page.items;
+    let meta = list_meta(page);
     let head = format!(
         "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
         t.res.kind,
@@ -782,17 +471,6 @@ fn builtin_table(
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": defs, "rows": rows})
 }
 
-/// An age as kubectl prints it (`45s`, `3m`, `5h`, `2d`).
-pub(crate) fn human_age(secs: i64) -> String {
-    let s = secs.max(0);
-    match s {
-        0..120 => format!("{s}s"),
-        120..7200 => format!("{}m", s / 60),
-        7200..172800 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
-}
-
 fn watch_response(api: Api, t: Target, q: &HashMap<String, String>) -> Result<Response, ApiError> {
     let labels = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
         .map_err(ApiError::BadRequest)?;
@@ -825,8 +503,8 @@ fn watch_response(api: Api, t: Target, q: &HashMap<String, String>) -> Result<Re
         labels,
         fields,
         timeout,
-        bookmarks: flag(q, "allowWatchBookmarks"),
-        send_initial: flag(q, "sendInitialEvents"),
+        bookmarks: verbs::flag(q, "allowWatchBookmarks"),
+        send_initial: verbs::flag(q, "sendInitialEvents"),
     };
     let stream = watch::start(api, t.res.clone(), t.version.clone(), wq);
     Ok((
@@ -844,21 +522,10 @@ fn watch_response(api: Api, t: Target, q: &HashMap<String, String>) -> Result<Re
 mod tests {
     use super::*;
 
-    #[test]
-    fn continue_tokens_round_trip_and_reject_garbage() {
-        let tok = encode_continue("ns", "pod-1");
-        assert_eq!(
-            decode_continue(&tok).unwrap(),
-            ("ns".into(), "pod-1".into())
-        );
-        assert!(decode_continue("zz").is_err());
-        assert!(decode_continue("abc").is_err());
-    }
-
     #[tokio::test]
     async fn discovery_roots_are_served_with_and_without_a_trailing_slash() {
         use tower::ServiceExt;
-        let api = ApiServer::new(super::super::EmbeddedOptions {
+        let api = ApiServer::new(crate::EmbeddedOptions {
             nodes: 0,
             sim_kubelet: false,
             ..Default::default()
@@ -884,13 +551,5 @@ mod tests {
         for path in ["/apis", "/apis/"] {
             assert_eq!(get_json(path).await["kind"], "APIGroupList", "{path}");
         }
-    }
-
-    #[test]
-    fn ages_read_like_kubectl() {
-        assert_eq!(human_age(5), "5s");
-        assert_eq!(human_age(600), "10m");
-        assert_eq!(human_age(3 * 3600), "3h");
-        assert_eq!(human_age(3 * 86400), "3d");
     }
 }

@@ -10,8 +10,30 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
 
-use super::crd::CrdSchema;
 use super::store::GroupResource;
+
+/// The per-version schema data of a custom resource.
+#[derive(Clone, Debug, Default)]
+pub struct VersionSchema {
+    /// `schema.openAPIV3Schema`, if any.
+    pub schema: Option<Value>,
+    /// `additionalPrinterColumns`.
+    pub printer_columns: Vec<Value>,
+}
+
+/// Schema data of a CRD, per served version.
+#[derive(Clone, Debug, Default)]
+pub struct CrdSchema {
+    /// Version name → schema.
+    pub versions: BTreeMap<String, VersionSchema>,
+}
+
+impl CrdSchema {
+    /// The schema of a version.
+    pub fn schema(&self, version: &str) -> Option<&Value> {
+        self.versions.get(version).and_then(|v| v.schema.as_ref())
+    }
+}
 
 /// What a create does with the `status` the client sent, per kind (kube-apiserver's
 /// `PrepareForCreate` strategies).
@@ -77,7 +99,13 @@ impl ResourceInfo {
 
     /// The storage `apiVersion`.
     pub fn storage_api_version(&self) -> String {
-        self.api_version(&self.versions[0])
+        self.api_version(self.storage_version())
+    }
+
+    /// The version objects are stored at (the first served version; kube-apiserver's
+    /// storage version for every kind here).
+    pub fn storage_version(&self) -> &str {
+        self.versions.first().map(String::as_str).unwrap_or("v1")
     }
 
     /// `pods` or `jobs.batch`, as kube-apiserver writes it in messages.

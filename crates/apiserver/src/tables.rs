@@ -239,9 +239,8 @@ pub fn cells(group: &str, kind: &str, v: &Value, age: &str, now: i64) -> Vec<Val
                 );
             let start = time_at(v, "/status/startTime");
             let end = time_at(v, "/status/completionTime").unwrap_or(now);
-            let duration = start.map_or_else(String::new, |s| {
-                crate::embedded::rest::human_age(end.saturating_sub(s))
-            });
+            let duration =
+                start.map_or_else(String::new, |s| crate::human_age(end.saturating_sub(s)));
             vec![
                 name,
                 json!(job_status(v)),

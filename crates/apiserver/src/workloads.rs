@@ -35,7 +35,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::ops::{DeleteOptions, WriteOptions};
+use super::ops::{DeleteOptions, ObjectRef, WriteOptions};
 use super::prepare::Endpoint;
 use super::resources::ResourceInfo;
 use super::store::{EventType, GroupResource, Stored};
@@ -829,7 +829,10 @@ async fn delete_pods(api: &ApiServer, ns: &str, names: &[String]) -> Result<(), 
     let res = res(api, "", "v1", "pods")?;
     for n in names {
         match api
-            .delete(Caller::Internal, &res, ns, n, &DeleteOptions::default())
+            .delete(
+                ObjectRef::new(Caller::Internal, &res, ns, n),
+                &DeleteOptions::default(),
+            )
             .await
         {
             Ok(_) | Err(ApiError::NotFound { .. }) => {}
@@ -850,15 +853,11 @@ async fn write_status(
     let r = res(api, &gr.group, "v1", &gr.resource)?;
     let uid = s.uid.clone();
     api.modify(
-        Caller::Internal,
-        &r,
-        &s.namespace,
-        &s.name,
-        Endpoint::Status,
+        ObjectRef::new(Caller::Internal, &r, &s.namespace, &s.name).at(Endpoint::Status),
         &WriteOptions::default(),
         |old| {
             if old.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
-                return Err(ApiError::Conflict("object replaced".into()));
+                return Err(ApiError::conflict(&r, &s.name, "object replaced"));
             }
             let mut new = old.clone();
             new["status"] = status.clone();
@@ -873,11 +872,7 @@ async fn write_status(
 async fn scale_rs(api: &ApiServer, ns: &str, name: &str, replicas: i64) -> Result<(), ApiError> {
     let r = res(api, "apps", "v1", "replicasets")?;
     api.modify(
-        Caller::Internal,
-        &r,
-        ns,
-        name,
-        Endpoint::Main,
+        ObjectRef::new(Caller::Internal, &r, ns, name),
         &WriteOptions::default(),
         |old| {
             let mut new = old.clone();

@@ -1,6 +1,6 @@
 //! # The embedded, in-memory Kubernetes-compatible API
 //!
-//! Tephra runs and is tested on one machine with no cluster: this module is an API server that
+//! Tephra runs and is tested on one machine with no cluster: this crate is an API server that
 //! kube-rs, kubectl and other Kubernetes clients cannot tell from kube-apiserver for what tephra
 //! and its users do.
 //!
@@ -8,46 +8,57 @@
 //!   kube::Client ──(in process: tower Service)──┐
 //!   kubectl / HTTP ──(serve: TCP, loopback)─────┤
 //!                                               ▼
-//!   rest.rs     axum: /api, /apis paths → verbs, subresources, Status errors
-//!   discovery.rs /api, /apis, /version, APIResourceLists
-//!   openapi.rs  pure: /openapi/v3 documents; fieldValidation (Strict, Warn, Ignore)
-//!   ops.rs      create / update / patch / delete semantics, faults, admission call
-//!     ├─ prepare.rs  pure: metadata, status split, generation, built-in defaults
-//!     ├─ patch.rs    pure: merge, JSON, strategic merge, apply
-//!     ├─ crd.rs      pure: CRD → served resource, schema defaults, pruning
-//!     ├─ protobuf.rs pure: the protobuf bodies of kubectl's imperative creates
-//!     ├─ admission.rs  mutating then validating webhooks (AdmissionReview over HTTPS)
-//!     └─ gc.rs       ownerReferences: background, foreground, orphan
-//!   store.rs    objects as JSON bytes per group/resource, global resourceVersion, history
-//!   watch.rs    watch streams from a version: history replay, 410, bookmarks, timeouts
-//!   nodes.rs, kubelet.rs   the stand-ins: Ready nodes and a simulated kubelet
+//!   guard.rs     panic guard, request timeout, concurrency limit
+//!   ── HTTP layer: paths → verbs; encodes JSON, Tables, watch streams, Status errors ──
+//!   rest.rs      path parsing, discovery (discovery.rs) and OpenAPI (openapi.rs) answers
+//!   rest/verbs.rs  one small handler per verb: query and body → a verb call → the answer
+//!   ── verb layer (request preparation): faults, defaults, validation, admission ──
+//!   ops.rs       create / update / patch / delete / bind / evict / scale; the request types
+//!   list.rs      list and delete-collection: resourceVersion(Match), continue tokens
+//!   watch.rs     watch streams from a version: history replay, 410, bookmarks, timeouts
+//!     ├─ prepare.rs    pure: metadata, status split, generation, built-in defaults
+//!     ├─ patching.rs   pure: merge, JSON, strategic merge, apply
+//!     ├─ crd.rs        pure: CRD → served resource, schema defaults, pruning
+//!     ├─ protobuf.rs   pure: the protobuf bodies of kubectl's imperative creates
+//!     ├─ admission_chain.rs  built-in plugins (Priority), then webhooks.rs: mutating and
+//!     │                      validating webhooks (AdmissionReview over HTTPS)
+//!     └─ gc.rs         ownerReferences: background, foreground, orphan
+//!   ── storage ──
+//!   store.rs     objects as JSON bytes per group/resource, global resourceVersion, history
+//!   nodes.rs, kubelet.rs, workloads.rs  the stand-ins: Ready nodes, a simulated kubelet, the
+//!                controller-manager stand-in (they write through the verb layer)
 //! ```
+//!
+//! No request reaches the store except through the verb layer: the HTTP handlers call
+//! [`ApiServer`]'s verbs (`create`, `update`, `patch`, `delete`, `list`, `delete_collection`,
+//! `bind`, `evict`, `write_scale`, `get_object`, and `watch::start` for watches).
 //!
 //! Use it in process with [`router`] (`kube::Client::new(router(api), "default")`) or over TCP
 //! with [`serve`]. There is no authentication: it binds loopback by default and says so.
 
-pub mod admission;
+pub mod admission_chain;
 pub mod crd;
 pub mod discovery;
 pub mod faults;
 pub mod gc;
 pub mod guard;
 pub mod kubelet;
+pub mod list;
 pub mod logs;
 pub mod nodes;
 pub mod openapi;
 pub mod ops;
-pub mod patch;
+pub mod patching;
 pub mod prepare;
 pub mod protobuf;
 pub mod resources;
 pub mod rest;
 pub mod scale;
-pub mod scheduler;
 pub mod selectors;
 pub mod store;
 pub mod tables;
 pub mod watch;
+pub mod webhooks;
 pub mod workloads;
 
 use std::sync::{Arc, Mutex, Weak};
@@ -126,18 +137,34 @@ pub enum ApiError {
         /// Object name.
         name: String,
     },
-    /// 409 on a stale write or a failed precondition.
-    #[error("{0}")]
-    Conflict(String),
+    /// 409 on a stale write or a failed precondition (kube-apiserver's `NewConflict`:
+    /// "Operation cannot be fulfilled on RESOURCE \"NAME\": REASON", with details).
+    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {reason}")]
+    Conflict {
+        /// Qualified resource (`pods`, `jobs.batch.volcano.sh`, `pods/binding`).
+        resource: String,
+        /// Object name.
+        name: String,
+        /// Why (`the object has been modified; ...`, `Precondition failed: ...`).
+        reason: String,
+    },
     /// 422.
     #[error("{0}")]
     Invalid(String),
     /// 400.
     #[error("{0}")]
     BadRequest(String),
-    /// 403.
-    #[error("{0}")]
-    Forbidden(String),
+    /// 403 (kube-apiserver's `NewForbidden`: "RESOURCE \"NAME\" is forbidden: REASON", with
+    /// details).
+    #[error("{resource} \"{name}\" is forbidden: {reason}")]
+    Forbidden {
+        /// Qualified resource.
+        resource: String,
+        /// Object name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
     /// 405.
     #[error("{0}")]
     MethodNotAllowed(String),
@@ -147,6 +174,25 @@ pub enum ApiError {
     /// 410 for a too-old resourceVersion (reason `Expired`, as the watch cache answers).
     #[error("{0}")]
     Expired(String),
+    /// 410 `Expired` for a continue token older than the store's history: the list cannot be
+    /// continued consistently. `token` continues it at the latest version instead (kube-apiserver
+    /// hands out the same kind of token in the Status's `metadata.continue`).
+    #[error(
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
+    )]
+    ContinueExpired {
+        /// A token that continues the list at the latest version.
+        token: String,
+    },
+    /// 504 for a LIST at a resourceVersion the store has not reached (kube-apiserver's
+    /// `NewTooLargeResourceVersionError`, retried by clients after a second).
+    #[error("Timeout: Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion {
+        /// The version asked for.
+        requested: u64,
+        /// The store's latest version.
+        current: u64,
+    },
     /// 410 with reason `Gone`.
     #[error("{0}")]
     Gone(String),
@@ -182,18 +228,18 @@ impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             ApiError::NotFound { .. } => 404,
-            ApiError::AlreadyExists { .. } | ApiError::Conflict(_) => 409,
+            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
             ApiError::Invalid(_) => 422,
             ApiError::BadRequest(_) => 400,
-            ApiError::Forbidden(_) => 403,
+            ApiError::Forbidden { .. } => 403,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::NotAcceptable(_) => 406,
-            ApiError::Expired(_) | ApiError::Gone(_) => 410,
+            ApiError::Expired(_) | ApiError::ContinueExpired { .. } | ApiError::Gone(_) => 410,
             ApiError::TooLarge(_) => 413,
             ApiError::UnsupportedMediaType(_) => 415,
             ApiError::TooManyRequests(_) => 429,
             ApiError::Internal(_) => 500,
-            ApiError::Timeout(_) => 504,
+            ApiError::Timeout(_) | ApiError::TooLargeResourceVersion { .. } => 504,
             ApiError::Denied { code, .. } => *code,
         }
     }
@@ -203,19 +249,19 @@ impl ApiError {
         match self {
             ApiError::NotFound { .. } => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
-            ApiError::Conflict(_) => "Conflict",
+            ApiError::Conflict { .. } => "Conflict",
             ApiError::Invalid(_) => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
-            ApiError::Forbidden(_) => "Forbidden",
+            ApiError::Forbidden { .. } => "Forbidden",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::NotAcceptable(_) => "NotAcceptable",
-            ApiError::Expired(_) => "Expired",
+            ApiError::Expired(_) | ApiError::ContinueExpired { .. } => "Expired",
             ApiError::Gone(_) => "Gone",
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::TooManyRequests(_) => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
-            ApiError::Timeout(_) => "Timeout",
+            ApiError::Timeout(_) | ApiError::TooLargeResourceVersion { .. } => "Timeout",
             ApiError::Denied { reason, .. } => reason,
         }
     }
@@ -226,7 +272,7 @@ impl ApiError {
             ApiError::Denied { .. } => "Denied",
             ApiError::NotFound { .. } => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
-            ApiError::Conflict(_) => "Conflict",
+            ApiError::Conflict { .. } => "Conflict",
             ApiError::Internal(_) => "InternalError",
             _ => "Other",
         }
@@ -243,21 +289,52 @@ impl ApiError {
             "reason": self.reason(),
             "code": self.code(),
         });
-        if let ApiError::NotFound { resource, name } | ApiError::AlreadyExists { resource, name } =
-            self
-        {
-            let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
-            s["details"] = json!({"name": name, "group": group, "kind": kind});
+        match self {
+            ApiError::NotFound { resource, name }
+            | ApiError::AlreadyExists { resource, name }
+            | ApiError::Conflict { resource, name, .. }
+            | ApiError::Forbidden { resource, name, .. } => {
+                s["details"] = resource_details(resource, name);
+            }
+            ApiError::ContinueExpired { token } => {
+                s["metadata"]["continue"] = json!(token);
+            }
+            ApiError::TooLargeResourceVersion { .. } => {
+                s["details"] = json!({
+                    "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                    "retryAfterSeconds": 1,
+                });
+            }
+            _ => {}
         }
         s
     }
 
+    /// 409 for a write kube-apiserver refuses on this object (see [`ApiError::Conflict`]).
+    pub fn conflict(res: &ResourceInfo, name: &str, reason: impl Into<String>) -> Self {
+        ApiError::Conflict {
+            resource: res.qualified(),
+            name: name.to_string(),
+            reason: reason.into(),
+        }
+    }
+
+    /// 403 for a request kube-apiserver forbids on this object (see [`ApiError::Forbidden`]).
+    pub fn forbidden(res: &ResourceInfo, name: &str, reason: impl Into<String>) -> Self {
+        ApiError::Forbidden {
+            resource: res.qualified(),
+            name: name.to_string(),
+            reason: reason.into(),
+        }
+    }
+
     /// 409 for a stale write.
     pub fn stale(res: &ResourceInfo, name: &str) -> Self {
-        ApiError::Conflict(format!(
-            "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
-            res.qualified()
-        ))
+        Self::conflict(
+            res,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
     }
 
     /// 404 for an object.
@@ -267,6 +344,13 @@ impl ApiError {
             name: name.to_string(),
         }
     }
+}
+
+/// A Status's `details` for an error about one object: kube-apiserver names the resource (as
+/// `kind`, e.g. `pods`, `jobs` with group `batch.volcano.sh`, `pods/binding`) and the object.
+fn resource_details(qualified: &str, name: &str) -> Value {
+    let (resource, group) = qualified.split_once('.').unwrap_or((qualified, ""));
+    json!({"name": name, "group": group, "kind": resource})
 }
 
 impl From<serde_json::Error> for ApiError {
@@ -291,7 +375,7 @@ pub struct ApiServer {
     pub(crate) registry: Registry,
     pub(crate) faults: Faults,
     pub(crate) options: EmbeddedOptions,
-    pub(crate) admission: admission::Admission,
+    pub(crate) admission: webhooks::Webhooks,
     rng: Mutex<Rng>,
     /// This server itself, for work handed to Tokio's blocking pool (the garbage collector).
     me: Weak<ApiServer>,
@@ -314,7 +398,7 @@ impl ApiServer {
             store: Store::new(options.watch_history),
             registry: Registry::new(),
             faults: Faults::new(options.faults.clone()),
-            admission: admission::Admission::new(options.webhook_service_addr),
+            admission: webhooks::Webhooks::new(options.webhook_service_addr),
             rng: Mutex::new(Rng::from_entropy()),
             options,
         });
@@ -444,6 +528,17 @@ pub fn now_rfc3339() -> String {
         .to_string()
 }
 
+/// An age as kubectl prints it (`45s`, `3m`, `5h`, `2d`).
+pub(crate) fn human_age(secs: i64) -> String {
+    let s = secs.max(0);
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
 /// The axum router of the API (all Kubernetes paths plus `/healthz`, `/readyz`, `/version`).
 /// A `kube::Client` can sit on it directly: `kube::Client::new(router(api), "default")`.
 pub fn router(api: Arc<ApiServer>) -> axum::Router {
@@ -500,5 +595,13 @@ mod tests {
         assert_eq!(uid.len(), 36);
         assert_eq!(&uid[14..15], "4");
         assert_eq!(api.name_suffix().len(), 5);
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        assert_eq!(human_age(5), "5s");
+        assert_eq!(human_age(600), "10m");
+        assert_eq!(human_age(3 * 3600), "3h");
+        assert_eq!(human_age(3 * 86400), "3d");
     }
 }

@@ -66,7 +66,7 @@ impl WatchQuery {
 /// The object's JSON as served at `version` (storage objects are rewritten for other versions
 /// of a multi-version custom resource).
 pub fn render(res: &ResourceInfo, version: &str, obj: &Stored) -> Bytes {
-    if version == res.versions[0] {
+    if version == res.storage_version() {
         return obj.json.clone();
     }
     match obj.value() {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use super::ops::WriteOptions;
+use super::ops::{ObjectRef, WriteOptions};
 use super::prepare::Endpoint;
 use super::store::{EventType, GroupResource, Stored};
 use super::{ApiServer, Caller, now_rfc3339};
@@ -350,20 +350,18 @@ impl Kubelet {
         let result = self
             .api
             .modify(
-                Caller::Internal,
-                &pods,
-                ns,
-                name,
-                Endpoint::Status,
+                ObjectRef::new(Caller::Internal, &pods, ns, name).at(Endpoint::Status),
                 &WriteOptions::default(),
                 |old| {
                     if old.pointer("/metadata/uid").and_then(Value::as_str) != Some(uid.as_str()) {
-                        return Err(super::ApiError::Conflict("pod replaced".into()));
+                        return Err(super::ApiError::conflict(&pods, name, "pod replaced"));
                     }
                     let mut new = old.clone();
                     match f(old) {
                         Some(st) => new["status"] = st,
-                        None => return Err(super::ApiError::Conflict("nothing to do".into())),
+                        None => {
+                            return Err(super::ApiError::conflict(&pods, name, "nothing to do"));
+                        }
                     }
                     Ok(new)
                 },

@@ -50,37 +50,12 @@ pub fn set_path(v: &mut Value, path: &str, x: Value) {
     }
 }
 
-/// A LabelSelector object as the selector string a Scale reports.
+/// A LabelSelector object as the selector string a Scale reports (kube's [`Selector`] in its
+/// string form; an unreadable selector reads as empty, selecting everything).
 pub fn selector_string(sel: &Value) -> String {
-    let mut parts: Vec<String> = sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect()
-        })
-        .unwrap_or_default();
-    for e in sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
-        let vals: Vec<&str> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        parts.push(match e.get("operator").and_then(Value::as_str) {
-            Some("In") => format!("{key} in ({})", vals.join(",")),
-            Some("NotIn") => format!("{key} notin ({})", vals.join(",")),
-            Some("Exists") => key.to_string(),
-            _ => format!("!{key}"),
-        });
-    }
-    parts.join(",")
+    crate::selectors::object_selector(Some(sel))
+        .map(|s| s.to_string())
+        .unwrap_or_default()
 }
 
 /// The Scale view of an object.

@@ -720,7 +720,7 @@ pub fn accepts_json(accept: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embedded::crd;
+    use crate::crd;
 
     fn vcjob_crd() -> Value {
         json!({
@@ -1082,14 +1082,14 @@ mod tests {
     fn the_projects_own_manifests_have_no_unknown_fields() {
         let reg = Registry::new();
         let files = [
-            include_str!("../../manifests/deployment.yaml"),
-            include_str!("../../manifests/namespace.yaml"),
-            include_str!("../../manifests/rbac.yaml"),
-            include_str!("../../manifests/webhooks.yaml"),
-            include_str!("../../manifests/crds/batch.volcano.sh_jobs.yaml"),
-            include_str!("../../manifests/crds/bus.volcano.sh_commands.yaml"),
-            include_str!("../../manifests/crds/scheduling.volcano.sh_podgroups.yaml"),
-            include_str!("../../manifests/crds/scheduling.volcano.sh_queues.yaml"),
+            include_str!("../../../manifests/deployment.yaml"),
+            include_str!("../../../manifests/namespace.yaml"),
+            include_str!("../../../manifests/rbac.yaml"),
+            include_str!("../../../manifests/webhooks.yaml"),
+            include_str!("../../../manifests/crds/batch.volcano.sh_jobs.yaml"),
+            include_str!("../../../manifests/crds/bus.volcano.sh_commands.yaml"),
+            include_str!("../../../manifests/crds/scheduling.volcano.sh_podgroups.yaml"),
+            include_str!("../../../manifests/crds/scheduling.volcano.sh_queues.yaml"),
         ];
         let mut checked = 0;
         for text in files {
@@ -1097,7 +1097,7 @@ mod tests {
             for doc in docs.iter().filter(|d| d.is_object()) {
                 let av = doc["apiVersion"].as_str().unwrap();
                 let res = reg.by_kind(av, doc["kind"].as_str().unwrap()).unwrap();
-                let version = crate::embedded::resources::split_api_version(av).1;
+                let version = crate::resources::split_api_version(av).1;
                 assert_eq!(
                     unknown_fields(&res, version, doc, true),
                     Vec::<String>::new(),
@@ -1115,7 +1115,7 @@ mod tests {
         use axum::body::Body;
         use axum::http::{Request, StatusCode};
         use tower::ServiceExt;
-        let api = crate::embedded::ApiServer::new(crate::embedded::EmbeddedOptions {
+        let api = crate::ApiServer::new(crate::EmbeddedOptions {
             nodes: 0,
             sim_kubelet: false,
             ..Default::default()
@@ -1130,7 +1130,7 @@ mod tests {
                 .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
                 .unwrap();
             async move {
-                let resp = crate::embedded::router(api).oneshot(req).await.unwrap();
+                let resp = crate::router(api).oneshot(req).await.unwrap();
                 let status = resp.status();
                 let warnings: Vec<String> = resp
                     .headers()

@@ -204,15 +204,16 @@ impl EventType {
     }
 }
 
-/// One change of one resource. `prev` is the object before the change (for MODIFIED), so a
-/// filtered watch can turn "no longer matches" into DELETED and "now matches" into ADDED.
+/// One change of one resource. `prev` is the object before the change (for MODIFIED and
+/// DELETED), so a filtered watch can turn "no longer matches" into DELETED and "now matches"
+/// into ADDED, and a LIST at an older version can see the object as it was.
 #[derive(Clone, Debug)]
 pub struct Event {
     /// What happened.
     pub kind: EventType,
     /// The object after the change (for DELETED: the last state, at the deletion's version).
     pub obj: Arc<Stored>,
-    /// The object before a MODIFIED change.
+    /// The object before a MODIFIED or DELETED change.
     pub prev: Option<Arc<Stored>>,
 }
 
@@ -530,14 +531,14 @@ impl Store {
             Event {
                 kind: EventType::Deleted,
                 obj: stored.clone(),
-                prev: None,
+                prev: Some(old),
             },
         );
         Ok(stored)
     }
 
     /// Lists objects of a resource in key order, optionally in one namespace, after a continue
-    /// key, at most `limit` (0 = all), keeping those `keep` accepts.
+    /// key, at most `limit` (0 = all), keeping those `keep` accepts: the latest state.
     pub fn list(
         &self,
         gr: &GroupResource,
@@ -549,16 +550,75 @@ impl Store {
         let t = self.table(gr);
         let t = lock_read(&t);
         let rv = self.current_rv();
+        Self::page(&t, rv, &BTreeMap::new(), ns, after, limit, keep)
+    }
+
+    /// [`Store::list`] as the resource was at version `at` (rebuilt from the history), or
+    /// [`StoreError::Expired`] when that part of the history is gone, as etcd answers a read at
+    /// a compacted revision. A version at or above the latest lists the latest state.
+    pub fn list_at(
+        &self,
+        gr: &GroupResource,
+        ns: Option<&str>,
+        after: Option<&NsName>,
+        limit: usize,
+        at: u64,
+        keep: impl Fn(&Stored) -> bool,
+    ) -> Result<ListPage, StoreError> {
+        let t = self.table(gr);
+        let t = lock_read(&t);
+        let current = self.current_rv();
+        if at >= current {
+            return Ok(Self::page(
+                &t,
+                current,
+                &BTreeMap::new(),
+                ns,
+                after,
+                limit,
+                keep,
+            ));
+        }
+        let past = Self::changed_since(&t, at)?;
+        Ok(Self::page(&t, at, &past, ns, after, limit, keep))
+    }
+
+    /// One page of a table at version `rv`: today's objects with the ones in `past` (changed
+    /// since `rv`) replaced by what they were then, or left out when they did not exist yet.
+    fn page(
+        t: &Table,
+        rv: u64,
+        past: &BTreeMap<NsName, Option<Arc<Stored>>>,
+        ns: Option<&str>,
+        after: Option<&NsName>,
+        limit: usize,
+        keep: impl Fn(&Stored) -> bool,
+    ) -> ListPage {
         use std::ops::Bound;
         let lower = match (after, ns) {
             (Some(a), _) => Bound::Excluded(a.clone()),
             (None, Some(ns)) => Bound::Included((ns.to_string(), String::new())),
             (None, None) => Bound::Unbounded,
         };
+        // Without changes this is the plain range, with no copying.
+        let objects: Box<dyn Iterator<Item = (&NsName, &Arc<Stored>)>> = if past.is_empty() {
+            Box::new(t.objects.range((lower, Bound::Unbounded)))
+        } else {
+            let mut merged: BTreeMap<&NsName, &Arc<Stored>> = t
+                .objects
+                .range((lower.clone(), Bound::Unbounded))
+                .filter(|(k, _)| !past.contains_key(*k))
+                .collect();
+            merged.extend(
+                past.range((lower, Bound::Unbounded))
+                    .filter_map(|(k, v)| v.as_ref().map(|v| (k, v))),
+            );
+            Box::new(merged.into_iter())
+        };
         let mut items = Vec::new();
         let mut next = None;
         let mut remaining = 0;
-        for ((ons, _), obj) in t.objects.range((lower, Bound::Unbounded)) {
+        for ((ons, _), obj) in objects {
             if let Some(ns) = ns
                 && ons.as_str() != ns
             {
@@ -586,6 +646,31 @@ impl Store {
             next,
             remaining,
         }
+    }
+
+    /// The objects of a table changed after version `at`, each as it was at `at` (`None`: it
+    /// did not exist yet). The first change after `at` tells: ADDED means absent before,
+    /// MODIFIED and DELETED carry the object before.
+    fn changed_since(
+        t: &Table,
+        at: u64,
+    ) -> Result<BTreeMap<NsName, Option<Arc<Stored>>>, StoreError> {
+        if at < t.floor {
+            return Err(StoreError::Expired {
+                requested: at,
+                oldest: t.floor,
+            });
+        }
+        let start = t.history.partition_point(|e| e.obj.rv <= at);
+        let mut past = BTreeMap::new();
+        for ev in t.history.iter().skip(start) {
+            let key = (ev.obj.namespace.clone(), ev.obj.name.clone());
+            past.entry(key).or_insert_with(|| match ev.kind {
+                EventType::Added => None,
+                EventType::Modified | EventType::Deleted => ev.prev.clone(),
+            });
+        }
+        Ok(past)
     }
 
     /// Number of objects of a resource (all namespaces).

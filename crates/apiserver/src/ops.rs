@@ -8,16 +8,70 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::admission::{Attributes, Operation, Phase};
 use super::faults::Fault;
-use super::patch::{self, PatchKind};
+use super::patching::{self, PatchKind};
 use super::prepare::{self, CreateContext, Endpoint};
 use super::resources::ResourceInfo;
 use super::store::{GroupResource, StoreError, Stored};
+use super::webhooks::{Attributes, Operation};
 use super::{ApiError, ApiServer, Caller, MAX_OBJECT_BYTES, crd, now_rfc3339, openapi, scale};
 
 /// How many times a write that lost a race is recomputed before giving up with 409.
 const MAX_RETRIES: usize = 16;
+
+/// The object a verb acts on and who asks: what every request on one object carries (the
+/// path's resource, namespace and name, and whether it is the status subresource).
+#[derive(Clone, Copy, Debug)]
+pub struct ObjectRef<'a> {
+    /// A client (faults apply) or the stand-ins inside this process.
+    pub caller: Caller,
+    /// The resource.
+    pub res: &'a ResourceInfo,
+    /// The namespace (empty for cluster-scoped resources).
+    pub namespace: &'a str,
+    /// The object name.
+    pub name: &'a str,
+    /// The main object or its `status` subresource.
+    pub endpoint: Endpoint,
+}
+
+impl<'a> ObjectRef<'a> {
+    /// The main object `name` of `res` in `namespace`.
+    pub fn new(caller: Caller, res: &'a ResourceInfo, namespace: &'a str, name: &'a str) -> Self {
+        Self {
+            caller,
+            res,
+            namespace,
+            name,
+            endpoint: Endpoint::Main,
+        }
+    }
+
+    /// The same object through another endpoint (`Endpoint::Status` for `/status`).
+    pub fn at(self, endpoint: Endpoint) -> Self {
+        Self { endpoint, ..self }
+    }
+}
+
+/// What a patch did: the object, and whether the patch created it (server-side apply of an
+/// absent object answers 201).
+#[derive(Clone, Debug)]
+pub struct Patched {
+    /// The object after the patch.
+    pub object: Arc<Stored>,
+    /// The object did not exist before.
+    pub created: bool,
+}
+
+/// What a delete did: the object's last state, and whether it is still there (finalizers or
+/// foreground deletion keep it; kube-apiserver answers 202 then).
+#[derive(Clone, Debug)]
+pub struct Deleted {
+    /// The object's last state (with `deletionTimestamp` when it is kept).
+    pub object: Arc<Stored>,
+    /// The object is still stored, marked for deletion.
+    pub pending: bool,
+}
 
 /// Options shared by create, update and patch.
 #[derive(Clone, Debug, Default)]
@@ -32,6 +86,18 @@ pub struct WriteOptions {
     pub field_validation: openapi::FieldValidation,
     /// Where `Warn` puts its warnings (the REST layer turns them into `Warning` headers).
     pub warnings: openapi::Warnings,
+}
+
+impl WriteOptions {
+    /// The version the request speaks: the URL's, or the storage version for in-process
+    /// callers that name none. Schemas, defaults and admission attributes are read at it.
+    pub fn version_of<'a>(&'a self, res: &'a ResourceInfo) -> &'a str {
+        if self.version.is_empty() {
+            res.storage_version()
+        } else {
+            &self.version
+        }
+    }
 }
 
 /// `propagationPolicy`.
@@ -180,7 +246,7 @@ impl ApiServer {
         ns: &str,
         obj: Value,
     ) -> Result<Value, ApiError> {
-        self.prepare_create_at(res, ns, &res.versions[0].clone(), obj)
+        self.prepare_create_at(res, ns, res.storage_version(), obj)
     }
 
     fn check_namespace(&self, res: &ResourceInfo, ns: &str, name: &str) -> Result<(), ApiError> {
@@ -195,10 +261,13 @@ impl ApiServer {
                 resource: "namespaces".into(),
                 name: ns.into(),
             }),
-            Some(n) if n.deleting => Err(ApiError::Forbidden(format!(
-                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                res.qualified()
-            ))),
+            Some(n) if n.deleting => Err(ApiError::forbidden(
+                res,
+                name,
+                format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            )),
             Some(_) => Ok(()),
         }
     }
@@ -223,9 +292,6 @@ impl ApiServer {
             self.check_crd(&obj)?;
             obj["status"] = crd::accepted_status(&obj, &ctx.now);
         }
-        if res.group.is_empty() && res.plural == "pods" {
-            self.resolve_priority(&mut obj)?;
-        }
         Ok(obj)
     }
 
@@ -235,7 +301,7 @@ impl ApiServer {
         if res.group != "admissionregistration.k8s.io" {
             return Ok(());
         }
-        let refused = super::admission::refused_webhook_urls(obj, self.admission.local_ip());
+        let refused = super::webhooks::refused_webhook_urls(obj, self.admission.local_ip());
         if refused.is_empty() {
             return Ok(());
         }
@@ -249,55 +315,6 @@ impl ApiServer {
             name_of(obj),
             causes.join(", ")
         )))
-    }
-
-    /// The Priority admission plugin: `spec.priority` from `priorityClassName`.
-    fn resolve_priority(&self, pod: &mut Value) -> Result<(), ApiError> {
-        // The name as kube-apiserver reports it: the final name, or the generateName prefix
-        // when the name is still to be generated.
-        let pod_name = pod
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.is_empty())
-            .or_else(|| {
-                pod.pointer("/metadata/generateName")
-                    .and_then(Value::as_str)
-            })
-            .unwrap_or_default()
-            .to_string();
-        let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
-            return Ok(());
-        };
-        let class = spec
-            .get("priorityClassName")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let priority = match class.as_deref() {
-            None | Some("") => 0,
-            Some(name @ ("system-cluster-critical" | "system-node-critical")) => {
-                if name == "system-node-critical" {
-                    2_000_001_000
-                } else {
-                    2_000_000_000
-                }
-            }
-            Some(name) => {
-                let pc = self
-                    .store
-                    .get(&GroupResource::new("scheduling.k8s.io", "priorityclasses"), "", name)
-                    .ok_or_else(|| {
-                        ApiError::Forbidden(format!(
-                            "pods \"{pod_name}\" is forbidden: no PriorityClass with name {name} was found"
-                        ))
-                    })?;
-                pc.value()?
-                    .get("value")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0)
-            }
-        };
-        spec.insert("priority".into(), json!(priority));
-        Ok(())
     }
 
     fn check_crd(&self, obj: &Value) -> Result<(), ApiError> {
@@ -364,26 +381,22 @@ impl ApiServer {
         opts: &WriteOptions,
     ) -> Result<Arc<Stored>, ApiError> {
         self.draw_fault(caller, false, res, name_of(&obj))?;
-        let version = if opts.version.is_empty() {
-            res.versions[0].clone()
-        } else {
-            opts.version.clone()
-        };
+        let version = opts.version_of(res);
         self.check_namespace(res, ns, name_of(&obj))?;
         openapi::enforce(
             opts.field_validation,
             res,
-            &version,
+            version,
             &obj,
             &opts.warnings,
             None,
         )?;
-        let obj = prepare::prepare_decode(res, &version, ns, obj)?;
+        let obj = prepare::prepare_decode(res, version, ns, obj)?;
         let pre_name = name_of(&obj).to_string();
         let mut attrs = Attributes {
             op: Operation::Create,
             res,
-            version: &version,
+            version,
             sub: None,
             namespace: ns,
             name: &pre_name,
@@ -391,18 +404,16 @@ impl ApiServer {
             dry_run: opts.dry_run,
         };
         let obj = self
-            .admission
-            .run(self, Phase::Mutating, &attrs, Some(obj))
+            .admit_mutating(&attrs, Some(obj))
             .await?
             .unwrap_or_default();
-        let obj = self.prepare_create_at(res, ns, &version, obj)?;
+        let obj = self.prepare_create_at(res, ns, version, obj)?;
         prepare::validate(res, &obj)?;
         self.check_webhook_urls(res, &obj)?;
         let final_name = name_of(&obj).to_string();
         attrs.name = &final_name;
         let obj = self
-            .admission
-            .run(self, Phase::Validating, &attrs, Some(obj))
+            .admit_validating(&attrs, Some(obj))
             .await?
             .unwrap_or_default();
         if opts.dry_run {
@@ -412,17 +423,13 @@ impl ApiServer {
     }
 
     /// PUT: replaces an object (the main object or its status).
-    #[allow(clippy::too_many_arguments)]
     pub async fn update(
         &self,
-        caller: Caller,
-        res: &ResourceInfo,
-        ns: &str,
-        name: &str,
-        endpoint: Endpoint,
+        target: ObjectRef<'_>,
         obj: Value,
         opts: &WriteOptions,
     ) -> Result<Arc<Stored>, ApiError> {
+        let ObjectRef { res, name, .. } = target;
         if name_of(&obj) != name && !name_of(&obj).is_empty() {
             return Err(ApiError::BadRequest(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
@@ -430,46 +437,34 @@ impl ApiServer {
             )));
         }
         let mut body = obj;
-        prepare::check_type(
-            res,
-            if opts.version.is_empty() {
-                &res.versions[0]
-            } else {
-                &opts.version
-            },
-            &mut body,
-        )?;
+        let version = opts.version_of(res);
+        prepare::check_type(res, version, &mut body)?;
         openapi::enforce(
             opts.field_validation,
             res,
-            if opts.version.is_empty() {
-                &res.versions[0]
-            } else {
-                &opts.version
-            },
+            version,
             &body,
             &opts.warnings,
             None,
         )?;
-        self.modify(caller, res, ns, name, endpoint, opts, |_old| {
-            Ok(body.clone())
-        })
-        .await
+        self.modify(target, opts, |_old| Ok(body.clone())).await
     }
 
     /// PATCH: applies a patch to an object (or creates it, for server-side apply).
-    #[allow(clippy::too_many_arguments)]
     pub async fn patch(
         &self,
-        caller: Caller,
-        res: &ResourceInfo,
-        ns: &str,
-        name: &str,
-        endpoint: Endpoint,
+        target: ObjectRef<'_>,
         kind: PatchKind,
         body: &[u8],
         opts: &WriteOptions,
-    ) -> Result<Arc<Stored>, ApiError> {
+    ) -> Result<Patched, ApiError> {
+        let ObjectRef {
+            caller,
+            res,
+            namespace: ns,
+            name,
+            endpoint,
+        } = target;
         if kind == PatchKind::Strategic && res.is_custom() {
             return Err(ApiError::UnsupportedMediaType(
                 "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into(),
@@ -479,8 +474,8 @@ impl ApiServer {
             && endpoint == Endpoint::Main
             && self.store.get(&res.group_resource(), ns, name).is_none()
         {
-            let mut obj =
-                patch::parse_json_or_yaml(body).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+            let mut obj = patching::parse_json_or_yaml(body)
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?;
             if name_of(&obj) != name {
                 return Err(ApiError::BadRequest(format!(
                     "the name of the object ({}) does not match the name on the URL ({name})",
@@ -492,46 +487,54 @@ impl ApiServer {
             }
             match self.create(caller, res, ns, obj, opts).await {
                 Err(ApiError::AlreadyExists { .. }) => {}
-                other => return other,
+                other => {
+                    return other.map(|object| Patched {
+                        object,
+                        created: true,
+                    });
+                }
             }
         }
         let strategic = !res.is_custom();
-        self.modify(caller, res, ns, name, endpoint, opts, |old| {
-            let mut target = old.clone();
-            patch::apply_patch(kind, &mut target, body, strategic).map_err(|e| match e {
-                patch::PatchError::Apply(m) => ApiError::Invalid(m),
-                other => ApiError::BadRequest(other.to_string()),
-            })?;
-            let version = if opts.version.is_empty() {
-                &res.versions[0]
-            } else {
-                &opts.version
-            };
-            openapi::enforce(
-                opts.field_validation,
-                res,
-                version,
-                &target,
-                &opts.warnings,
-                Some(old),
-            )?;
-            Ok(target)
+        let version = opts.version_of(res);
+        let object = self
+            .modify(target, opts, |old| {
+                let mut target = old.clone();
+                patching::apply_patch(kind, &mut target, body, strategic).map_err(|e| match e {
+                    patching::PatchError::Apply(m) => ApiError::Invalid(m),
+                    other => ApiError::BadRequest(other.to_string()),
+                })?;
+                openapi::enforce(
+                    opts.field_validation,
+                    res,
+                    version,
+                    &target,
+                    &opts.warnings,
+                    Some(old),
+                )?;
+                Ok(target)
+            })
+            .await?;
+        Ok(Patched {
+            object,
+            created: false,
         })
-        .await
     }
 
     /// The read-compute-admit-commit loop of every update.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn modify(
         &self,
-        caller: Caller,
-        res: &ResourceInfo,
-        ns: &str,
-        name: &str,
-        endpoint: Endpoint,
+        target: ObjectRef<'_>,
         opts: &WriteOptions,
         compute: impl Fn(&Value) -> Result<Value, ApiError>,
     ) -> Result<Arc<Stored>, ApiError> {
+        let ObjectRef {
+            caller,
+            res,
+            namespace: ns,
+            name,
+            endpoint,
+        } = target;
         self.draw_fault(caller, true, res, name)?;
         let gr = res.group_resource();
         for _ in 0..MAX_RETRIES {
@@ -552,11 +555,7 @@ impl ApiServer {
             if new == old_v {
                 return Ok(old);
             }
-            let version = if opts.version.is_empty() {
-                res.versions[0].clone()
-            } else {
-                opts.version.clone()
-            };
+            let version = opts.version_of(res);
             if res.group == "apiextensions.k8s.io" {
                 self.check_crd(&new)?;
                 if let Some(st) = old_v.get("status") {
@@ -567,7 +566,7 @@ impl ApiServer {
             let attrs = Attributes {
                 op: Operation::Update,
                 res,
-                version: &version,
+                version,
                 sub,
                 namespace: ns,
                 name,
@@ -575,18 +574,16 @@ impl ApiServer {
                 dry_run: opts.dry_run,
             };
             let mut new = self
-                .admission
-                .run(self, Phase::Mutating, &attrs, Some(new))
+                .admit_mutating(&attrs, Some(new))
                 .await?
                 .unwrap_or_default();
             if endpoint == Endpoint::Main {
-                prepare::apply_schema(res, &version, &mut new);
+                prepare::apply_schema(res, version, &mut new);
             }
             prepare::validate(res, &new)?;
             self.check_webhook_urls(res, &new)?;
             let new = self
-                .admission
-                .run(self, Phase::Validating, &attrs, Some(new))
+                .admit_validating(&attrs, Some(new))
                 .await?
                 .unwrap_or_default();
             if opts.dry_run {
@@ -615,62 +612,81 @@ impl ApiServer {
     /// the object's last state (with `deletionTimestamp` when finalizers keep it).
     pub async fn delete(
         &self,
-        caller: Caller,
-        res: &ResourceInfo,
-        ns: &str,
-        name: &str,
+        target: ObjectRef<'_>,
         opts: &DeleteOptions,
-    ) -> Result<Arc<Stored>, ApiError> {
+    ) -> Result<Deleted, ApiError> {
+        let ObjectRef {
+            caller,
+            res,
+            namespace: ns,
+            name,
+            ..
+        } = target;
         self.draw_fault(caller, false, res, name)?;
         let old = self.get_object(res, ns, name)?;
         if let Some(uid) = &opts.uid
             && *uid != old.uid
         {
-            return Err(ApiError::Conflict(format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                old.uid
-            )));
+            return Err(ApiError::conflict(
+                res,
+                name,
+                format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    old.uid
+                ),
+            ));
         }
         if let Some(rv) = &opts.resource_version
             && *rv != old.rv.to_string()
         {
-            return Err(ApiError::Conflict(format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                old.rv
-            )));
+            return Err(ApiError::conflict(
+                res,
+                name,
+                format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    old.rv
+                ),
+            ));
         }
         let old_v = old.value()?;
-        let version = res.versions[0].clone();
         let attrs = Attributes {
             op: Operation::Delete,
             res,
-            version: &version,
+            version: res.storage_version(),
             sub: None,
             namespace: ns,
             name,
             old: Some(&old_v),
             dry_run: opts.dry_run,
         };
-        self.admission
-            .run(self, Phase::Mutating, &attrs, None)
-            .await?;
-        self.admission
-            .run(self, Phase::Validating, &attrs, None)
-            .await?;
+        self.admit_mutating(&attrs, None).await?;
+        self.admit_validating(&attrs, None).await?;
         if opts.dry_run {
-            return Ok(old);
+            return Ok(Deleted {
+                object: old,
+                pending: false,
+            });
         }
         let expected = opts.resource_version.as_ref().map(|_| old.rv);
         let policy = opts.propagation.unwrap_or_default();
         // The cascade can touch every object in the store: run it on the blocking pool so the
         // request's worker (and the other requests on it) are not held.
-        let Some(me) = self.me.upgrade() else {
-            return self.delete_now(res, ns, name, policy, expected);
+        let object = match self.me.upgrade() {
+            None => self.delete_now(res, ns, name, policy, expected)?,
+            Some(me) => {
+                let (res, ns, name) = (res.clone(), ns.to_string(), name.to_string());
+                tokio::task::spawn_blocking(move || {
+                    me.delete_now(&res, &ns, &name, policy, expected)
+                })
+                .await
+                .map_err(|e| ApiError::Internal(format!("deletion did not complete: {e}")))??
+            }
         };
-        let (res, ns, name) = (res.clone(), ns.to_string(), name.to_string());
-        tokio::task::spawn_blocking(move || me.delete_now(&res, &ns, &name, policy, expected))
-            .await
-            .map_err(|e| ApiError::Internal(format!("deletion did not complete: {e}")))?
+        let pending = self
+            .store
+            .get(&res.group_resource(), ns, name)
+            .is_some_and(|c| c.uid == object.uid);
+        Ok(Deleted { object, pending })
     }
 
     /// POST pods/NAME/binding: sets `spec.nodeName` (409 when already bound).
@@ -700,20 +716,25 @@ impl ApiServer {
                 && !uid.is_empty()
                 && uid != old.uid
             {
-                return Err(ApiError::Conflict(format!(
-                    "Operation cannot be fulfilled on pods/binding \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    old.uid
-                )));
+                return Err(binding_conflict(
+                    name,
+                    format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        old.uid
+                    ),
+                ));
             }
             if let Some(current) = &old.node_name {
-                return Err(ApiError::Conflict(format!(
-                    "Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is already assigned to node \"{current}\""
-                )));
+                return Err(binding_conflict(
+                    name,
+                    format!("pod {name} is already assigned to node \"{current}\""),
+                ));
             }
             if old.deleting {
-                return Err(ApiError::Conflict(format!(
-                    "Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is being deleted, cannot be assigned to a host"
-                )));
+                return Err(binding_conflict(
+                    name,
+                    format!("pod {name} is being deleted, cannot be assigned to a host"),
+                ));
             }
             let mut v = old.value()?;
             // Indexing a JSON value that is not an object panics: check the shape first.
@@ -753,7 +774,7 @@ impl ApiServer {
             Some(d) if !d.is_null() => DeleteOptions::from_body(d)?,
             _ => DeleteOptions::default(),
         };
-        self.delete(caller, &pods, ns, name, &opts)
+        self.delete(ObjectRef::new(caller, &pods, ns, name), &opts)
             .await
             .map(|_| ())
     }
@@ -807,46 +828,39 @@ impl ApiServer {
                 ..Default::default()
             };
             let body = serde_json::to_vec(&doc)?;
-            let stored = self
+            let patched = self
                 .patch(
-                    Caller::Internal,
-                    &res,
-                    &ns,
-                    &name,
-                    Endpoint::Main,
+                    ObjectRef::new(Caller::Internal, &res, &ns, &name),
                     PatchKind::Apply,
                     &body,
                     &opts,
                 )
                 .await?;
-            out.push(stored);
+            out.push(patched.object);
         }
         Ok(out)
     }
 
     /// Writes through the `scale` subresource: the new `spec.replicas` of a Scale (replaced or
     /// patched) is set on the object. Returns the object's new Scale.
-    #[allow(clippy::too_many_arguments)]
     pub async fn write_scale(
         &self,
-        caller: Caller,
-        res: &ResourceInfo,
-        ns: &str,
-        name: &str,
+        target: ObjectRef<'_>,
         change: ScaleWrite<'_>,
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        let ObjectRef { res, name, .. } = target;
         let paths = res
             .scale
             .clone()
             .ok_or_else(|| ApiError::not_found(res, name))?;
         let stored = self
-            .modify(caller, res, ns, name, Endpoint::Main, opts, |old| {
+            .modify(target.at(Endpoint::Main), opts, |old| {
                 let mut scale = scale::scale_of(&paths, old);
                 match &change {
                     ScaleWrite::Replace(body) => scale = (*body).clone(),
                     ScaleWrite::Patch(kind, body) => {
-                        patch::apply_patch(*kind, &mut scale, body, true)
+                        patching::apply_patch(*kind, &mut scale, body, true)
                             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
                     }
                 }
@@ -867,6 +881,15 @@ impl ApiServer {
     }
 }
 
+/// 409 on `pods/NAME/binding`, named as kube-apiserver names it.
+fn binding_conflict(name: &str, reason: String) -> ApiError {
+    ApiError::Conflict {
+        resource: "pods/binding".into(),
+        name: name.to_string(),
+        reason,
+    }
+}
+
 /// A write through the `scale` subresource.
 #[derive(Debug)]
 pub enum ScaleWrite<'a> {
@@ -874,4 +897,254 @@ pub enum ScaleWrite<'a> {
     Replace(&'a Value),
     /// PATCH of the Scale.
     Patch(PatchKind, &'a [u8]),
+}
+
+/// The verb layer without HTTP: what each verb answers, and the `Status` details of its
+/// refusals.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::EmbeddedOptions;
+
+    fn server() -> Arc<ApiServer> {
+        ApiServer::new(EmbeddedOptions {
+            nodes: 1,
+            sim_kubelet: false,
+            sim_controllers: false,
+            ..Default::default()
+        })
+    }
+
+    fn cm(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}})
+    }
+
+    async fn create_cm(api: &ApiServer, name: &str) -> Arc<Stored> {
+        let res = api.resource("", "v1", "configmaps").unwrap();
+        api.create(
+            Caller::Client,
+            &res,
+            "default",
+            cm(name),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_stale_update_is_a_conflict_with_details() {
+        let api = server();
+        let res = api.resource("", "v1", "configmaps").unwrap();
+        let first = create_cm(&api, "c").await;
+        let target = ObjectRef::new(Caller::Client, &res, "default", "c");
+        let mut v = first.value().unwrap();
+        v["data"]["k"] = json!("w");
+        api.update(target, v.clone(), &WriteOptions::default())
+            .await
+            .unwrap();
+        // The same resourceVersion again: someone else wrote in between.
+        let e = api
+            .update(target, v, &WriteOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), 409);
+        assert_eq!(
+            e.to_string(),
+            "Operation cannot be fulfilled on configmaps \"c\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        let s = e.status();
+        assert_eq!(s["reason"], "Conflict");
+        assert_eq!(
+            s["details"],
+            json!({"name": "c", "group": "", "kind": "configmaps"})
+        );
+    }
+
+    #[tokio::test]
+    async fn delete_preconditions_are_conflicts_worded_like_kube_apiserver() {
+        let api = server();
+        let res = api.resource("", "v1", "configmaps").unwrap();
+        let stored = create_cm(&api, "p").await;
+        let target = ObjectRef::new(Caller::Client, &res, "default", "p");
+        let wrong_uid = DeleteOptions {
+            uid: Some("nope".into()),
+            ..Default::default()
+        };
+        let e = api.delete(target, &wrong_uid).await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "Operation cannot be fulfilled on configmaps \"p\": Precondition failed: UID in precondition: nope, UID in object meta: {}",
+                stored.uid
+            )
+        );
+        assert_eq!(e.status()["details"]["name"], "p");
+        let d = api.delete(target, &DeleteOptions::default()).await.unwrap();
+        assert!(!d.pending, "nothing holds it back");
+        assert_eq!(d.object.uid, stored.uid);
+        assert!(
+            api.store
+                .get(&res.group_resource(), "default", "p")
+                .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_finalizer_keeps_a_deleted_object_pending() {
+        let api = server();
+        let res = api.resource("", "v1", "configmaps").unwrap();
+        let mut obj = cm("f");
+        obj["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        api.create(
+            Caller::Client,
+            &res,
+            "default",
+            obj,
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+        let d = api
+            .delete(
+                ObjectRef::new(Caller::Client, &res, "default", "f"),
+                &DeleteOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert!(d.pending);
+        assert!(
+            d.object
+                .value()
+                .unwrap()
+                .pointer("/metadata/deletionTimestamp")
+                .is_some()
+        );
+    }
+
+    #[tokio::test]
+    async fn apply_creates_then_patches_and_says_which() {
+        let api = server();
+        let res = api.resource("", "v1", "configmaps").unwrap();
+        let target = ObjectRef::new(Caller::Client, &res, "default", "a");
+        let body = serde_json::to_vec(&cm("a")).unwrap();
+        let opts = WriteOptions {
+            version: "v1".into(),
+            ..Default::default()
+        };
+        let first = api
+            .patch(target, PatchKind::Apply, &body, &opts)
+            .await
+            .unwrap();
+        assert!(first.created);
+        let again = api
+            .patch(target, PatchKind::Merge, br#"{"data":{"k":"x"}}"#, &opts)
+            .await
+            .unwrap();
+        assert!(!again.created);
+        assert_eq!(again.object.value().unwrap()["data"]["k"], "x");
+    }
+
+    #[tokio::test]
+    async fn binding_a_bound_pod_is_a_conflict_on_pods_binding() {
+        let api = server();
+        let pods = api.resource("", "v1", "pods").unwrap();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                         "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        api.create(
+            Caller::Client,
+            &pods,
+            "default",
+            pod,
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+        let binding = json!({"target": {"name": "node-1"}});
+        api.bind(Caller::Client, "default", "p", &binding)
+            .await
+            .unwrap();
+        let e = api
+            .bind(Caller::Client, "default", "p", &binding)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), 409);
+        assert_eq!(
+            e.to_string(),
+            "Operation cannot be fulfilled on pods/binding \"p\": pod p is already assigned to node \"node-1\""
+        );
+        assert_eq!(
+            e.status()["details"],
+            json!({"name": "p", "group": "", "kind": "pods/binding"})
+        );
+    }
+
+    #[tokio::test]
+    async fn the_priority_plugin_resolves_classes_or_forbids() {
+        let api = server();
+        let pods = api.resource("", "v1", "pods").unwrap();
+        let pod = |name: &str, class: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                   "spec": {"priorityClassName": class, "containers": [{"name": "c", "image": "i"}]}})
+        };
+        let s = api
+            .create(
+                Caller::Client,
+                &pods,
+                "default",
+                pod("crit", "system-node-critical"),
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(s.value().unwrap()["spec"]["priority"], 2_000_001_000);
+        let e = api
+            .create(
+                Caller::Client,
+                &pods,
+                "default",
+                pod("x", "missing"),
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), 403);
+        assert_eq!(
+            e.to_string(),
+            "pods \"x\" is forbidden: no PriorityClass with name missing was found"
+        );
+        assert_eq!(e.status()["details"]["kind"], "pods");
+    }
+
+    #[tokio::test]
+    async fn dry_run_create_stores_nothing() {
+        let api = server();
+        let res = api.resource("", "v1", "configmaps").unwrap();
+        let opts = WriteOptions {
+            dry_run: true,
+            ..Default::default()
+        };
+        let s = api
+            .create(Caller::Client, &res, "default", cm("d"), &opts)
+            .await
+            .unwrap();
+        assert_eq!(s.name, "d");
+        assert!(
+            api.store
+                .get(&res.group_resource(), "default", "d")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_request_version_defaults_to_the_storage_version() {
+        let api = server();
+        let res = api.resource("", "v1", "configmaps").unwrap();
+        assert_eq!(WriteOptions::default().version_of(&res), "v1");
+        let at = WriteOptions {
+            version: "v2".into(),
+            ..Default::default()
+        };
+        assert_eq!(at.version_of(&res), "v2");
+    }
 }

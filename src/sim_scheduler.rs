@@ -779,7 +779,7 @@ async fn write_unschedulable(
         "status": "False",
         "reason": "Unschedulable",
         "message": message,
-        "lastTransitionTime": crate::embedded::now_rfc3339(),
+        "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
     }));
     let patch = json!({ "status": { "conditions": conditions } });
     let api: Api<Pod> = Api::namespaced(client, &ns);

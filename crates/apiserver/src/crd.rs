@@ -5,35 +5,11 @@
 //! Not done (documented simplification): validation of custom objects against the schema
 //! (types, enums, `required`, bounds, CEL rules). Admission webhooks still validate.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::resources::{ResourceInfo, StatusOnCreate};
-
-/// The per-version schema data of a custom resource.
-#[derive(Clone, Debug, Default)]
-pub struct VersionSchema {
-    /// `schema.openAPIV3Schema`, if any.
-    pub schema: Option<Value>,
-    /// `additionalPrinterColumns`.
-    pub printer_columns: Vec<Value>,
-}
-
-/// Schema data of a CRD, per served version.
-#[derive(Clone, Debug, Default)]
-pub struct CrdSchema {
-    /// Version name → schema.
-    pub versions: BTreeMap<String, VersionSchema>,
-}
-
-impl CrdSchema {
-    /// The schema of a version.
-    pub fn schema(&self, version: &str) -> Option<&Value> {
-        self.versions.get(version).and_then(|v| v.schema.as_ref())
-    }
-}
+use super::resources::{CrdSchema, ResourceInfo, StatusOnCreate, VersionSchema};
 
 /// Reads the served resource out of a CRD object.
 pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, String> {
