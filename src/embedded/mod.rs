@@ -44,6 +44,7 @@ pub mod resources;
 pub mod rest;
 pub mod scale;
 pub mod scheduler;
+pub mod schema;
 pub mod selectors;
 pub mod store;
 pub mod tables;
@@ -132,6 +133,9 @@ pub enum ApiError {
     /// 422.
     #[error("{0}")]
     Invalid(String),
+    /// 422 with one cause per field (`details.causes`), from schema validation.
+    #[error("{0}")]
+    InvalidFields(Box<schema::Invalid>),
     /// 400.
     #[error("{0}")]
     BadRequest(String),
@@ -183,7 +187,7 @@ impl ApiError {
         match self {
             ApiError::NotFound { .. } => 404,
             ApiError::AlreadyExists { .. } | ApiError::Conflict(_) => 409,
-            ApiError::Invalid(_) => 422,
+            ApiError::Invalid(_) | ApiError::InvalidFields(_) => 422,
             ApiError::BadRequest(_) => 400,
             ApiError::Forbidden(_) => 403,
             ApiError::MethodNotAllowed(_) => 405,
@@ -204,7 +208,7 @@ impl ApiError {
             ApiError::NotFound { .. } => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
             ApiError::Conflict(_) => "Conflict",
-            ApiError::Invalid(_) => "Invalid",
+            ApiError::Invalid(_) | ApiError::InvalidFields(_) => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Forbidden(_) => "Forbidden",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
@@ -248,6 +252,9 @@ impl ApiError {
         {
             let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
             s["details"] = json!({"name": name, "group": group, "kind": kind});
+        }
+        if let ApiError::InvalidFields(inv) = self {
+            s["details"] = inv.details();
         }
         s
     }

@@ -129,8 +129,8 @@ pub fn unknown_fields(
             }
         }
     }
-    if let Some(schema) = res.crd.as_ref().and_then(|c| c.schema(version)) {
-        walk_unknown(obj, schema, true, "", &mut out);
+    if let Some(schema) = super::schema::of(res, version) {
+        out.extend(super::schema::prune::unknown_fields(obj, schema));
     } else if builtin
         && !res.is_custom()
         && let Some(typed) = builtin_round_trip(res, obj)
@@ -157,7 +157,7 @@ fn dropped(sent: &Value, kept: Option<&Value>, path: &str, out: &mut Vec<String>
     match (sent, kept) {
         (Value::Object(s), Value::Object(k)) => {
             for (key, v) in s {
-                dropped(v, k.get(key), &join(path, key), out);
+                dropped(v, k.get(key), &super::schema::walk::join(path, key), out);
             }
         }
         (Value::Array(s), Value::Array(k)) => {
@@ -225,53 +225,6 @@ fn builtin_round_trip(res: &ResourceInfo, obj: &Value) -> Option<Value> {
             rt::<rbac::v1::ClusterRoleBinding>(obj)
         }
         _ => None,
-    }
-}
-
-fn is_true(s: &Value, k: &str) -> bool {
-    s.get(k).and_then(Value::as_bool).unwrap_or(false)
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
-/// Mirrors `crd::prune`: reports instead of dropping (the unit tests hold the two together).
-fn walk_unknown(x: &Value, s: &Value, root: bool, path: &str, out: &mut Vec<String>) {
-    match x {
-        Value::Object(m) => {
-            let preserve = is_true(s, "x-kubernetes-preserve-unknown-fields");
-            let embedded = root || is_true(s, "x-kubernetes-embedded-resource");
-            let props = s.get("properties").and_then(Value::as_object);
-            let ap = s.get("additionalProperties");
-            for (k, v) in m {
-                if embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
-                    continue;
-                }
-                if let Some(ps) = props.and_then(|p| p.get(k)) {
-                    walk_unknown(v, ps, false, &join(path, k), out);
-                    continue;
-                }
-                match ap {
-                    Some(a) if a.is_object() => walk_unknown(v, a, false, &join(path, k), out),
-                    Some(Value::Bool(true)) => {}
-                    _ if preserve || v.is_null() => {}
-                    _ => out.push(join(path, k)),
-                }
-            }
-        }
-        Value::Array(a) => {
-            if let Some(items) = s.get("items") {
-                for (i, v) in a.iter().enumerate() {
-                    walk_unknown(v, items, false, &format!("{path}[{i}]"), out);
-                }
-            }
-        }
-        _ => {}
     }
 }
 
@@ -936,9 +889,9 @@ mod tests {
             ]
         );
         let mut pruned = job.clone();
-        crd::prune(
+        crate::embedded::schema::prune::prune(
             &mut pruned,
-            res.crd.as_ref().unwrap().schema("v1alpha1").unwrap(),
+            crate::embedded::schema::of(&res, "v1alpha1").unwrap(),
         );
         assert!(pruned.get("bogus").is_none() && pruned["spec"].get("foo").is_none());
         assert!(pruned["spec"]["tasks"][1].get("extra").is_none());
