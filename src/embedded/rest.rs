@@ -784,13 +784,7 @@ fn builtin_table(
 
 /// An age as kubectl prints it (`45s`, `3m`, `5h`, `2d`).
 pub(crate) fn human_age(secs: i64) -> String {
-    let s = secs.max(0);
-    match s {
-        0..120 => format!("{s}s"),
-        120..7200 => format!("{}m", s / 60),
-        7200..172800 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
+    super::tables::human_duration(secs)
 }
 
 fn watch_response(api: Api, t: Target, q: &HashMap<String, String>) -> Result<Response, ApiError> {
@@ -889,8 +883,9 @@ mod tests {
     #[test]
     fn ages_read_like_kubectl() {
         assert_eq!(human_age(5), "5s");
+        assert_eq!(human_age(200), "3m20s");
         assert_eq!(human_age(600), "10m");
         assert_eq!(human_age(3 * 3600), "3h");
-        assert_eq!(human_age(3 * 86400), "3d");
+        assert_eq!(human_age(3 * 86400 + 3600), "3d1h");
     }
 }
