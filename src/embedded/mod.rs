@@ -27,6 +27,7 @@
 //! with [`serve`]. There is no authentication: it binds loopback by default and says so.
 
 pub mod admission;
+pub mod builtin_kinds;
 pub mod crd;
 pub mod discovery;
 pub mod faults;
@@ -36,6 +37,7 @@ pub mod kubelet;
 pub mod logs;
 pub mod nodes;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod ops;
 pub mod patch;
 pub mod prepare;

@@ -36,6 +36,7 @@ pub fn router(api: Api) -> Router {
         .route("/livez", get(|| async { "ok" }))
         .route("/api", get(core_versions))
         .route("/api/", get(core_versions))
+        .route("/openapi/v2", get(super::openapi_v2::handler))
         .route("/openapi/v3", get(openapi_root))
         .route("/openapi/v3/{*gv}", get(openapi_group_version))
         .route("/apis", get(apis_root))
