@@ -341,6 +341,9 @@ async fn handle(
         .to_string();
     let ns = t.namespace.clone().unwrap_or_default();
     let warnings = openapi::Warnings::default();
+    if let Some(w) = discovery::deprecation_warning(&t.res, &t.version) {
+        warnings.add(w.to_string());
+    }
     let endpoint = match t.sub.as_deref() {
         None | Some("finalize") => Endpoint::Main,
         Some("status") if t.res.status_subresource => Endpoint::Status,

@@ -284,9 +284,9 @@ const PRIORITY_CLASS: &[Column] = &[
         )
     }),
     AGE,
-    wide("PreemptionPolicy", |r| {
-        json!(str_at(r.v, "/preemptionPolicy"))
-    }),
+    // Priority 0 although printers.go adds the cell only for wide output: kube-apiserver
+    // builds tables wide, so kubectl shows it always.
+    text!("PreemptionPolicy", "/preemptionPolicy"),
 ];
 
 /// The columns of a built-in kind, or `None` for custom resources (printed from their CRD's
@@ -860,8 +860,8 @@ mod tests {
             (
                 "scheduling.k8s.io",
                 "PriorityClass",
-                "NAME VALUE GLOBAL-DEFAULT AGE",
-                "PREEMPTIONPOLICY",
+                "NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY",
+                "",
             ),
             (
                 "admissionregistration.k8s.io",

@@ -62,7 +62,7 @@ record() {
   PASSED=$((PASSED + 1))
   echo "ok - $1"
 }
-header() { "${K[@]}" get "$@" 2>&1 | sed -n 1p | tr -s ' ' | sed 's/ $//'; }
+header() { "${K[@]}" get "$@" 2>/dev/null | sed -n 1p | tr -s ' ' | sed 's/ $//'; }
 
 NS=fidelity
 "${K[@]}" create namespace "$NS" >/dev/null
@@ -222,10 +222,11 @@ check_headers statefulsets ns "NAME READY AGE" "NAME READY AGE CONTAINERS IMAGES
 check_headers daemonsets ns "NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE" "NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE CONTAINERS IMAGES SELECTOR"
 check_headers jobs.batch ns "NAME STATUS COMPLETIONS DURATION AGE" "NAME STATUS COMPLETIONS DURATION AGE CONTAINERS IMAGES SELECTOR"
 check_headers leases ns "NAME HOLDER AGE" "NAME HOLDER AGE"
-check_headers priorityclasses cluster "NAME VALUE GLOBAL-DEFAULT AGE" "NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY"
+check_headers priorityclasses cluster "NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY" "NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY"
 check_headers validatingwebhookconfigurations cluster "NAME WEBHOOKS AGE" "NAME WEBHOOKS AGE"
 check_headers mutatingwebhookconfigurations cluster "NAME WEBHOOKS AGE" "NAME WEBHOOKS AGE"
 check_headers customresourcedefinitions cluster "NAME CREATED AT" "NAME CREATED AT"
+record "get endpoints warning" "$("${K[@]}" "${N[@]}" get endpoints 2>&1 >/dev/null)" "Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
 record "get nodes" "$(header nodes)" "NAME STATUS ROLES AGE VERSION"
 record "get nodes -o wide" "$(header nodes -o wide)" "NAME STATUS ROLES AGE VERSION INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME"
 record "get configmap row" "$("${K[@]}" "${N[@]}" get cm cm --no-headers | tr -s ' ' | cut -d' ' -f1-2)" "cm 1"
