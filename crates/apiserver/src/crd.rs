@@ -1,15 +1,13 @@
-//! CustomResourceDefinitions: turning a stored CRD into a served resource, and the structural
-//! schema work kube-apiserver does on custom objects — `default` values and pruning of unknown
-//! fields. Pure code.
-//!
-//! Not done (documented simplification): validation of custom objects against the schema
-//! (types, enums, `required`, bounds, CEL rules). Admission webhooks still validate.
+//! CustomResourceDefinitions: turning a stored CRD into a served resource, with each version's
+//! structural schema compiled once (pruning, defaulting and validation of custom objects are
+//! in [`super::schema`]). Pure code.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::resources::{CrdSchema, ResourceInfo, StatusOnCreate, VersionSchema};
+use super::schema::{Compiled, Node};
 
 /// Reads the served resource out of a CRD object.
 pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, String> {
@@ -68,6 +66,9 @@ pub fn resource_from_crd(crd: &Value) -> Result<ResourceInfo, String> {
         schemas.versions.insert(
             vname,
             VersionSchema {
+                compiled: v
+                    .pointer("/schema/openAPIV3Schema")
+                    .map(|s| Compiled(Arc::new(Node::compile(s)))),
                 schema: v.pointer("/schema/openAPIV3Schema").cloned(),
                 printer_columns: v
                     .get("additionalPrinterColumns")
@@ -130,94 +131,6 @@ pub fn accepted_status(crd: &Value, now: &str) -> Value {
     })
 }
 
-fn is_true(s: &Value, k: &str) -> bool {
-    s.get(k).and_then(Value::as_bool).unwrap_or(false)
-}
-
-/// Applies the `default` values of a structural schema to `x`, as kube-apiserver does on
-/// create, update and read: a missing property with a default gets it (a `null` one too unless
-/// the property is `nullable`), then defaulting continues into properties, `items` and
-/// `additionalProperties`.
-pub fn apply_defaults(x: &mut Value, s: &Value) {
-    match x {
-        Value::Object(m) => {
-            if let Some(props) = s.get("properties").and_then(Value::as_object) {
-                for (k, ps) in props {
-                    let Some(d) = ps.get("default") else { continue };
-                    let missing = match m.get(k) {
-                        None => true,
-                        Some(Value::Null) => !is_true(ps, "nullable"),
-                        Some(_) => false,
-                    };
-                    if missing {
-                        m.insert(k.clone(), d.clone());
-                    }
-                }
-                for (k, v) in m.iter_mut() {
-                    if let Some(ps) = props.get(k) {
-                        apply_defaults(v, ps);
-                    }
-                }
-            } else if let Some(ap) = s.get("additionalProperties").filter(|a| a.is_object()) {
-                for v in m.values_mut() {
-                    apply_defaults(v, ap);
-                }
-            }
-        }
-        Value::Array(a) => {
-            if let Some(items) = s.get("items") {
-                for v in a {
-                    apply_defaults(v, items);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Drops fields the structural schema does not declare, as kube-apiserver does, unless the
-/// schema says `x-kubernetes-preserve-unknown-fields`. `apiVersion`, `kind` and `metadata`
-/// are kept at the root and in embedded resources.
-pub fn prune(x: &mut Value, s: &Value) {
-    prune_inner(x, s, true);
-}
-
-fn prune_inner(x: &mut Value, s: &Value, root: bool) {
-    match x {
-        Value::Object(m) => {
-            let preserve = is_true(s, "x-kubernetes-preserve-unknown-fields");
-            let embedded = root || is_true(s, "x-kubernetes-embedded-resource");
-            let props = s.get("properties").and_then(Value::as_object);
-            let ap = s.get("additionalProperties");
-            m.retain(|k, v| {
-                if embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
-                    return true;
-                }
-                if let Some(ps) = props.and_then(|p| p.get(k)) {
-                    prune_inner(v, ps, false);
-                    return true;
-                }
-                match ap {
-                    Some(a) if a.is_object() => {
-                        prune_inner(v, a, false);
-                        true
-                    }
-                    Some(Value::Bool(true)) => true,
-                    _ => preserve,
-                }
-            });
-        }
-        Value::Array(a) => {
-            if let Some(items) = s.get("items") {
-                for v in a {
-                    prune_inner(v, items, false);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,42 +175,6 @@ mod tests {
         let mut bad = crd();
         bad["metadata"]["name"] = json!("wrong");
         assert!(resource_from_crd(&bad).is_err());
-    }
-
-    #[test]
-    fn defaults_fill_missing_fields_inside_present_parents_and_arrays() {
-        let r = resource_from_crd(&crd()).unwrap();
-        let schema = r.crd.as_ref().unwrap().schema("v1alpha1").unwrap().clone();
-        let mut job = json!({"spec": {"tasks": [{"name": "a"}, {"name": "b", "maxRetry": 2}], "maxRetry": null}});
-        apply_defaults(&mut job, &schema);
-        assert_eq!(job["spec"]["queue"], "default");
-        assert_eq!(job["spec"]["maxRetry"], 3, "null replaced by the default");
-        assert_eq!(job["spec"]["tasks"][0]["maxRetry"], 0);
-        assert_eq!(job["spec"]["tasks"][1]["maxRetry"], 2);
-        let mut no_spec = json!({"metadata": {}});
-        apply_defaults(&mut no_spec, &schema);
-        assert!(no_spec.get("spec").is_none(), "no parent, no default");
-    }
-
-    #[test]
-    fn pruning_drops_unknown_fields_and_keeps_preserved_ones() {
-        let r = resource_from_crd(&crd()).unwrap();
-        let schema = r.crd.as_ref().unwrap().schema("v1alpha1").unwrap().clone();
-        let mut job = json!({
-            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"},
-            "bogus": 1,
-            "spec": {"queue": "q", "unknown": true, "labels": {"a": "b"},
-                     "tasks": [{"name": "t", "extra": 1, "template": {"spec": {"anything": 1}}}]},
-            "status": {"whatever": 1}
-        });
-        prune(&mut job, &schema);
-        assert!(job.get("bogus").is_none());
-        assert!(job["spec"].get("unknown").is_none());
-        assert!(job["spec"]["tasks"][0].get("extra").is_none());
-        assert_eq!(job["spec"]["tasks"][0]["template"]["spec"]["anything"], 1);
-        assert_eq!(job["spec"]["labels"]["a"], "b");
-        assert_eq!(job["status"]["whatever"], 1);
-        assert_eq!(job["metadata"]["name"], "j");
     }
 
     #[test]

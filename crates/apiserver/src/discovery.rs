@@ -95,6 +95,17 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     )
 }
 
+/// The deprecation warning kube-apiserver sends with every request for a deprecated
+/// resource version (kubectl prints it as `Warning: ...`), if any.
+pub fn deprecation_warning(res: &super::ResourceInfo, version: &str) -> Option<&'static str> {
+    match (res.group.as_str(), version, res.kind.as_str()) {
+        ("", "v1", "Endpoints") => {
+            Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice")
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +138,17 @@ mod tests {
         );
         assert!(group(&reg, "nope").is_none());
         assert_eq!(resource_list(&reg, "", "v1").unwrap()["groupVersion"], "v1");
+    }
+
+    #[test]
+    fn endpoints_carry_kube_apiservers_deprecation_warning() {
+        let reg = crate::resources::Registry::new();
+        let ep = reg.lookup("", "v1", "endpoints").unwrap();
+        assert_eq!(
+            deprecation_warning(&ep, "v1"),
+            Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice")
+        );
+        let cm = reg.lookup("", "v1", "configmaps").unwrap();
+        assert_eq!(deprecation_warning(&cm, "v1"), None);
     }
 }

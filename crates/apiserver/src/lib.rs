@@ -37,6 +37,7 @@
 //! with [`serve`]. There is no authentication: it binds loopback by default and says so.
 
 pub mod admission_chain;
+pub mod builtin_kinds;
 pub mod crd;
 pub mod discovery;
 pub mod faults;
@@ -47,6 +48,7 @@ pub mod list;
 pub mod logs;
 pub mod nodes;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod ops;
 pub mod patching;
 pub mod prepare;
@@ -54,6 +56,7 @@ pub mod protobuf;
 pub mod resources;
 pub mod rest;
 pub mod scale;
+pub mod schema;
 pub mod selectors;
 pub mod store;
 pub mod tables;
@@ -151,6 +154,9 @@ pub enum ApiError {
     /// 422.
     #[error("{0}")]
     Invalid(String),
+    /// 422 with one cause per field (`details.causes`), from schema validation.
+    #[error("{0}")]
+    InvalidFields(Box<schema::Invalid>),
     /// 400.
     #[error("{0}")]
     BadRequest(String),
@@ -229,7 +235,7 @@ impl ApiError {
         match self {
             ApiError::NotFound { .. } => 404,
             ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
-            ApiError::Invalid(_) => 422,
+            ApiError::Invalid(_) | ApiError::InvalidFields(_) => 422,
             ApiError::BadRequest(_) => 400,
             ApiError::Forbidden { .. } => 403,
             ApiError::MethodNotAllowed(_) => 405,
@@ -250,7 +256,7 @@ impl ApiError {
             ApiError::NotFound { .. } => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
             ApiError::Conflict { .. } => "Conflict",
-            ApiError::Invalid(_) => "Invalid",
+            ApiError::Invalid(_) | ApiError::InvalidFields(_) => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Forbidden { .. } => "Forbidden",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
@@ -306,6 +312,9 @@ impl ApiError {
                 });
             }
             _ => {}
+        }
+        if let ApiError::InvalidFields(inv) = self {
+            s["details"] = inv.details();
         }
         s
     }
@@ -530,13 +539,7 @@ pub fn now_rfc3339() -> String {
 
 /// An age as kubectl prints it (`45s`, `3m`, `5h`, `2d`).
 pub(crate) fn human_age(secs: i64) -> String {
-    let s = secs.max(0);
-    match s {
-        0..120 => format!("{s}s"),
-        120..7200 => format!("{}m", s / 60),
-        7200..172800 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
+    tables::human_duration(secs)
 }
 
 /// The axum router of the API (all Kubernetes paths plus `/healthz`, `/readyz`, `/version`).

@@ -10,11 +10,13 @@
 //!
 //! What the documents describe: every served path and verb with its
 //! `x-kubernetes-group-version-kind` and `x-kubernetes-action`, and component schemas — a custom
-//! resource's `openAPIV3Schema` as its CRD declares it; for built-in kinds only a placeholder
-//! object schema (no field list). Because of that, PATCH operations of built-in kinds do not
-//! list `application/strategic-merge-patch+json` as a request body: kubectl would otherwise
-//! compute strategic merge patches from these schemas, which carry no merge keys; without it
-//! kubectl uses its compiled-in types, as before, and the server still accepts such patches.
+//! resource's `openAPIV3Schema` as its CRD declares it; for built-in kinds the full schema of
+//! the Kubernetes type, generated from k8s-openapi (see [`super::builtin_kinds`]) under
+//! kube-apiserver's names, so `kubectl explain pod.spec.containers` works. PATCH operations of
+//! built-in kinds still do not list `application/strategic-merge-patch+json` as a request body:
+//! the generated schemas carry no patch merge keys, and kubectl would compute strategic merge
+//! patches from them; without it kubectl uses its compiled-in types, and the server still
+//! accepts such patches. `/openapi/v2` ([`v2`]) holds the same schemas in Swagger 2.0 form.
 //!
 //! Field validation: unknown fields are, for custom resources, what pruning drops (the CRD's
 //! structural schema); for built-in kinds, what decoding into the Kubernetes type (k8s-openapi)
@@ -129,8 +131,8 @@ pub fn unknown_fields(
             }
         }
     }
-    if let Some(schema) = res.crd.as_ref().and_then(|c| c.schema(version)) {
-        walk_unknown(obj, schema, true, "", &mut out);
+    if let Some(schema) = super::schema::of(res, version) {
+        out.extend(super::schema::prune::unknown_fields(obj, schema));
     } else if builtin
         && !res.is_custom()
         && let Some(typed) = builtin_round_trip(res, obj)
@@ -157,7 +159,7 @@ fn dropped(sent: &Value, kept: Option<&Value>, path: &str, out: &mut Vec<String>
     match (sent, kept) {
         (Value::Object(s), Value::Object(k)) => {
             for (key, v) in s {
-                dropped(v, k.get(key), &join(path, key), out);
+                dropped(v, k.get(key), &super::schema::walk::join(path, key), out);
             }
         }
         (Value::Array(s), Value::Array(k)) => {
@@ -173,106 +175,7 @@ fn dropped(sent: &Value, kept: Option<&Value>, path: &str, out: &mut Vec<String>
 /// for kinds not listed and for objects that do not decode (wrong types are left to the rest
 /// of the write path, which has always accepted them).
 fn builtin_round_trip(res: &ResourceInfo, obj: &Value) -> Option<Value> {
-    use k8s_openapi::api::{
-        admissionregistration, apps, batch, coordination, core, events, networking, policy, rbac,
-        scheduling, storage,
-    };
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
-    fn rt<T: serde::de::DeserializeOwned + serde::Serialize>(obj: &Value) -> Option<Value> {
-        let typed = T::deserialize(obj).ok()?;
-        serde_json::to_value(typed).ok()
-    }
-    match (res.group.as_str(), res.kind.as_str()) {
-        ("", "Namespace") => rt::<core::v1::Namespace>(obj),
-        ("", "Node") => rt::<core::v1::Node>(obj),
-        ("", "Pod") => rt::<core::v1::Pod>(obj),
-        ("", "Service") => rt::<core::v1::Service>(obj),
-        ("", "Endpoints") => rt::<core::v1::Endpoints>(obj),
-        ("", "ConfigMap") => rt::<core::v1::ConfigMap>(obj),
-        ("", "Secret") => rt::<core::v1::Secret>(obj),
-        ("", "ServiceAccount") => rt::<core::v1::ServiceAccount>(obj),
-        ("", "PersistentVolumeClaim") => rt::<core::v1::PersistentVolumeClaim>(obj),
-        ("", "PersistentVolume") => rt::<core::v1::PersistentVolume>(obj),
-        ("", "Event") => rt::<core::v1::Event>(obj),
-        ("", "LimitRange") => rt::<core::v1::LimitRange>(obj),
-        ("", "ResourceQuota") => rt::<core::v1::ResourceQuota>(obj),
-        ("events.k8s.io", "Event") => rt::<events::v1::Event>(obj),
-        ("coordination.k8s.io", "Lease") => rt::<coordination::v1::Lease>(obj),
-        ("apps", "ReplicaSet") => rt::<apps::v1::ReplicaSet>(obj),
-        ("apps", "StatefulSet") => rt::<apps::v1::StatefulSet>(obj),
-        ("apps", "Deployment") => rt::<apps::v1::Deployment>(obj),
-        ("apps", "DaemonSet") => rt::<apps::v1::DaemonSet>(obj),
-        ("apps", "ControllerRevision") => rt::<apps::v1::ControllerRevision>(obj),
-        ("batch", "Job") => rt::<batch::v1::Job>(obj),
-        ("batch", "CronJob") => rt::<batch::v1::CronJob>(obj),
-        ("policy", "PodDisruptionBudget") => rt::<policy::v1::PodDisruptionBudget>(obj),
-        ("networking.k8s.io", "NetworkPolicy") => rt::<networking::v1::NetworkPolicy>(obj),
-        ("scheduling.k8s.io", "PriorityClass") => rt::<scheduling::v1::PriorityClass>(obj),
-        ("storage.k8s.io", "StorageClass") => rt::<storage::v1::StorageClass>(obj),
-        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => {
-            rt::<admissionregistration::v1::MutatingWebhookConfiguration>(obj)
-        }
-        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => {
-            rt::<admissionregistration::v1::ValidatingWebhookConfiguration>(obj)
-        }
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-            rt::<apiextensions::v1::CustomResourceDefinition>(obj)
-        }
-        ("rbac.authorization.k8s.io", "Role") => rt::<rbac::v1::Role>(obj),
-        ("rbac.authorization.k8s.io", "RoleBinding") => rt::<rbac::v1::RoleBinding>(obj),
-        ("rbac.authorization.k8s.io", "ClusterRole") => rt::<rbac::v1::ClusterRole>(obj),
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
-            rt::<rbac::v1::ClusterRoleBinding>(obj)
-        }
-        _ => None,
-    }
-}
-
-fn is_true(s: &Value, k: &str) -> bool {
-    s.get(k).and_then(Value::as_bool).unwrap_or(false)
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
-/// Mirrors `crd::prune`: reports instead of dropping (the unit tests hold the two together).
-fn walk_unknown(x: &Value, s: &Value, root: bool, path: &str, out: &mut Vec<String>) {
-    match x {
-        Value::Object(m) => {
-            let preserve = is_true(s, "x-kubernetes-preserve-unknown-fields");
-            let embedded = root || is_true(s, "x-kubernetes-embedded-resource");
-            let props = s.get("properties").and_then(Value::as_object);
-            let ap = s.get("additionalProperties");
-            for (k, v) in m {
-                if embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
-                    continue;
-                }
-                if let Some(ps) = props.and_then(|p| p.get(k)) {
-                    walk_unknown(v, ps, false, &join(path, k), out);
-                    continue;
-                }
-                match ap {
-                    Some(a) if a.is_object() => walk_unknown(v, a, false, &join(path, k), out),
-                    Some(Value::Bool(true)) => {}
-                    _ if preserve || v.is_null() => {}
-                    _ => out.push(join(path, k)),
-                }
-            }
-        }
-        Value::Array(a) => {
-            if let Some(items) = s.get("items") {
-                for (i, v) in a.iter().enumerate() {
-                    walk_unknown(v, items, false, &format!("{path}[{i}]"), out);
-                }
-            }
-        }
-        _ => {}
-    }
+    super::builtin_kinds::round_trip(&res.group, &res.kind, obj)
 }
 
 /// Applies a directive to a write's object: `Strict` refuses unknown fields with 400
@@ -378,8 +281,36 @@ pub fn root(reg: &Registry) -> Value {
     json!({ "paths": paths })
 }
 
-/// `/openapi/v3/KEY` (`api/v1`, `apis/GROUP/VERSION`), if that group-version is served.
+/// `/openapi/v3/KEY` (`api/v1`, `apis/GROUP/VERSION`), if that group-version is served. A
+/// document is built once per set of served resources (the fingerprint of its URL) and then
+/// answered from a cache: `api/v1` with every built-in schema is large.
 pub fn group_version(reg: &Registry, key: &str) -> Option<Value> {
+    static CACHE: Mutex<BTreeMap<String, (String, Arc<Value>)>> = Mutex::new(BTreeMap::new());
+    let key = key.trim_matches('/');
+    let (group, version) = match key.split('/').collect::<Vec<_>>().as_slice() {
+        ["api", v] => (String::new(), v.to_string()),
+        ["apis", g, v] => (g.to_string(), v.to_string()),
+        _ => return None,
+    };
+    let resources = served_at(reg, &group, &version);
+    if resources.is_empty() {
+        return None;
+    }
+    let print = fingerprint(&version, &resources);
+    if let Some((p, doc)) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).get(key)
+        && *p == print
+    {
+        return Some((**doc).clone());
+    }
+    let doc = Arc::new(build_group_version(reg, key)?);
+    CACHE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key.to_string(), (print, doc.clone()));
+    Some((*doc).clone())
+}
+
+fn build_group_version(reg: &Registry, key: &str) -> Option<Value> {
     let key = key.trim_matches('/');
     let (group, version) = match key.split('/').collect::<Vec<_>>().as_slice() {
         ["api", v] => (String::new(), v.to_string()),
@@ -393,9 +324,20 @@ pub fn group_version(reg: &Registry, key: &str) -> Option<Value> {
     let mut paths = BTreeMap::new();
     let mut schemas = BTreeMap::new();
     schemas.insert(STATUS_SCHEMA.to_string(), meta_schema("Status"));
+    let builtin = super::builtin_kinds::schemas();
     for r in &resources {
         resource_paths(r, &version, &mut paths);
-        schemas.insert(schema_name(r, &version), kind_schema(r, &version));
+        if !r.is_custom()
+            && let Some(name) = builtin.name_of(&r.group, &r.kind)
+        {
+            for dep in builtin.closure(name) {
+                if let Some(s) = builtin.definitions.get(&dep) {
+                    schemas.insert(dep, s.clone());
+                }
+            }
+        } else {
+            schemas.insert(schema_name(r, &version), kind_schema(r, &version));
+        }
         schemas.insert(
             format!("{}List", schema_name(r, &version)),
             list_schema(r, &version),
@@ -422,6 +364,11 @@ fn gvk(group: &str, version: &str, kind: &str) -> Value {
 /// Component name: `io.k8s.api.apps.v1.Deployment` for built-ins, the reversed group for
 /// custom resources (`sh.volcano.batch.v1alpha1.Job`), as kube-apiserver names them.
 fn schema_name(r: &ResourceInfo, version: &str) -> String {
+    if !r.is_custom()
+        && let Some(name) = super::builtin_kinds::schemas().name_of(&r.group, &r.kind)
+    {
+        return name.to_string();
+    }
     if r.is_custom() {
         let rev: Vec<&str> = r.group.rsplit('.').collect();
         format!("{}.{version}.{}", rev.join("."), r.kind)
@@ -936,10 +883,7 @@ mod tests {
             ]
         );
         let mut pruned = job.clone();
-        crd::prune(
-            &mut pruned,
-            res.crd.as_ref().unwrap().schema("v1alpha1").unwrap(),
-        );
+        crate::schema::prune::prune(&mut pruned, crate::schema::of(&res, "v1alpha1").unwrap());
         assert!(pruned.get("bogus").is_none() && pruned["spec"].get("foo").is_none());
         assert!(pruned["spec"]["tasks"][1].get("extra").is_none());
         assert!(

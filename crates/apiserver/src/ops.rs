@@ -14,7 +14,9 @@ use super::prepare::{self, CreateContext, Endpoint};
 use super::resources::ResourceInfo;
 use super::store::{GroupResource, StoreError, Stored};
 use super::webhooks::{Attributes, Operation};
-use super::{ApiError, ApiServer, Caller, MAX_OBJECT_BYTES, crd, now_rfc3339, openapi, scale};
+use super::{
+    ApiError, ApiServer, Caller, MAX_OBJECT_BYTES, crd, now_rfc3339, openapi, scale, schema,
+};
 
 /// How many times a write that lost a race is recomputed before giving up with 409.
 const MAX_RETRIES: usize = 16;
@@ -409,6 +411,7 @@ impl ApiServer {
             .unwrap_or_default();
         let obj = self.prepare_create_at(res, ns, version, obj)?;
         prepare::validate(res, &obj)?;
+        schema::check(res, &obj, None)?;
         self.check_webhook_urls(res, &obj)?;
         let final_name = name_of(&obj).to_string();
         attrs.name = &final_name;
@@ -581,6 +584,7 @@ impl ApiServer {
                 prepare::apply_schema(res, version, &mut new);
             }
             prepare::validate(res, &new)?;
+            schema::check(res, &new, Some(&old_v))?;
             self.check_webhook_urls(res, &new)?;
             let new = self
                 .admit_validating(&attrs, Some(new))

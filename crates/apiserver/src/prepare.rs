@@ -11,7 +11,7 @@
 use serde_json::{Map, Value, json};
 
 use super::resources::{ResourceInfo, StatusOnCreate};
-use super::{ApiError, MAX_ANNOTATION_BYTES, crd};
+use super::{ApiError, MAX_ANNOTATION_BYTES};
 
 /// Which endpoint a write came through.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,9 +209,9 @@ pub fn prepare_create(
 
 /// CRD schema pruning and defaulting for custom resources.
 pub fn apply_schema(res: &ResourceInfo, version: &str, obj: &mut Value) {
-    if let Some(schema) = res.crd.as_ref().and_then(|c| c.schema(version)) {
-        crd::prune(obj, schema);
-        crd::apply_defaults(obj, schema);
+    if let Some(schema) = super::schema::of(res, version) {
+        super::schema::prune::prune(obj, schema);
+        super::schema::prune::apply_defaults(obj, schema);
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
 
+use super::schema::{Compiled, Node};
 use super::store::GroupResource;
 
 /// The per-version schema data of a custom resource.
@@ -19,6 +20,8 @@ pub struct VersionSchema {
     pub schema: Option<Value>,
     /// `additionalPrinterColumns`.
     pub printer_columns: Vec<Value>,
+    /// The schema compiled for pruning, defaulting and validation.
+    pub compiled: Option<Compiled>,
 }
 
 /// Schema data of a CRD, per served version.
@@ -32,6 +35,14 @@ impl CrdSchema {
     /// The schema of a version.
     pub fn schema(&self, version: &str) -> Option<&Value> {
         self.versions.get(version).and_then(|v| v.schema.as_ref())
+    }
+
+    /// The compiled schema of a version.
+    pub fn compiled(&self, version: &str) -> Option<&Node> {
+        self.versions
+            .get(version)
+            .and_then(|v| v.compiled.as_ref())
+            .map(|c| &*c.0)
     }
 }
 

@@ -38,6 +38,7 @@ pub fn router(api: Api) -> Router {
         .route("/livez", get(|| async { "ok" }))
         .route("/api", get(core_versions))
         .route("/api/", get(core_versions))
+        .route("/openapi/v2", get(super::openapi_v2::handler))
         .route("/openapi/v3", get(openapi_root))
         .route("/openapi/v3/{*gv}", get(openapi_group_version))
         .route("/apis", get(apis_root))
@@ -324,6 +325,9 @@ async fn handle(
         .unwrap_or("")
         .to_string();
     let warnings = openapi::Warnings::default();
+    if let Some(w) = discovery::deprecation_warning(&t.res, &t.version) {
+        warnings.add(w.to_string());
+    }
     let call = verbs::Call {
         api,
         t,
@@ -551,5 +555,14 @@ mod tests {
         for path in ["/apis", "/apis/"] {
             assert_eq!(get_json(path).await["kind"], "APIGroupList", "{path}");
         }
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        assert_eq!(crate::human_age(5), "5s");
+        assert_eq!(crate::human_age(200), "3m20s");
+        assert_eq!(crate::human_age(600), "10m");
+        assert_eq!(crate::human_age(3 * 3600), "3h");
+        assert_eq!(crate::human_age(3 * 86400 + 3600), "3d1h");
     }
 }

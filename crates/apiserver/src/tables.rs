@@ -1,259 +1,339 @@
 //! Table columns of built-in kinds as kube-apiserver prints them (`kubectl get`, and `-o wide`
-//! for the columns of priority 1): pods, nodes, namespaces, deployments, replicasets,
-//! statefulsets and batch jobs. Pure functions of the object; the REST layer wraps them in a
+//! for the columns of priority 1), after k8s.io/kubernetes `pkg/printers/internalversion`:
+//! pods, nodes, namespaces, services, endpoints, configmaps, secrets, service accounts, events,
+//! deployments, replicasets, statefulsets, daemonsets, jobs, leases, priorityclasses, webhook
+//! configurations; every other built-in kind (CRDs, roles, ...) gets kube-apiserver's default
+//! table (`NAME`, `CREATED AT`). Pure functions of the object; the REST layer wraps them in a
 //! `meta.k8s.io/v1` Table.
+//!
+//! Each column carries the function that prints its cell, so a column shared by several kinds
+//! (`CONTAINERS`, `IMAGES`, `SELECTOR`, ...) is written once.
 
 use serde_json::{Value, json};
 
-/// One column definition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a cell is printed from: the object, its printed age, and now (Unix seconds).
+pub struct Row<'a> {
+    /// The object.
+    pub v: &'a Value,
+    /// Its age as kubectl prints it.
+    pub age: &'a str,
+    /// The current Unix time in seconds.
+    pub now: i64,
+}
+
+/// One column definition and how its cell is printed.
+#[derive(Clone, Copy, Debug)]
 pub struct Column {
     /// Header (kubectl prints it upper-cased).
     pub name: &'static str,
-    /// `string`, `integer`, `date`.
+    /// `string`, `integer`, `boolean`, `date`.
     pub kind: &'static str,
     /// 0: always shown; 1: with `-o wide`.
     pub priority: u8,
+    /// The cell of one object.
+    pub cell: fn(&Row) -> Value,
 }
 
-const fn col(name: &'static str, kind: &'static str, priority: u8) -> Column {
+const fn col(name: &'static str, kind: &'static str, cell: fn(&Row) -> Value) -> Column {
     Column {
         name,
         kind,
-        priority,
+        priority: 0,
+        cell,
     }
 }
 
-/// The columns of a built-in kind (`Name` and `Age` included, where kube-apiserver puts them),
-/// or `None` for kinds printed with the generic NAME/AGE columns.
-pub fn columns(group: &str, kind: &str) -> Option<&'static [Column]> {
-    const NAME: Column = col("Name", "string", 0);
-    const AGE: Column = col("Age", "string", 0);
-    const POD_COLUMNS: &[Column] = &[
-        NAME,
-        col("Ready", "string", 0),
-        col("Status", "string", 0),
-        col("Restarts", "string", 0),
-        AGE,
-        col("IP", "string", 1),
-        col("Node", "string", 1),
-        col("Nominated Node", "string", 1),
-        col("Readiness Gates", "string", 1),
-    ];
-    const NODE_COLUMNS: &[Column] = &[
-        NAME,
-        col("Status", "string", 0),
-        col("Roles", "string", 0),
-        AGE,
-        col("Version", "string", 0),
-        col("Internal-IP", "string", 1),
-        col("External-IP", "string", 1),
-        col("OS-Image", "string", 1),
-        col("Kernel-Version", "string", 1),
-        col("Container-Runtime", "string", 1),
-    ];
-    const NAMESPACE_COLUMNS: &[Column] = &[NAME, col("Status", "string", 0), AGE];
-    const DEPLOYMENT_COLUMNS: &[Column] = &[
-        NAME,
-        col("Ready", "string", 0),
-        col("Up-to-date", "integer", 0),
-        col("Available", "integer", 0),
-        AGE,
-        col("Containers", "string", 1),
-        col("Images", "string", 1),
-        col("Selector", "string", 1),
-    ];
-    const REPLICASET_COLUMNS: &[Column] = &[
-        NAME,
-        col("Desired", "integer", 0),
-        col("Current", "integer", 0),
-        col("Ready", "integer", 0),
-        AGE,
-        col("Containers", "string", 1),
-        col("Images", "string", 1),
-        col("Selector", "string", 1),
-    ];
-    const STATEFULSET_COLUMNS: &[Column] = &[
-        NAME,
-        col("Ready", "string", 0),
-        AGE,
-        col("Containers", "string", 1),
-        col("Images", "string", 1),
-    ];
-    const JOB_COLUMNS: &[Column] = &[
-        NAME,
-        col("Status", "string", 0),
-        col("Completions", "string", 0),
-        col("Duration", "string", 0),
-        AGE,
-        col("Containers", "string", 1),
-        col("Images", "string", 1),
-        col("Selector", "string", 1),
-    ];
+const fn wide(name: &'static str, cell: fn(&Row) -> Value) -> Column {
+    Column {
+        name,
+        kind: "string",
+        priority: 1,
+        cell,
+    }
+}
+
+/// A string cell read at a JSON pointer (empty when absent).
+macro_rules! text {
+    ($name:expr, $ptr:expr) => {
+        col($name, "string", |r| json!(str_at(r.v, $ptr)))
+    };
+}
+
+/// An integer cell read at a JSON pointer (0 when absent).
+macro_rules! int {
+    ($name:expr, $ptr:expr) => {
+        col($name, "integer", |r| json!(int_at(r.v, $ptr)))
+    };
+}
+
+const NAME: Column = col("Name", "string", |r| json!(str_at(r.v, "/metadata/name")));
+const AGE: Column = col("Age", "string", |r| json!(r.age));
+const CONTAINERS: Column = wide("Containers", |r| json!(containers_images(r.v).0));
+const IMAGES: Column = wide("Images", |r| json!(containers_images(r.v).1));
+const SELECTOR: Column = wide("Selector", |r| json!(selector(r.v)));
+const CREATED_AT: Column = col("Created At", "date", |r| {
+    json!(str_at(r.v, "/metadata/creationTimestamp"))
+});
+const WEBHOOKS: &[Column] = &[
+    NAME,
+    col("Webhooks", "integer", |r| json!(len_at(r.v, "/webhooks"))),
+    AGE,
+];
+/// kube-apiserver's default table, for kinds without a printer.
+const DEFAULT: &[Column] = &[NAME, CREATED_AT];
+
+const POD: &[Column] = &[
+    NAME,
+    col("Ready", "string", |r| {
+        let (ready, total, _) = container_counts(r.v);
+        json!(format!("{ready}/{total}"))
+    }),
+    col("Status", "string", |r| json!(pod_status(r.v))),
+    col("Restarts", "string", |r| json!(container_counts(r.v).2)),
+    AGE,
+    wide("IP", |r| json!(or_none(str_at(r.v, "/status/podIP")))),
+    wide("Node", |r| json!(or_none(str_at(r.v, "/spec/nodeName")))),
+    wide("Nominated Node", |r| {
+        json!(or_none(str_at(r.v, "/status/nominatedNodeName")))
+    }),
+    wide("Readiness Gates", |r| {
+        let n = len_at(r.v, "/spec/readinessGates");
+        json!(if n == 0 {
+            "<none>".to_string()
+        } else {
+            format!("0/{n}")
+        })
+    }),
+];
+
+const NODE: &[Column] = &[
+    NAME,
+    col("Status", "string", |r| json!(node_status(r.v))),
+    col("Roles", "string", |r| json!(node_roles(r.v))),
+    AGE,
+    text!("Version", "/status/nodeInfo/kubeletVersion"),
+    wide("Internal-IP", |r| json!(node_address(r.v, "InternalIP"))),
+    wide("External-IP", |r| json!(node_address(r.v, "ExternalIP"))),
+    wide("OS-Image", |r| {
+        json!(or_none(str_at(r.v, "/status/nodeInfo/osImage")))
+    }),
+    wide("Kernel-Version", |r| {
+        json!(or_none(str_at(r.v, "/status/nodeInfo/kernelVersion")))
+    }),
+    wide("Container-Runtime", |r| {
+        json!(or_none(str_at(
+            r.v,
+            "/status/nodeInfo/containerRuntimeVersion"
+        )))
+    }),
+];
+
+const NAMESPACE: &[Column] = &[NAME, text!("Status", "/status/phase"), AGE];
+
+const SERVICE: &[Column] = &[
+    NAME,
+    text!("Type", "/spec/type"),
+    col("Cluster-IP", "string", |r| {
+        json!(
+            r.v.pointer("/spec/clusterIPs/0")
+                .and_then(Value::as_str)
+                .unwrap_or("<none>")
+        )
+    }),
+    col("External-IP", "string", |r| json!(service_external_ip(r.v))),
+    col("Port(s)", "string", |r| json!(service_ports(r.v))),
+    AGE,
+    wide("Selector", |r| json!(labels_at(r.v, "/spec/selector"))),
+];
+
+const ENDPOINTS: &[Column] = &[
+    NAME,
+    col("Endpoints", "string", |r| json!(endpoints(r.v))),
+    AGE,
+];
+
+const CONFIGMAP: &[Column] = &[
+    NAME,
+    col("Data", "string", |r| {
+        json!(len_at(r.v, "/data") + len_at(r.v, "/binaryData"))
+    }),
+    AGE,
+];
+
+const SECRET: &[Column] = &[
+    NAME,
+    text!("Type", "/type"),
+    col("Data", "string", |r| json!(len_at(r.v, "/data"))),
+    AGE,
+];
+
+const SERVICE_ACCOUNT: &[Column] = &[NAME, AGE];
+
+const EVENT: &[Column] = &[
+    col("Last Seen", "string", |r| json!(event_times(r).1)),
+    text!("Type", "/type"),
+    text!("Reason", "/reason"),
+    col("Object", "string", |r| json!(event_target(r.v))),
+    wide("Subobject", |r| {
+        json!(str_at(r.v, "/involvedObject/fieldPath"))
+    }),
+    wide("Source", |r| json!(event_source(r.v))),
+    col("Message", "string", |r| {
+        json!(str_at(r.v, "/message").trim())
+    }),
+    wide("First Seen", |r| json!(event_times(r).0)),
+    wide("Count", |r| json!(event_count(r.v))),
+    wide("Name", |r| json!(str_at(r.v, "/metadata/name"))),
+];
+
+const DEPLOYMENT: &[Column] = &[
+    NAME,
+    col("Ready", "string", |r| {
+        json!(format!(
+            "{}/{}",
+            int_at(r.v, "/status/readyReplicas"),
+            replicas(r.v)
+        ))
+    }),
+    col("Up-to-date", "string", |r| {
+        json!(int_at(r.v, "/status/updatedReplicas"))
+    }),
+    col("Available", "string", |r| {
+        json!(int_at(r.v, "/status/availableReplicas"))
+    }),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+
+const REPLICASET: &[Column] = &[
+    NAME,
+    col("Desired", "integer", |r| json!(replicas(r.v))),
+    int!("Current", "/status/replicas"),
+    int!("Ready", "/status/readyReplicas"),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+
+const STATEFULSET: &[Column] = &[
+    NAME,
+    col("Ready", "string", |r| {
+        json!(format!(
+            "{}/{}",
+            int_at(r.v, "/status/readyReplicas"),
+            replicas(r.v)
+        ))
+    }),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+];
+
+const DAEMONSET: &[Column] = &[
+    NAME,
+    int!("Desired", "/status/desiredNumberScheduled"),
+    int!("Current", "/status/currentNumberScheduled"),
+    int!("Ready", "/status/numberReady"),
+    int!("Up-to-date", "/status/updatedNumberScheduled"),
+    int!("Available", "/status/numberAvailable"),
+    col("Node Selector", "string", |r| {
+        json!(labels_at(r.v, "/spec/template/spec/nodeSelector"))
+    }),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+
+const JOB: &[Column] = &[
+    NAME,
+    col("Status", "string", |r| json!(job_status(r.v))),
+    col("Completions", "string", |r| {
+        let done = int_at(r.v, "/status/succeeded");
+        json!(
+            match r.v.pointer("/spec/completions").and_then(Value::as_i64) {
+                Some(n) => format!("{done}/{n}"),
+                None => format!("{done}/1 of {}", parallelism(r.v)),
+            }
+        )
+    }),
+    col("Duration", "string", |r| {
+        let start = time_at(r.v, "/status/startTime");
+        let end = time_at(r.v, "/status/completionTime").unwrap_or(r.now);
+        json!(start.map_or_else(String::new, |s| { human_duration(end.saturating_sub(s)) }))
+    }),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    SELECTOR,
+];
+
+const LEASE: &[Column] = &[NAME, text!("Holder", "/spec/holderIdentity"), AGE];
+
+const PRIORITY_CLASS: &[Column] = &[
+    NAME,
+    int!("Value", "/value"),
+    col("Global-Default", "boolean", |r| {
+        json!(
+            r.v.get("globalDefault")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        )
+    }),
+    AGE,
+    // Priority 0 although printers.go adds the cell only for wide output: kube-apiserver
+    // builds tables wide, so kubectl shows it always.
+    text!("PreemptionPolicy", "/preemptionPolicy"),
+];
+
+/// The columns of a built-in kind, or `None` for custom resources (printed from their CRD's
+/// printer columns). `custom` says whether the kind is a custom resource.
+pub fn columns_for(group: &str, kind: &str, custom: bool) -> Option<&'static [Column]> {
+    if custom {
+        return None;
+    }
     Some(match (group, kind) {
-        ("", "Pod") => POD_COLUMNS,
-        ("", "Node") => NODE_COLUMNS,
-        ("", "Namespace") => NAMESPACE_COLUMNS,
-        ("apps", "Deployment") => DEPLOYMENT_COLUMNS,
-        ("apps", "ReplicaSet") => REPLICASET_COLUMNS,
-        ("apps", "StatefulSet") => STATEFULSET_COLUMNS,
-        ("batch", "Job") => JOB_COLUMNS,
-        _ => return None,
+        ("", "Pod") => POD,
+        ("", "Node") => NODE,
+        ("", "Namespace") => NAMESPACE,
+        ("", "Service") => SERVICE,
+        ("", "Endpoints") => ENDPOINTS,
+        ("", "ConfigMap") => CONFIGMAP,
+        ("", "Secret") => SECRET,
+        ("", "ServiceAccount") => SERVICE_ACCOUNT,
+        ("", "Event") => EVENT,
+        ("apps", "Deployment") => DEPLOYMENT,
+        ("apps", "ReplicaSet") => REPLICASET,
+        ("apps", "StatefulSet") => STATEFULSET,
+        ("apps", "DaemonSet") => DAEMONSET,
+        ("batch", "Job") => JOB,
+        ("coordination.k8s.io", "Lease") => LEASE,
+        ("scheduling.k8s.io", "PriorityClass") => PRIORITY_CLASS,
+        (
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration",
+        ) => WEBHOOKS,
+        _ => DEFAULT,
     })
+}
+
+/// The columns of a built-in kind (every group but custom ones: see [`columns_for`]).
+pub fn columns(group: &str, kind: &str) -> Option<&'static [Column]> {
+    columns_for(group, kind, false)
 }
 
 /// The cells of one object for [`columns`]; `age` is the printed age, `now` the current Unix
 /// time in seconds (for a running Job's duration).
 pub fn cells(group: &str, kind: &str, v: &Value, age: &str, now: i64) -> Vec<Value> {
-    let name = json!(str_at(v, "/metadata/name"));
-    let age = json!(age);
-    match (group, kind) {
-        ("", "Pod") => {
-            let (ready, total, restarts) = container_counts(v);
-            let gates = v
-                .pointer("/spec/readinessGates")
-                .and_then(Value::as_array)
-                .filter(|g| !g.is_empty())
-                .map_or_else(|| "<none>".to_string(), |g| format!("0/{}", g.len()));
-            vec![
-                name,
-                json!(format!("{ready}/{total}")),
-                json!(pod_status(v)),
-                json!(restarts),
-                age,
-                json!(or_none(str_at(v, "/status/podIP"))),
-                json!(or_none(str_at(v, "/spec/nodeName"))),
-                json!(or_none(str_at(v, "/status/nominatedNodeName"))),
-                json!(gates),
-            ]
-        }
-        ("", "Node") => {
-            let ready = v
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .and_then(|cs| {
-                    cs.iter()
-                        .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
-                })
-                .and_then(|c| c.get("status").and_then(Value::as_str));
-            let mut status = match ready {
-                Some("True") => "Ready".to_string(),
-                _ => "NotReady".to_string(),
-            };
-            if v.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
-                status.push_str(",SchedulingDisabled");
-            }
-            let roles: Vec<&str> = v
-                .pointer("/metadata/labels")
-                .and_then(Value::as_object)
-                .map(|l| {
-                    l.keys()
-                        .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let address = |t: &str| {
-                v.pointer("/status/addresses")
-                    .and_then(Value::as_array)
-                    .and_then(|a| {
-                        a.iter()
-                            .find(|x| x.get("type").and_then(Value::as_str) == Some(t))
-                    })
-                    .and_then(|x| x.get("address").and_then(Value::as_str))
-                    .unwrap_or("<none>")
-                    .to_string()
-            };
-            vec![
-                name,
-                json!(status),
-                json!(if roles.is_empty() {
-                    "<none>".to_string()
-                } else {
-                    roles.join(",")
-                }),
-                age,
-                json!(str_at(v, "/status/nodeInfo/kubeletVersion")),
-                json!(address("InternalIP")),
-                json!(address("ExternalIP")),
-                json!(or_none(str_at(v, "/status/nodeInfo/osImage"))),
-                json!(or_none(str_at(v, "/status/nodeInfo/kernelVersion"))),
-                json!(or_none(str_at(
-                    v,
-                    "/status/nodeInfo/containerRuntimeVersion"
-                ))),
-            ]
-        }
-        ("", "Namespace") => vec![name, json!(str_at(v, "/status/phase")), age],
-        ("apps", "Deployment") => {
-            let (c, i) = containers_images(v);
-            vec![
-                name,
-                json!(format!(
-                    "{}/{}",
-                    int_at(v, "/status/readyReplicas"),
-                    replicas(v)
-                )),
-                json!(int_at(v, "/status/updatedReplicas")),
-                json!(int_at(v, "/status/availableReplicas")),
-                age,
-                json!(c),
-                json!(i),
-                json!(selector(v)),
-            ]
-        }
-        ("apps", "ReplicaSet") => {
-            let (c, i) = containers_images(v);
-            vec![
-                name,
-                json!(replicas(v)),
-                json!(int_at(v, "/status/replicas")),
-                json!(int_at(v, "/status/readyReplicas")),
-                age,
-                json!(c),
-                json!(i),
-                json!(selector(v)),
-            ]
-        }
-        ("apps", "StatefulSet") => {
-            let (c, i) = containers_images(v);
-            vec![
-                name,
-                json!(format!(
-                    "{}/{}",
-                    int_at(v, "/status/readyReplicas"),
-                    replicas(v)
-                )),
-                age,
-                json!(c),
-                json!(i),
-            ]
-        }
-        ("batch", "Job") => {
-            let (c, i) = containers_images(v);
-            let completions = v
-                .pointer("/spec/completions")
-                .and_then(Value::as_i64)
-                .map_or_else(
-                    || format!("{}/1 of {}", int_at(v, "/status/succeeded"), parallelism(v)),
-                    |n| format!("{}/{n}", int_at(v, "/status/succeeded")),
-                );
-            let start = time_at(v, "/status/startTime");
-            let end = time_at(v, "/status/completionTime").unwrap_or(now);
-            let duration =
-                start.map_or_else(String::new, |s| crate::human_age(end.saturating_sub(s)));
-            vec![
-                name,
-                json!(job_status(v)),
-                json!(completions),
-                json!(duration),
-                age,
-                json!(c),
-                json!(i),
-                json!(selector(v)),
-            ]
-        }
-        _ => vec![name, age],
-    }
+    let row = Row { v, age, now };
+    columns(group, kind)
+        .unwrap_or(DEFAULT)
+        .iter()
+        .map(|c| (c.cell)(&row))
+        .collect()
 }
 
 fn str_at<'a>(v: &'a Value, p: &str) -> &'a str {
@@ -399,6 +479,299 @@ fn selector(v: &Value) -> String {
     }
 }
 
+/// A duration as kubectl prints ages (apimachinery's `HumanDuration`): `45s`, `3m20s`, `25m`,
+/// `5h10m`, `12h`, `3d4h`, `30d`, `2y10d`, `9y`.
+pub fn human_duration(secs: i64) -> String {
+    if secs < -1 {
+        return "<invalid>".into();
+    }
+    let s = secs.max(0);
+    if s < 120 {
+        return format!("{s}s");
+    }
+    let minutes = s / 60;
+    if minutes < 10 {
+        return match s % 60 {
+            0 => format!("{minutes}m"),
+            r => format!("{minutes}m{r}s"),
+        };
+    }
+    if minutes < 180 {
+        return format!("{minutes}m");
+    }
+    let hours = s / 3600;
+    if hours < 8 {
+        return match minutes % 60 {
+            0 => format!("{hours}h"),
+            m => format!("{hours}h{m}m"),
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        return match hours % 24 {
+            0 => format!("{}d", hours / 24),
+            h => format!("{}d{h}h", hours / 24),
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        return match (hours / 24) % 365 {
+            0 => format!("{}y", hours / 24 / 365),
+            d => format!("{}y{d}d", hours / 24 / 365),
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+fn len_at(v: &Value, p: &str) -> usize {
+    match v.pointer(p) {
+        Some(Value::Array(a)) => a.len(),
+        Some(Value::Object(m)) => m.len(),
+        _ => 0,
+    }
+}
+
+/// `a=b,c=d` from a string map (`labels.FormatLabels`), `<none>` when empty.
+fn labels_at(v: &Value, p: &str) -> String {
+    let pairs: Vec<String> = v
+        .pointer(p)
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, x)| format!("{k}={}", x.as_str().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if pairs.is_empty() {
+        "<none>".into()
+    } else {
+        pairs.join(",")
+    }
+}
+
+fn node_status(v: &Value) -> String {
+    let ready = v
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        })
+        .and_then(|c| c.get("status").and_then(Value::as_str));
+    let mut status = match ready {
+        Some("True") => "Ready".to_string(),
+        _ => "NotReady".to_string(),
+    };
+    if v.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        status.push_str(",SchedulingDisabled");
+    }
+    status
+}
+
+fn node_roles(v: &Value) -> String {
+    let roles: Vec<&str> = v
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|l| {
+            l.keys()
+                .filter_map(|k| k.strip_prefix("node-role.kubernetes.io/"))
+                .collect()
+        })
+        .unwrap_or_default();
+    if roles.is_empty() {
+        "<none>".to_string()
+    } else {
+        roles.join(",")
+    }
+}
+
+fn node_address(v: &Value, t: &str) -> String {
+    v.pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .and_then(|a| {
+            a.iter()
+                .find(|x| x.get("type").and_then(Value::as_str) == Some(t))
+        })
+        .and_then(|x| x.get("address").and_then(Value::as_str))
+        .unwrap_or("<none>")
+        .to_string()
+}
+
+fn strings_at(v: &Value, p: &str) -> Vec<String> {
+    crate::string_list(v.pointer(p))
+}
+
+/// kubectl's EXTERNAL-IP of a service (`getServiceExternalIP`, narrow form).
+fn service_external_ip(v: &Value) -> String {
+    let external = strings_at(v, "/spec/externalIPs");
+    match str_at(v, "/spec/type") {
+        "ClusterIP" | "NodePort" | "" if external.is_empty() => "<none>".into(),
+        "ClusterIP" | "NodePort" | "" => external.join(","),
+        "LoadBalancer" => {
+            let mut ips: Vec<String> = v
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|i| {
+                            i.get("ip")
+                                .or_else(|| i.get("hostname"))
+                                .and_then(Value::as_str)
+                                .map(str::to_string)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            ips.extend(external);
+            if ips.is_empty() {
+                "<pending>".into()
+            } else {
+                ips.join(",")
+            }
+        }
+        "ExternalName" => str_at(v, "/spec/externalName").to_string(),
+        _ => "<unknown>".into(),
+    }
+}
+
+/// `80/TCP,443:30443/TCP`, `<none>` without ports.
+fn service_ports(v: &Value) -> String {
+    let ports: Vec<String> = v
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|p| {
+                    let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+                    let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                    match p.get("nodePort").and_then(Value::as_i64).filter(|n| *n > 0) {
+                        Some(np) => format!("{port}:{np}/{proto}"),
+                        None => format!("{port}/{proto}"),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if ports.is_empty() {
+        "<none>".into()
+    } else {
+        ports.join(",")
+    }
+}
+
+/// The first three `ip:port` of an Endpoints object and how many more (`formatEndpoints`).
+fn endpoints(v: &Value) -> String {
+    let Some(subsets) = v
+        .get("subsets")
+        .and_then(Value::as_array)
+        .filter(|s| !s.is_empty())
+    else {
+        return "<none>".into();
+    };
+    const MAX: usize = 3;
+    let mut list: Vec<String> = Vec::new();
+    let mut count = 0usize;
+    let mut more = false;
+    for ss in subsets {
+        let addrs: Vec<&str> = ss
+            .get("addresses")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|x| x.get("ip").and_then(Value::as_str).unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ports: Vec<i64> = ss
+            .get("ports")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .map(|p| p.get("port").and_then(Value::as_i64).unwrap_or(0))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let shown: Vec<String> = if ports.is_empty() {
+            addrs.iter().map(|a| a.to_string()).collect()
+        } else {
+            ports
+                .iter()
+                .flat_map(|p| {
+                    addrs.iter().map(move |a| {
+                        if a.contains(':') {
+                            format!("[{a}]:{p}")
+                        } else {
+                            format!("{a}:{p}")
+                        }
+                    })
+                })
+                .collect()
+        };
+        count += shown.len();
+        for s in shown {
+            if list.len() == MAX {
+                more = true;
+                break;
+            }
+            list.push(s);
+        }
+    }
+    let joined = list.join(",");
+    if more {
+        format!("{joined} + {} more...", count - MAX)
+    } else {
+        joined
+    }
+}
+
+/// An event's printed first and last times (`<unknown>` when unset).
+fn event_times(r: &Row) -> (String, String) {
+    let since = |p: &str| time_at(r.v, p).map(|t| human_duration(r.now.saturating_sub(t)));
+    let unknown = || "<unknown>".to_string();
+    let first = since("/firstTimestamp")
+        .or_else(|| since("/eventTime"))
+        .unwrap_or_else(unknown);
+    let last = since("/series/lastObservedTime")
+        .or_else(|| since("/lastTimestamp"))
+        .unwrap_or_else(|| first.clone());
+    (first, last)
+}
+
+fn event_count(v: &Value) -> i64 {
+    v.pointer("/series/count")
+        .and_then(Value::as_i64)
+        .or_else(|| v.get("count").and_then(Value::as_i64).filter(|c| *c != 0))
+        .unwrap_or(1)
+}
+
+/// `pod/name`, or the lower-cased kind alone.
+fn event_target(v: &Value) -> String {
+    let kind = str_at(v, "/involvedObject/kind").to_lowercase();
+    match str_at(v, "/involvedObject/name") {
+        "" => kind,
+        name => format!("{kind}/{name}"),
+    }
+}
+
+/// `component, host` (`formatEventSource`).
+fn event_source(v: &Value) -> String {
+    let first = |a: &str, b: &str| {
+        let x = str_at(v, a);
+        if x.is_empty() { str_at(v, b) } else { x }.to_string()
+    };
+    let component = first("/source/component", "/reportingComponent");
+    let host = first("/source/host", "/reportingInstance");
+    if host.is_empty() {
+        component
+    } else {
+        format!("{component}, {host}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,7 +813,187 @@ mod tests {
             headers("batch", "Job", false),
             ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
         );
-        assert!(columns("", "ConfigMap").is_none());
+        assert_eq!(headers("", "ConfigMap", false), ["NAME", "DATA", "AGE"]);
+    }
+
+    /// Headers of every kind with a printer, narrow and `-o wide`, as kube-apiserver's
+    /// printers.go declares them.
+    #[test]
+    fn every_printed_kind_has_kube_apiservers_headers() {
+        let cases: &[(&str, &str, &str, &str)] = &[
+            (
+                "",
+                "Node",
+                "NAME STATUS ROLES AGE VERSION",
+                "INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME",
+            ),
+            ("", "Namespace", "NAME STATUS AGE", ""),
+            (
+                "",
+                "Service",
+                "NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE",
+                "SELECTOR",
+            ),
+            ("", "Endpoints", "NAME ENDPOINTS AGE", ""),
+            ("", "Secret", "NAME TYPE DATA AGE", ""),
+            ("", "ServiceAccount", "NAME AGE", ""),
+            (
+                "",
+                "Event",
+                "LAST SEEN TYPE REASON OBJECT MESSAGE",
+                "SUBOBJECT SOURCE FIRST SEEN COUNT NAME",
+            ),
+            (
+                "apps",
+                "ReplicaSet",
+                "NAME DESIRED CURRENT READY AGE",
+                "CONTAINERS IMAGES SELECTOR",
+            ),
+            ("apps", "StatefulSet", "NAME READY AGE", "CONTAINERS IMAGES"),
+            (
+                "apps",
+                "DaemonSet",
+                "NAME DESIRED CURRENT READY UP-TO-DATE AVAILABLE NODE SELECTOR AGE",
+                "CONTAINERS IMAGES SELECTOR",
+            ),
+            ("coordination.k8s.io", "Lease", "NAME HOLDER AGE", ""),
+            (
+                "scheduling.k8s.io",
+                "PriorityClass",
+                "NAME VALUE GLOBAL-DEFAULT AGE PREEMPTIONPOLICY",
+                "",
+            ),
+            (
+                "admissionregistration.k8s.io",
+                "MutatingWebhookConfiguration",
+                "NAME WEBHOOKS AGE",
+                "",
+            ),
+            (
+                "admissionregistration.k8s.io",
+                "ValidatingWebhookConfiguration",
+                "NAME WEBHOOKS AGE",
+                "",
+            ),
+            (
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                "NAME CREATED AT",
+                "",
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "ClusterRole",
+                "NAME CREATED AT",
+                "",
+            ),
+        ];
+        for (group, kind, narrow, extra) in cases {
+            let split = |s: &str| -> Vec<String> {
+                // Headers hold single spaces themselves ("LAST SEEN"), so compare joined.
+                vec![s.to_string()]
+            };
+            assert_eq!(
+                split(&headers(group, kind, false).join(" ")),
+                split(narrow),
+                "{kind}"
+            );
+            let wide = headers(group, kind, true).join(" ");
+            let want = if extra.is_empty() {
+                narrow.to_string()
+            } else {
+                format!("{narrow} {extra}")
+            };
+            if *kind != "Event" {
+                assert_eq!(wide, want, "{kind} -o wide");
+            }
+        }
+        // Events interleave: wide adds columns between the narrow ones.
+        assert_eq!(
+            headers("", "Event", true).join(" "),
+            "LAST SEEN TYPE REASON OBJECT SUBOBJECT SOURCE MESSAGE FIRST SEEN COUNT NAME"
+        );
+        assert!(columns_for("batch.volcano.sh", "Job", true).is_none());
+    }
+
+    #[test]
+    fn service_endpoint_event_and_other_cells() {
+        let svc = json!({"metadata": {"name": "s"}, "spec": {"type": "NodePort", "clusterIPs": ["10.0.0.1"],
+            "ports": [{"port": 80, "protocol": "TCP"}, {"port": 443, "nodePort": 30443, "protocol": "TCP"}],
+            "selector": {"app": "web"}}});
+        assert_eq!(
+            cells("", "Service", &svc, "1m", 0),
+            vec![
+                json!("s"),
+                json!("NodePort"),
+                json!("10.0.0.1"),
+                json!("<none>"),
+                json!("80/TCP,443:30443/TCP"),
+                json!("1m"),
+                json!("app=web")
+            ]
+        );
+        let lb = json!({"spec": {"type": "LoadBalancer"}});
+        assert_eq!(service_external_ip(&lb), "<pending>");
+        let ep = json!({"subsets": [{"addresses": [{"ip": "1.1.1.1"}, {"ip": "2.2.2.2"}],
+            "ports": [{"port": 80}, {"port": 81}]}]});
+        assert_eq!(
+            endpoints(&ep),
+            "1.1.1.1:80,2.2.2.2:80,1.1.1.1:81 + 1 more..."
+        );
+        assert_eq!(endpoints(&json!({})), "<none>");
+        let ev = json!({"metadata": {"name": "e.1"}, "type": "Normal", "reason": "Scheduled",
+            "message": " bound \n", "involvedObject": {"kind": "Pod", "name": "p"},
+            "source": {"component": "scheduler"}, "firstTimestamp": "2024-01-01T00:00:00Z",
+            "lastTimestamp": "2024-01-01T00:00:30Z", "count": 2});
+        let now = "2024-01-01T00:01:00Z"
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .unwrap()
+            .as_second();
+        let c = cells("", "Event", &ev, "1m", now);
+        assert_eq!(c[0], json!("30s"));
+        assert_eq!(c[3], json!("pod/p"));
+        assert_eq!(c[5], json!("scheduler"));
+        assert_eq!(c[7], json!("60s"));
+        assert_eq!(c[8], json!(2));
+        let cm = json!({"metadata": {"name": "c"}, "data": {"a": "1", "b": "2"}, "binaryData": {"c": ""}});
+        assert_eq!(cells("", "ConfigMap", &cm, "1s", 0)[1], json!(3));
+        let pc = json!({"metadata": {"name": "high"}, "value": 1000, "globalDefault": true});
+        assert_eq!(
+            cells("scheduling.k8s.io", "PriorityClass", &pc, "1s", 0)[1..3],
+            [json!(1000), json!(true)]
+        );
+        let crd = json!({"metadata": {"name": "x", "creationTimestamp": "2024-01-01T00:00:00Z"}});
+        assert_eq!(
+            cells(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                &crd,
+                "1s",
+                0
+            ),
+            vec![json!("x"), json!("2024-01-01T00:00:00Z")]
+        );
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        for (secs, want) in [
+            (-5, "<invalid>"),
+            (-1, "0s"),
+            (119, "119s"),
+            (125, "2m5s"),
+            (180, "3m"),
+            (900, "15m"),
+            (4 * 3600 + 60, "4h1m"),
+            (20 * 3600, "20h"),
+            (3 * 86400 + 7200, "3d2h"),
+            (30 * 86400, "30d"),
+            (800 * 86400, "2y70d"),
+            (3650 * 86400, "10y"),
+        ] {
+            assert_eq!(human_duration(secs), want, "{secs}");
+        }
     }
 
     #[test]
