@@ -14,6 +14,8 @@
 #   TEPHRA_EXTENDER_CA     CA file that signed the extender's certificate
 #   TEPHRA_NODE_CPU, TEPHRA_NODE_MEMORY, TEPHRA_NODE_PODS  fake node size
 #   TEPHRA_SCHEDULER_QPS   kube-scheduler's client qps and burst (benchmarks)
+#   TEPHRA_KWOK_EXTRA_CONFIG  a further kwok configuration file (more Stages),
+#                          read after kwok-stages.yaml
 # Prints the state folder on its last line; $DIR/env holds KUBECONFIG and the
 # ports (sourceable), $DIR/logs the components' logs.
 set -euo pipefail
@@ -207,8 +209,11 @@ wait_for kube-scheduler 60 curl -skf "https://127.0.0.1:$sched_port/healthz"
 
 # --- kwok and its nodes ----------------------------------------------------------
 # kwok manages only nodes carrying its annotation; it serves nothing itself.
-start kwok "$bin_dir/kwok" --kubeconfig "$kubeconfig" \
-  --config "$cluster_dir/kwok-stages.yaml" \
+kwok_configs=(--config "$cluster_dir/kwok-stages.yaml")
+if [ -n "${TEPHRA_KWOK_EXTRA_CONFIG:-}" ]; then
+  kwok_configs+=(--config "$TEPHRA_KWOK_EXTRA_CONFIG")
+fi
+start kwok "$bin_dir/kwok" --kubeconfig "$kubeconfig" "${kwok_configs[@]}" \
   --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
   --node-ip 10.0.0.1 --cidr 10.0.0.1/16
 node_yaml=$dir/nodes.yaml
