@@ -105,7 +105,7 @@ def main():
     for r in skipped:
         reason = next(
             (why for pattern, why in reasons.items() if re.search(pattern, spec_name(r))),
-            "skipped by the spec itself, or outside the focus",
+            "skipped by the spec itself, or by VC_E2E_FOCUS/VC_E2E_SKIP",
         )
         print(f"  skipped {spec_name(r)}: {reason}")
     with open(counts_out, "w") as f:

@@ -33,6 +33,8 @@
 #   VC_E2E_NODES         worker nodes (default 4), VC_E2E_NODE_CPU (default 4),
 #                        VC_E2E_NODE_MEMORY (default 16Gi): a CI worker's size
 #   VC_E2E_FOCUS         ginkgo focus regex applied to every suite (default: all specs)
+#   VC_E2E_SKIP          a further ginkgo skip regex for every suite (reported as
+#                        skipped without a reason from skip.txt)
 #   VC_E2E_SUITE_TIMEOUT ginkgo timeout per suite (default 60m)
 #   VC_E2E_OUT           folder for JSON reports and logs (default: a new temp folder, kept)
 #   VC_E2E_KEEP=1        leave the control plane and target running at the end
@@ -246,6 +248,7 @@ for suite in "${suites[@]}"; do
   mapfile -t skips < <(skip_args "$suite")
   focus=()
   [ -z "${VC_E2E_FOCUS:-}" ] || focus=("-ginkgo.focus=$VC_E2E_FOCUS")
+  [ -z "${VC_E2E_SKIP:-}" ] || focus+=("-ginkgo.skip=$VC_E2E_SKIP")
   mkdir -p "$work/run-$suite"
   echo "== $suite against $target ($(date -u +%T))" >&2
   start=$(date +%s)
