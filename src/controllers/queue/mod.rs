@@ -43,9 +43,6 @@ use state::{Counts, QueueAction};
 
 /// Name of this controller (logs, metrics, Event source).
 pub const NAME: &str = "queue-controller";
-/// How long after a queue changes its children are reconciled (the parent's new state is in
-/// the cache by then).
-const CHILD_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 /// How long PodGroup changes are gathered before a queue's counts are written.
 const COUNT_COALESCE: std::time::Duration = std::time::Duration::from_millis(500);
 
@@ -328,12 +325,14 @@ pub(crate) fn start(
             {
                 let name = q.name_any();
                 // A parent's state change is its children's business too (closed with it,
-                // reopened with it). Shortly after, so the cache has the parent's new state.
+                // reopened with it), at once: the store already has the parent's new state
+                // (subscribers run after it), and a child reopened late could undo a Closed
+                // written to it meanwhile.
                 for child in caches.queues().state() {
                     if let Ok(c) = &child.0
                         && c.spec.parent.as_deref() == Some(name.as_str())
                     {
-                        queue.add_after(c.name_any(), CHILD_DELAY);
+                        queue.add(c.name_any());
                     }
                 }
                 queue.add(name);
