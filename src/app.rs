@@ -443,6 +443,10 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         Some(path) => crate::scheduler::config::load(path)?,
         None => crate::scheduler::SchedulerConf::builtin(),
     };
+    let ignored = scheduler_conf.ignored_plugins();
+    if !ignored.is_empty() {
+        tracing::warn!(plugins = ?ignored, "scheduler configuration names Volcano plugins tephra does not run; they are left out");
+    }
     tracing::info!("tephra serve runs {SERVE_RUNS}; not yet: {SERVE_NOT_YET}");
     let metrics = Metrics::new()?;
     let shutdown = CancellationToken::new();

@@ -462,3 +462,84 @@ async fn queue_state_counts_and_commands() {
         Some(&QueueState::Open)
     );
 }
+
+/// Volcano's hierarchy, as its e2e suite `jobseq` ("Queue Command Close And Open With
+/// Hierarchical Queues") checks it: closing a parent closes its child, opening the child while
+/// the parent is closed does not take, and reopening the parent reopens the child it closed.
+#[tokio::test]
+async fn queue_hierarchy_closes_and_reopens_children() {
+    let e = env().await;
+    let c = e.client.clone();
+    let queues: Api<Queue> = Api::all(c.clone());
+    let commands: Api<Command> = Api::default_namespaced(c.clone());
+    let parent = queues
+        .create(&PostParams::default(), &Queue::test("dept").parent("root"))
+        .await
+        .unwrap();
+    let child = queues
+        .create(
+            &PostParams::default(),
+            &Queue::test("dept-a").parent("dept"),
+        )
+        .await
+        .unwrap();
+    let state_of = |name: &'static str, want: QueueState| {
+        let queues = queues.clone();
+        async move {
+            eventually(&format!("queue {name} {want}"), || async {
+                let q = queues.get(name).await.unwrap();
+                (q.state() == Some(&want)).then_some(q)
+            })
+            .await
+        }
+    };
+    state_of("dept-a", QueueState::Open).await;
+    let send = |cmd_name: &str, target: &Queue, action| {
+        let commands = commands.clone();
+        let cmd = Command::for_queue(
+            cmd_name,
+            "default",
+            &target.name_any(),
+            &target.uid().unwrap(),
+            action,
+        );
+        async move { commands.create(&PostParams::default(), &cmd).await.unwrap() }
+    };
+
+    send("close-dept", &parent, tephra::api::bus::Action::CloseQueue).await;
+    state_of("dept", QueueState::Closed).await;
+    let a = state_of("dept-a", QueueState::Closed).await;
+    assert_eq!(
+        a.annotations()
+            .get("volcano.sh/closed-by-parent")
+            .map(String::as_str),
+        Some("true")
+    );
+
+    // Opening the child under a closed parent does not take.
+    send("open-a", &child, tephra::api::bus::Action::OpenQueue).await;
+    eventually("the child's Command consumed", || async {
+        commands
+            .get_opt("open-a")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        queues.get("dept-a").await.unwrap().state(),
+        Some(&QueueState::Closed)
+    );
+
+    send("open-dept", &parent, tephra::api::bus::Action::OpenQueue).await;
+    state_of("dept", QueueState::Open).await;
+    let a = state_of("dept-a", QueueState::Open).await;
+    assert_eq!(
+        a.annotations()
+            .get("volcano.sh/closed-by-parent")
+            .map(String::as_str),
+        Some("false")
+    );
+}

@@ -1,7 +1,8 @@
 //! The session configuration in Volcano's scheduler-conf YAML: `actions`, `tiers` of plugins
 //! with their `enable*` switches and `arguments`, and per-action `configurations`. A file
 //! written for Volcano's scheduler is read as it is; an unknown key or plugin is an error that
-//! names it and its line, so a typo does not silently switch a feature off.
+//! names it and its line, so a typo does not silently switch a feature off. Volcano's plugins
+//! that tephra does not implement are accepted and left out, with a warning at each load.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,29 @@ pub const KNOWN_PLUGINS: &[&str] = &[
     "predicates",
     "nodeorder",
     "binpack",
+];
+
+/// Volcano's other plugins (`pkg/scheduler/plugins/factory.go` of v1.14), which tephra does not
+/// implement. A configuration naming one still loads, since a file written for Volcano's
+/// scheduler must (its Helm chart's CI configuration has `sla` and `network-topology-aware`);
+/// the plugin is left out of the session and [`SchedulerConf::ignored_plugins`] names it, for
+/// a warning. A name in neither list is refused: that is a typo.
+pub const VOLCANO_ONLY_PLUGINS: &[&str] = &[
+    "capacity",
+    "cdp",
+    "deviceshare",
+    "extender",
+    "network-topology-aware",
+    "nodegroup",
+    "numa-aware",
+    "pdb",
+    "rescheduling",
+    "resource-strategy-fit",
+    "resourcequota",
+    "sla",
+    "task-topology",
+    "tdm",
+    "usage",
 ];
 
 /// Volcano's built-in configuration (`pkg/scheduler/util.go`), used without `--config`.
@@ -211,6 +235,29 @@ pub fn string_arg<'a>(args: &'a Arguments, key: &str) -> Option<&'a str> {
 }
 
 impl SchedulerConf {
+    /// Volcano's other plugins (`pkg/scheduler/plugins/factory.go` of v1.14), which tephra does not
+    /// implement. A configuration naming one still loads, since a file written for Volcano's
+    /// scheduler must (its Helm chart's CI configuration has `sla` and `network-topology-aware`);
+    /// the plugin is left out of the session and [`SchedulerConf::ignored_plugins`] names it, for
+    /// a warning. A name in neither list is refused: that is a typo.
+    pub const VOLCANO_ONLY_PLUGINS: &[&str] = &[
+        "capacity",
+        "cdp",
+        "deviceshare",
+        "extender",
+        "network-topology-aware",
+        "nodegroup",
+        "numa-aware",
+        "pdb",
+        "rescheduling",
+        "resource-strategy-fit",
+        "resourcequota",
+        "sla",
+        "task-topology",
+        "tdm",
+        "usage",
+    ];
+
     /// Volcano's built-in configuration.
     pub fn builtin() -> Self {
         // The constant is ours and tested; a failure here is a build defect.
@@ -224,6 +271,16 @@ impl SchedulerConf {
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_string)
+            .collect()
+    }
+
+    /// Volcano-only plugins the tiers name, in order: accepted, and not run by tephra.
+    pub fn ignored_plugins(&self) -> Vec<&str> {
+        self.tiers
+            .iter()
+            .flat_map(|t| &t.plugins)
+            .map(|p| p.name.as_str())
+            .filter(|n| VOLCANO_ONLY_PLUGINS.contains(n))
             .collect()
     }
 
@@ -278,12 +335,16 @@ pub fn parse(text: &str, origin: &str) -> Result<SchedulerConf, ConfigError> {
         let mut drf_hierarchy = false;
         let mut proportion = false;
         for p in &tier.plugins {
-            if !KNOWN_PLUGINS.contains(&p.name.as_str()) {
+            if !KNOWN_PLUGINS.contains(&p.name.as_str())
+                && !VOLCANO_ONLY_PLUGINS.contains(&p.name.as_str())
+            {
                 return Err(invalid(format!(
-                    "unknown plugin {:?} in tier {} (known: {})",
+                    "unknown plugin {:?} in tier {} (known: {}; Volcano's {} are accepted and \
+                     not run)",
                     p.name,
                     i + 1,
-                    KNOWN_PLUGINS.join(", ")
+                    KNOWN_PLUGINS.join(", "),
+                    VOLCANO_ONLY_PLUGINS.join(", ")
                 )));
             }
             drf_hierarchy |= p.name == "drf" && p.enable_hierarchy == Some(true);
@@ -392,5 +453,35 @@ tiers:
         .unwrap_err()
         .to_string();
         assert!(e.contains("cannot be in the same tier"), "{e}");
+    }
+
+    #[test]
+    fn volcano_only_plugins_load_and_are_named_while_a_typo_is_refused() {
+        // As Volcano's Helm chart configures its CI scheduler: sla and network-topology-aware
+        // beside the plugins tephra runs.
+        let conf = parse(
+            "actions: \"enqueue, allocate, backfill, reclaim, preempt\"\ntiers:\n- plugins:\n  \
+             - name: priority\n  - name: gang\n    enablePreemptable: false\n  - name: sla\n    \
+             arguments:\n      sla-waiting-time: 1h\n- plugins:\n  - name: predicates\n  \
+             - name: network-topology-aware\n",
+            "ci.conf",
+        )
+        .unwrap();
+        assert_eq!(
+            conf.ignored_plugins(),
+            vec!["sla", "network-topology-aware"]
+        );
+        for p in conf.tiers.iter().flat_map(|t| &t.plugins) {
+            let runs = crate::scheduler::plugins::build(p).is_some();
+            assert_eq!(runs, KNOWN_PLUGINS.contains(&p.name.as_str()), "{}", p.name);
+        }
+        assert!(SchedulerConf::builtin().ignored_plugins().is_empty());
+        let e = parse(
+            "actions: allocate\ntiers:\n- plugins:\n  - name: sla-typo\n",
+            "f.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("unknown plugin \"sla-typo\""), "{e}");
     }
 }

@@ -229,6 +229,10 @@ impl Scheduler {
         match config::load(path) {
             Ok(conf) => {
                 tracing::info!(file = %path.display(), actions = %conf.actions, "scheduler configuration reloaded");
+                let ignored = conf.ignored_plugins();
+                if !ignored.is_empty() {
+                    tracing::warn!(plugins = ?ignored, "scheduler configuration names Volcano plugins tephra does not run; they are left out");
+                }
                 *self.inner.conf.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(conf);
                 self.inner
                     .metrics

@@ -12,7 +12,7 @@ fi
 
 # Reverse order of start, so nothing restarts work against a dying API.
 pids=()
-for name in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
+for name in kwok kube-scheduler-default kube-scheduler kube-controller-manager kube-apiserver etcd; do
   f=$dir/pids/$name.pid
   [ -f "$f" ] || continue
   pid=$(cat "$f")

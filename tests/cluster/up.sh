@@ -12,8 +12,14 @@
 #                          (profile `volcano`, tephra as extender) at that URL;
 #                          without it kube-scheduler runs its default profile only
 #   TEPHRA_EXTENDER_CA     CA file that signed the extender's certificate
+#   TEPHRA_DEFAULT_SCHEDULER=1  with TEPHRA_EXTENDER_URL: also run a second
+#                          kube-scheduler with the default profile only (the
+#                          cluster's own scheduler, beside tephra's as the README
+#                          deploys it) for pods of schedulerName default-scheduler
 #   TEPHRA_NODE_CPU, TEPHRA_NODE_MEMORY, TEPHRA_NODE_PODS  fake node size
 #   TEPHRA_SCHEDULER_QPS   kube-scheduler's client qps and burst (benchmarks)
+#   TEPHRA_KWOK_EXTRA_CONFIG  a further kwok configuration file (more Stages),
+#                          read after kwok-stages.yaml
 # Prints the state folder on its last line; $DIR/env holds KUBECONFIG and the
 # ports (sourceable), $DIR/logs the components' logs.
 set -euo pipefail
@@ -40,10 +46,10 @@ pki=$dir/pki
 # Free ports on 127.0.0.1, all picked while every socket is held so none
 # repeats. Another process can still take one before we bind it: rare, and
 # then the component fails to start and up.sh says so.
-read -r etcd_port etcd_peer_port api_port kcm_port sched_port < <(python3 - <<'PY'
+read -r etcd_port etcd_peer_port api_port kcm_port sched_port default_sched_port < <(python3 - <<'PY'
 import socket
 socks = []
-for _ in range(5):
+for _ in range(6):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     socks.append(s)
@@ -204,11 +210,27 @@ start kube-scheduler "$bin_dir/kube-scheduler" --config "$sched_config" \
   --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
   --bind-address 127.0.0.1 --secure-port "$sched_port"
 wait_for kube-scheduler 60 curl -skf "https://127.0.0.1:$sched_port/healthz"
+if [ -n "${TEPHRA_EXTENDER_URL:-}" ] && [ "${TEPHRA_DEFAULT_SCHEDULER:-0}" = 1 ]; then
+  cat >"$dir/default-scheduler-config.yaml" <<SC
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection: {leaderElect: false}
+clientConnection:
+  kubeconfig: $kubeconfig
+SC
+  start kube-scheduler-default "$bin_dir/kube-scheduler" --config "$dir/default-scheduler-config.yaml" \
+    --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$default_sched_port"
+  wait_for kube-scheduler-default 60 curl -skf "https://127.0.0.1:$default_sched_port/healthz"
+fi
 
 # --- kwok and its nodes ----------------------------------------------------------
 # kwok manages only nodes carrying its annotation; it serves nothing itself.
-start kwok "$bin_dir/kwok" --kubeconfig "$kubeconfig" \
-  --config "$cluster_dir/kwok-stages.yaml" \
+kwok_configs=(--config "$cluster_dir/kwok-stages.yaml")
+if [ -n "${TEPHRA_KWOK_EXTRA_CONFIG:-}" ]; then
+  kwok_configs+=(--config "$TEPHRA_KWOK_EXTRA_CONFIG")
+fi
+start kwok "$bin_dir/kwok" --kubeconfig "$kubeconfig" "${kwok_configs[@]}" \
   --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
   --node-ip 10.0.0.1 --cidr 10.0.0.1/16
 node_yaml=$dir/nodes.yaml

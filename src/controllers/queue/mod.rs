@@ -11,6 +11,9 @@
 //!        ──▶ then delete the Commands it applied
 //! ```
 //!
+//! The hierarchy follows Volcano: children close with their parent (marked
+//! `volcano.sh/closed-by-parent`) and reopen with it ([`state::apply_hierarchy`]).
+//!
 //! Departures from Volcano (decisions.md): keyed work (one worker per queue), writes pinned
 //! to the resourceVersion they were decided on, counts written to `status`, Closing re-checked
 //! on every PodGroup change and periodically, Commands validated (an unknown action gets a
@@ -207,6 +210,7 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, QueueE
     let mut state = queue.state().cloned();
     let mut closed_by_command = false;
     let mut applied = false;
+    let mut explicit = None;
     for c in &cmds {
         let action = match c.action() {
             Some(CommandAction::OpenQueue) => QueueAction::Open,
@@ -237,12 +241,47 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, QueueE
         };
         closed_by_command = action == QueueAction::Close;
         state = Some(state::next_state(state.as_ref(), &action, has_podgroups));
+        explicit = Some(action);
         applied = true;
     }
     let state = if applied {
         state.unwrap_or(QueueState::Open)
     } else {
         state::next_state(state.as_ref(), &QueueAction::Sync, has_podgroups)
+    };
+    // The hierarchy: a parent's Closed/Closing reaches its children (their reconciles are
+    // queued on every change of the parent, see `start`). `root` is never closed.
+    let parent_state = queue
+        .spec
+        .parent
+        .as_deref()
+        .filter(|p| !p.is_empty() && *p != keys::ROOT_QUEUE && name != keys::ROOT_QUEUE)
+        .and_then(|p| ctx.caches.queues().get(&ObjectRef::new(p)))
+        .and_then(|g| g.0.as_ref().ok().and_then(|p| p.state().cloned()));
+    let closed_by_parent = queue
+        .annotations()
+        .get(keys::CLOSED_BY_PARENT)
+        .is_some_and(|v| v == "true");
+    let (state, mark) = state::apply_hierarchy(
+        state,
+        parent_state.as_ref(),
+        closed_by_parent,
+        explicit.as_ref(),
+        has_podgroups,
+    );
+    // The status write below is pinned to the resourceVersion it was decided on: after the
+    // annotation's write that is the version this write returned.
+    let queue = match mark {
+        Some(mark) => {
+            let api: Api<Queue> = Api::all(ctx.client.clone());
+            let patch = serde_json::json!({
+                "metadata": {"annotations": {keys::CLOSED_BY_PARENT: mark.to_string()}}
+            });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(kube_err("patch-annotation", &name))?
+        }
+        None => queue,
     };
     if let Some(patch) = state::status_patch(&queue, &state, &counts) {
         let api: Api<Queue> = Api::all(ctx.client.clone());
@@ -279,12 +318,24 @@ pub(crate) fn start(
     let queue: WorkQueue<String> = WorkQueue::new(shutdown.clone());
     let index = Arc::new(Mutex::new(PodGroupIndex::default()));
     {
-        let queue = queue.clone();
+        let (queue, caches) = (queue.clone(), caches.clone());
         feeds.queues(Arc::new(move |ev| {
             if let watcher::Event::Apply(DeserializeGuard(Ok(q)))
             | watcher::Event::InitApply(DeserializeGuard(Ok(q))) = ev
             {
-                queue.add(q.name_any());
+                let name = q.name_any();
+                // A parent's state change is its children's business too (closed with it,
+                // reopened with it), at once: the store already has the parent's new state
+                // (subscribers run after it), and a child reopened late could undo a Closed
+                // written to it meanwhile.
+                for child in caches.queues().state() {
+                    if let Ok(c) = &child.0
+                        && c.spec.parent.as_deref() == Some(name.as_str())
+                    {
+                        queue.add(c.name_any());
+                    }
+                }
+                queue.add(name);
             }
         }));
     }

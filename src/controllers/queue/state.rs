@@ -44,6 +44,37 @@ pub fn next_state(
     }
 }
 
+/// A queue's state and `volcano.sh/closed-by-parent` annotation after the hierarchy rules
+/// (Volcano's `queue_controller_action.go`): a queue whose parent is Closed or Closing closes
+/// too and is marked closed by its parent; an explicit Open does not take while the parent is
+/// closed; once the parent is Open again, a queue its parent closed reopens (one closed on its
+/// own stays closed). `parent` is the parent's state (`None`: no parent, or `root`);
+/// `explicit` the Command action applied in this reconcile. Returns the state and the
+/// annotation value to write, `None` when it stays as it is.
+pub fn apply_hierarchy(
+    state: QueueState,
+    parent: Option<&QueueState>,
+    closed_by_parent: bool,
+    explicit: Option<&QueueAction>,
+    has_podgroups: bool,
+) -> (QueueState, Option<bool>) {
+    let closed = |s: &QueueState| matches!(s, QueueState::Closed | QueueState::Closing);
+    if parent.is_some_and(closed) {
+        if closed(&state) {
+            return (state, None);
+        }
+        let state = next_state(Some(&state), &QueueAction::Close, has_podgroups);
+        return (state, (!closed_by_parent).then_some(true));
+    }
+    if closed(&state) && closed_by_parent && explicit != Some(&QueueAction::Close) {
+        return (QueueState::Open, Some(false));
+    }
+    if explicit == Some(&QueueAction::Open) && closed_by_parent {
+        return (state, Some(false));
+    }
+    (state, None)
+}
+
 /// PodGroups of one queue by phase.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
@@ -148,6 +179,54 @@ mod tests {
                 "{cur:?} {action:?} {has}"
             );
         }
+    }
+
+    #[test]
+    fn hierarchy_closes_with_the_parent_and_reopens_only_what_it_closed() {
+        use QueueAction as A;
+        use QueueState as S;
+        // Parent closed: an open child closes (Closing while it has PodGroups) and is marked.
+        assert_eq!(
+            apply_hierarchy(S::Open, Some(&S::Closed), false, None, false),
+            (S::Closed, Some(true))
+        );
+        assert_eq!(
+            apply_hierarchy(S::Open, Some(&S::Closing), false, None, true),
+            (S::Closing, Some(true))
+        );
+        // An explicit Open does not take while the parent is closed; the mark stays.
+        assert_eq!(
+            apply_hierarchy(S::Open, Some(&S::Closed), true, Some(&A::Open), false),
+            (S::Closed, None)
+        );
+        // Already closed under a closed parent: nothing changes.
+        assert_eq!(
+            apply_hierarchy(S::Closed, Some(&S::Closed), false, None, false),
+            (S::Closed, None)
+        );
+        // Parent open again: what it closed reopens and loses the mark ...
+        assert_eq!(
+            apply_hierarchy(S::Closed, Some(&S::Open), true, None, false),
+            (S::Open, Some(false))
+        );
+        // ... what was closed on its own stays closed, and so does an explicit Close now.
+        assert_eq!(
+            apply_hierarchy(S::Closed, Some(&S::Open), false, None, false),
+            (S::Closed, None)
+        );
+        assert_eq!(
+            apply_hierarchy(S::Closed, None, true, Some(&A::Close), false),
+            (S::Closed, None)
+        );
+        // An explicit Open under an open parent clears a stale mark.
+        assert_eq!(
+            apply_hierarchy(S::Open, None, true, Some(&A::Open), false),
+            (S::Open, Some(false))
+        );
+        assert_eq!(
+            apply_hierarchy(S::Open, None, false, None, false),
+            (S::Open, None)
+        );
     }
 
     #[test]

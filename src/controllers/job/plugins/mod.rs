@@ -287,7 +287,16 @@ impl Args {
                 None => (body, None),
             };
             let Some(&(known, kind)) = spec.iter().find(|(n, _)| *n == name) else {
-                return Err(bad(arg, "unknown argument"));
+                // Volcano parses with Go's flag package and only logs its error: parsing stops
+                // at the unknown flag, what came before it counts, and the job runs (Volcano's
+                // own e2e suites pass `ssh --no-root`, a flag its ssh plugin does not have).
+                // Refusing the job here would stop jobs Volcano runs.
+                tracing::warn!(
+                    plugin,
+                    argument = %arg,
+                    "unknown plugin argument; it and the arguments after it are ignored, as Volcano does"
+                );
+                break;
             };
             let value = match (kind, inline) {
                 (_, Some(v)) => v.to_string(),
@@ -745,7 +754,6 @@ mod tests {
     fn rejects_bad_arguments_naming_plugin_and_argument() {
         for bad in [
             &["--flag=maybe"][..],
-            &["--nope=1"],
             &["--name"],
             &["stray"],
             &["---name=x"],
@@ -762,6 +770,11 @@ mod tests {
                 other => panic!("{bad:?}: expected BadArgument, got {:?}", other.is_ok()),
             }
         }
+        // An unknown flag ends parsing without an error, as Go's flag package leaves it to
+        // Volcano's plugins (they log it and go on): what came before it counts.
+        let a = Args::parse("demo", &args(&["--name=x", "--nope=1", "--count=2"]), SPEC).unwrap();
+        assert_eq!(a.string("name", ""), "x");
+        assert_eq!(a.int("count", 0).unwrap(), 0);
         let a = Args::parse("demo", &args(&["--count=abc"]), SPEC).unwrap();
         assert!(matches!(
             a.int("count", 0),

@@ -319,9 +319,27 @@ spec:
             assert_eq!(ssh.port, 22, "{port}");
         }
         assert!(matches!(
-            Ssh::new(&["--ssh-key=x".to_string()]),
+            Ssh::new(&["--ssh-key-file-path".to_string()]),
             Err(PluginError::BadArgument { plugin: "ssh", .. })
         ));
+    }
+
+    #[test]
+    fn an_unknown_argument_is_ignored_with_those_after_it_as_volcano_does() {
+        // Volcano's e2e suites give `--no-root`, which its ssh plugin does not define: Go's
+        // flag parsing stops there and the job runs with what was parsed before it.
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ssh = Ssh::new(&args(&["--no-root"])).unwrap();
+        assert_eq!((ssh.key_file_path.as_str(), ssh.port), (ROOT_SSH_PATH, 22));
+        let ssh = Ssh::new(&args(&[
+            "--ssh-key-file-path=/x",
+            "--no-root",
+            "--ssh-port=2222",
+        ]))
+        .unwrap();
+        assert_eq!((ssh.key_file_path.as_str(), ssh.port), ("/x", 22));
+        // A known flag with a bad value is still refused.
+        assert!(Ssh::new(&args(&["--ssh-key-file-path"])).is_err());
     }
 
     #[test]
