@@ -318,7 +318,17 @@ else
   for ns in tephra-system tephra-helm; do "${R[@]}" create namespace "$ns" >/dev/null || fail "kube-apiserver: create namespace $ns"; done
   "${R[@]}" apply --server-side -f "$ROOT/manifests/crds" -f "$ROOT/tests/install/crds/foreign-crds.yaml" >/dev/null \
     || fail "kube-apiserver: apply the CRDs"
-  "${R[@]}" wait --for=condition=Established crd --all --timeout=30s >/dev/null || fail "kube-apiserver: CRDs not established"
+  # kubectl wait gives up at once ("accessor error: <nil>") on a CRD whose status has no
+  # conditions yet, right after the apply; retry a few times (bounded) before calling it a failure.
+  established=0
+  for _ in 1 2 3 4 5; do
+    if "${R[@]}" wait --for=condition=Established crd --all --timeout=30s >/dev/null 2>&1; then
+      established=1
+      break
+    fi
+    sleep 1
+  done
+  [ "$established" = 1 ] || fail "kube-apiserver: CRDs not established"
   ok "a real kube-apiserver ($k8s_version) with tephra's and the stand-in CRDs"
   for f in "$WORK"/manifests.yaml "$WORK"/overlays-*.yaml "$WORK"/helm-*.yaml; do
     dry_run "kube-apiserver: $(basename "$f" .yaml)" "$f" "${R[@]}"
