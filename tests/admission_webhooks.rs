@@ -251,6 +251,88 @@ async fn deleting_the_default_queue_is_denied() {
     );
 }
 
+/// Posts `review` to `path` and returns `(allowed, message)` of its 200 answer.
+async fn verdict(router: &Router, path: &str, review: &Value) -> (bool, String) {
+    let (status, answer) = post(router, path, serde_json::to_vec(review).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{path}: {answer}");
+    assert_eq!(answer["response"]["uid"], review["request"]["uid"]);
+    assert!(answer["response"].get("patch").is_none(), "{answer}");
+    let allowed = answer["response"]["allowed"].as_bool().unwrap();
+    let message = answer["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    (allowed, message)
+}
+
+#[tokio::test]
+async fn hypernodes_are_validated_with_volcanos_rules() {
+    let (router, registry) = app(base_view());
+    let good = read_json("hypernode-create-v1.json");
+    assert_eq!(
+        verdict(&router, "/hypernodes/validate", &good).await,
+        (true, String::new())
+    );
+    let mut bad_regex = good.clone();
+    bad_regex["request"]["object"]["spec"]["members"][1]["selector"]["regexMatch"]["pattern"] =
+        json!("a(b");
+    assert_eq!(
+        verdict(&router, "/hypernodes/validate", &bad_regex).await,
+        (
+            false,
+            "spec.members[1].selector.regexMatch.pattern: Invalid value: \"a(b\": member regexMatch pattern is invalid: unclosed group".to_string()
+        )
+    );
+    // An update that empties the members, as Volcano's e2e does (Go omits the empty list).
+    let mut emptied = good.clone();
+    emptied["request"]["operation"] = json!("UPDATE");
+    emptied["request"]["oldObject"] = good["request"]["object"].clone();
+    emptied["request"]["object"]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("members");
+    assert_eq!(
+        verdict(&router, "/hypernodes/validate", &emptied).await,
+        (
+            false,
+            "spec.members: Required value: member must have at least one member".to_string()
+        )
+    );
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .unwrap();
+    assert!(
+        text.contains(r#"tephra_admission_requests_total{operation="UPDATE",path="/hypernodes/validate",result="denied"} 1"#),
+        "requests are counted: {text}"
+    );
+}
+
+#[tokio::test]
+async fn jobflows_are_validated_with_volcanos_rules() {
+    let (router, _) = app(base_view());
+    let good = read_json("jobflow-create-v1.json");
+    assert_eq!(
+        verdict(&router, "/jobflows/validate", &good).await,
+        (true, String::new())
+    );
+    let mut missing = good.clone();
+    missing["request"]["object"]["spec"]["flows"] =
+        json!([{"name": "b", "dependsOn": {"targets": ["a"]}}]);
+    assert_eq!(
+        verdict(&router, "/jobflows/validate", &missing).await,
+        (
+            false,
+            "jobflow Flow is not DAG: vertex is not defined: a".to_string()
+        )
+    );
+    let mut cycle = good.clone();
+    cycle["request"]["object"]["spec"]["flows"][0]["dependsOn"] = json!({"targets": ["c"]});
+    assert_eq!(
+        verdict(&router, "/jobflows/validate", &cycle).await,
+        (false, "jobflow Flow is not DAG".to_string())
+    );
+}
+
 #[tokio::test]
 async fn unreadable_reviews_are_400_with_a_one_line_reason() {
     let (router, registry) = app(base_view());
@@ -368,6 +450,8 @@ async fn every_contract_path_is_served_and_only_post() {
         "/queues/validate",
         "/deployments/mutate",
         "/deployments/validate",
+        "/hypernodes/validate",
+        "/jobflows/validate",
     ] {
         assert!(paths.contains(&p), "{p}");
     }
@@ -691,6 +775,8 @@ fn seed_reviews() -> Vec<Value> {
         "job-update-queue-v1.json",
         "pod-create-owned-v1.json",
         "queue-delete-default-v1.json",
+        "hypernode-create-v1.json",
+        "jobflow-create-v1.json",
     ]
     .iter()
     .map(|f| read_json(f))

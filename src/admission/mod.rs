@@ -6,7 +6,8 @@
 //!  ...  (table below)  ┘                                                   │
 //!                                                                          ▼
 //!        WEBHOOKS[path].review(&Request, &dyn ClusterView, &AdmissionConfig) -> Decision
-//!          jobs::{mutate,validate}  pods  podgroups  queues  workloads      (pure)
+//!          jobs::{mutate,validate}  pods  podgroups  queues  workloads
+//!          hypernodes  jobflows                                            (pure)
 //!                                                                          │
 //!          review::respond: Allow / Deny(message, code) / Patch / Mutate ◀─┘
 //!            Patch(ops): emitted directly (jobs, pods mutate) → base64 RFC 6902
@@ -26,6 +27,8 @@
 
 pub mod bounds;
 pub mod http;
+pub mod hypernodes;
+pub mod jobflows;
 pub mod jobs;
 pub mod metrics;
 pub mod patch;
@@ -252,6 +255,16 @@ pub const WEBHOOKS: &[Webhook] = &[
         path: "/deployments/validate",
         kinds: &[("apps", "Deployment"), ("apps", "StatefulSet")],
         review: workloads::validate,
+    },
+    Webhook {
+        path: "/hypernodes/validate",
+        kinds: &[("topology.volcano.sh", "HyperNode")],
+        review: hypernodes::validate,
+    },
+    Webhook {
+        path: "/jobflows/validate",
+        kinds: &[("flow.volcano.sh", "JobFlow")],
+        review: jobflows::validate,
     },
 ];
 

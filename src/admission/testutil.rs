@@ -10,6 +10,8 @@ fn gvk(kind: &str) -> GroupVersionKind {
         "Job" => ("batch.volcano.sh", "v1alpha1"),
         "PodGroup" | "Queue" => ("scheduling.volcano.sh", "v1beta1"),
         "Deployment" | "StatefulSet" => ("apps", "v1"),
+        "HyperNode" => ("topology.volcano.sh", "v1alpha1"),
+        "JobFlow" => ("flow.volcano.sh", "v1alpha1"),
         other => panic!("no test GVK for {other}"),
     };
     GroupVersionKind {
