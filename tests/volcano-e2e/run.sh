@@ -227,6 +227,25 @@ sync_conf() {
 sync_conf &
 sync_pid=$!
 
+# Specs delete their queues with foreground propagation, which kube-controller-
+# manager's garbage collector completes only once it watches the Queue kind: it
+# finds new CRDs by rediscovery every 30 s. Until then a deleted queue lingers,
+# Closed, and the next spec reusing its name (CreateQueue skips a queue that
+# exists) has its jobs refused by the Closed queue: "Queue Job Status
+# Transition" failed that way when it ran first. So the suites start only after
+# a probe queue's foreground deletion has completed.
+gc_probe=vc-e2e-gc-probe
+probe_start=$(date +%s)
+k create -f - >/dev/null <<EOF
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: $gc_probe}
+spec: {weight: 1}
+EOF
+kubectl --request-timeout=100s delete queue "$gc_probe" --cascade=foreground --wait --timeout=90s >/dev/null \
+  || { echo "run.sh: a foreground-deleted queue was still there after 90 s (the garbage collector does not watch Queues)" >&2; exit 1; }
+echo "garbage collector watches Queues (probe deleted in $(($(date +%s) - probe_start)) s)" >&2
+
 # --- the suites ----------------------------------------------------------------
 export VC_BIN=$vc_dir
 # ginkgo -skip regexes from skip.txt for one suite: the spec text's words in
