@@ -6,18 +6,23 @@
 //! Volcano's webhook checks two things: at least one member, and that a `regexMatch` pattern
 //! compiles. The rest of a HyperNode's rules live in its CRD schema (and CEL rules), which an
 //! API server without schema validation would skip, so they are checked here too, in the
-//! CRD's words: member `type` is `Node` or `HyperNode`; a selector names exactly one of
-//! `exactMatch`, `regexMatch`, `labelMatch`; `exactMatch.name` is a DNS-1123 subdomain;
-//! `regexMatch.pattern` is not empty; `tier` ≥ 0 and `tierName` at most 253 bytes.
-//! Every problem is reported, one field error each, in member order.
+//! CRD's words (as kube-apiserver reports its schema and CEL rules): member `type` is `Node` or
+//! `HyperNode`; a selector names exactly one of `exactMatch`, `regexMatch`, `labelMatch`;
+//! `exactMatch.name` is a DNS-1123 subdomain; `regexMatch.pattern` is not empty; `tier` ≥ 0
+//! and `tierName` at most 253 bytes. Every problem is reported, one field error each, in
+//! member order.
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::review::{Decision, Operation, Request};
-use super::validation::dns1123_subdomain_errors;
 use super::view::ClusterView;
 use super::{AdmissionConfig, decode};
+use tephra_names::is_dns1123_subdomain;
+
+/// The CRD's pattern for `exactMatch.name` (a DNS-1123 subdomain), quoted in its message.
+const SUBDOMAIN_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// Largest compiled pattern accepted: a member pattern is a node-name matcher, and the limit
 /// bounds the time one review can spend compiling (the regex crate's default is 10 MiB).
@@ -140,9 +145,11 @@ fn member_problems(path: &str, member: &MemberSpec, out: &mut Vec<String>) {
             "{path}.type: Unsupported value: {other:?}: supported values: \"Node\", \"HyperNode\""
         )),
     }
+    // A member without a selector matches nothing (Go clients always send one, `{}` at least,
+    // which the CEL rule below refuses).
     let Some(sel) = member.selector.as_ref() else {
         out.push(format!(
-            "{path}.selector: Invalid value: null: Either ExactMatch or RegexMatch or LabelMatch must be specified"
+            "{path}.selector: Required value: Either ExactMatch or RegexMatch or LabelMatch must be specified"
         ));
         return;
     };
@@ -156,11 +163,11 @@ fn member_problems(path: &str, member: &MemberSpec, out: &mut Vec<String>) {
     .count();
     match given {
         0 => out.push(format!(
-            "{path}.selector: Invalid value: {{}}: Either ExactMatch or RegexMatch or LabelMatch must be specified"
+            "{path}.selector: Invalid value: \"object\": Either ExactMatch or RegexMatch or LabelMatch must be specified"
         )),
         1 => {}
         _ => out.push(format!(
-            "{path}.selector: Invalid value: {given} selectors: Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"
+            "{path}.selector: Invalid value: \"object\": Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"
         )),
     }
     if let Some(exact) = sel.exact_match.as_ref() {
@@ -170,15 +177,14 @@ fn member_problems(path: &str, member: &MemberSpec, out: &mut Vec<String>) {
             Some("") => out.push(format!(
                 "{field}: Invalid value: \"\": should be at least 1 chars long"
             )),
-            Some(name) => {
-                let errs = dns1123_subdomain_errors(name);
-                if !errs.is_empty() {
-                    out.push(format!(
-                        "{field}: Invalid value: {name:?}: should match: {}",
-                        errs.join("; ")
-                    ));
-                }
-            }
+            Some(name) if name.len() > 253 => out.push(format!(
+                "{field}: Too long: may not be more than 253 bytes (got {})",
+                name.len()
+            )),
+            Some(name) if !is_dns1123_subdomain(name) => out.push(format!(
+                "{field}: Invalid value: {name:?}: should match '{SUBDOMAIN_PATTERN}'"
+            )),
+            Some(_) => {}
         }
     }
     if let Some(regex) = sel.regex_match.as_ref() {
@@ -343,15 +349,27 @@ mod tests {
 
     #[test]
     fn an_exact_name_must_be_a_dns_subdomain() {
-        let msg = denial(json!({"tier": 1, "members": [
-            node(json!({"exactMatch": {"name": "Node_with_invalid@characters"}}))]}))
-        .unwrap();
+        for bad in ["Node_with_invalid@characters", "-node", "node.", "a..b"] {
+            assert_eq!(
+                denial(json!({"tier": 1, "members": [node(json!({"exactMatch": {"name": bad}}))]})),
+                Some(format!(
+                    "spec.members[0].selector.exactMatch.name: Invalid value: {bad:?}: should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'"
+                )),
+                "{bad}"
+            );
+        }
+        let long = format!("{}.{}", "a".repeat(200), "b".repeat(53));
         assert_eq!(
-            msg,
-            format!(
-                "spec.members[0].selector.exactMatch.name: Invalid value: \"Node_with_invalid@characters\": should match: {}",
-                dns1123_subdomain_errors("Node_with_invalid@characters").join("; ")
+            denial(json!({"tier": 1, "members": [node(json!({"exactMatch": {"name": long}}))]}))
+                .as_deref(),
+            Some(
+                "spec.members[0].selector.exactMatch.name: Too long: may not be more than 253 bytes (got 254)"
             )
+        );
+        let longest = format!("{}.{}", "a".repeat(200), "b".repeat(52));
+        assert_eq!(
+            denial(json!({"tier": 1, "members": [node(json!({"exactMatch": {"name": longest}}))]})),
+            None
         );
     }
 
@@ -360,13 +378,13 @@ mod tests {
         assert_eq!(
             denial(json!({"tier": 1, "members": [node(json!({}))]})).as_deref(),
             Some(
-                "spec.members[0].selector: Invalid value: {}: Either ExactMatch or RegexMatch or LabelMatch must be specified"
+                "spec.members[0].selector: Invalid value: \"object\": Either ExactMatch or RegexMatch or LabelMatch must be specified"
             )
         );
         assert_eq!(
             denial(json!({"tier": 1, "members": [{"type": "Node"}]})).as_deref(),
             Some(
-                "spec.members[0].selector: Invalid value: null: Either ExactMatch or RegexMatch or LabelMatch must be specified"
+                "spec.members[0].selector: Required value: Either ExactMatch or RegexMatch or LabelMatch must be specified"
             )
         );
         assert_eq!(
@@ -374,7 +392,7 @@ mod tests {
                 "exactMatch": {"name": "n"}, "regexMatch": {"pattern": "n.*"}}))]}))
             .as_deref(),
             Some(
-                "spec.members[0].selector: Invalid value: 2 selectors: Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"
+                "spec.members[0].selector: Invalid value: \"object\": Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"
             )
         );
         assert_eq!(
@@ -382,7 +400,7 @@ mod tests {
                 "exactMatch": {"name": "n"}, "regexMatch": {"pattern": "n.*"}, "labelMatch": {}}))]}))
             .as_deref(),
             Some(
-                "spec.members[0].selector: Invalid value: 3 selectors: Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"
+                "spec.members[0].selector: Invalid value: \"object\": Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"
             )
         );
     }
