@@ -212,3 +212,146 @@ async fn pods_named_by_the_webhook_get_that_podgroup() {
     assert_eq!(pg.spec.min_resources.unwrap()["cpu"].0, "2");
     assert_eq!(served.stop(), Some(0), "graceful stop exits 0");
 }
+
+/// A minimal CustomResourceDefinition for one of Volcano's kinds that tephra does not install
+/// (any object accepted by its schema: the webhook is what is under test).
+fn open_crd(group: &str, kind: &str, plural: &str, scope: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(),
+                      "listKind": format!("{kind}List")},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    })
+}
+
+/// On a cluster that keeps Volcano's HyperNode and JobFlow CRDs, the self-registered
+/// `/hypernodes/validate` and `/jobflows/validate` refuse what Volcano's webhook-manager does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hypernodes_and_jobflows_are_validated_through_the_embedded_api() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let served = Served::start();
+    let client = served.ready().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [
+        open_crd("topology.volcano.sh", "HyperNode", "hypernodes", "Cluster"),
+        open_crd("flow.volcano.sh", "JobFlow", "jobflows", "Namespaced"),
+    ] {
+        crds.create(
+            &PostParams::default(),
+            &serde_json::from_value(crd).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    let resource = |group: &str, kind: &str, plural: &str| {
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1alpha1", kind), plural)
+    };
+    let hn_res = resource("topology.volcano.sh", "HyperNode", "hypernodes");
+    let jf_res = resource("flow.volcano.sh", "JobFlow", "jobflows");
+    let hypernodes: Api<DynamicObject> = Api::all_with(client.clone(), &hn_res);
+    let jobflows: Api<DynamicObject> = Api::namespaced_with(client, "default", &jf_res);
+    let object = |res: &ApiResource, name: &str, spec: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": res.api_version, "kind": res.kind,
+            "metadata": {"name": name}, "spec": spec,
+        }))
+        .unwrap()
+    };
+    let refused = |err: kube::Error| -> String {
+        let kube::Error::Api(status) = err else {
+            panic!("not an API error: {err}")
+        };
+        status.message
+    };
+
+    // The CRD may take a moment to be served; the first create retries (bounded) until it is.
+    let good = object(
+        &hn_res,
+        "rack-1",
+        json!({"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": "node-[0-9]+"}}}]}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = hypernodes.create(&PostParams::default(), &good).await {
+        assert!(Instant::now() < deadline, "HyperNodes never served: {e}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let bad = object(
+        &hn_res,
+        "bad-regex",
+        json!({"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": "a(b"}}}]}),
+    );
+    let msg = refused(
+        hypernodes
+            .create(&PostParams::default(), &bad)
+            .await
+            .expect_err("a HyperNode with a broken pattern was stored"),
+    );
+    assert!(
+        msg.contains("member regexMatch pattern is invalid: unclosed group"),
+        "{msg}"
+    );
+    let msg = refused(
+        hypernodes
+            .create(
+                &PostParams::default(),
+                &object(&hn_res, "empty", json!({"tier": 1})),
+            )
+            .await
+            .expect_err("a HyperNode without members was stored"),
+    );
+    assert!(
+        msg.contains("member must have at least one member"),
+        "{msg}"
+    );
+
+    let dag = object(
+        &jf_res,
+        "pipeline",
+        json!({"flows": [{"name": "a"}, {"name": "b", "dependsOn": {"targets": ["a"]}}]}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = jobflows.create(&PostParams::default(), &dag).await {
+        assert!(Instant::now() < deadline, "JobFlows never served: {e}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let cycle = object(
+        &jf_res,
+        "loop",
+        json!({"flows": [{"name": "a", "dependsOn": {"targets": ["a"]}}]}),
+    );
+    let msg = refused(
+        jobflows
+            .create(&PostParams::default(), &cycle)
+            .await
+            .expect_err("a JobFlow with a cycle was stored"),
+    );
+    assert!(msg.contains("jobflow Flow is not DAG"), "{msg}");
+    let missing = object(
+        &jf_res,
+        "missing",
+        json!({"flows": [{"name": "b", "dependsOn": {"targets": ["a"]}}]}),
+    );
+    let msg = refused(
+        jobflows
+            .create(&PostParams::default(), &missing)
+            .await
+            .expect_err("a JobFlow with an undefined target was stored"),
+    );
+    assert!(
+        msg.contains("jobflow Flow is not DAG: vertex is not defined: a"),
+        "{msg}"
+    );
+
+    assert_eq!(served.stop(), Some(0), "graceful stop exits 0");
+}
