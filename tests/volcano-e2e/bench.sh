@@ -17,14 +17,16 @@
 #            and controller with the benchmark's client limits (qps 5000, burst 10000)
 #   tephra:  `tephra serve` (release build) + kube-scheduler with tephra as its
 #            extender, installed as `run.sh --target tephra` does (kube-scheduler
-#            client qps = burst = VC_BENCH_QPS)
+#            client qps = burst = VC_BENCH_QPS); like Volcano's three here, one
+#            replica with --leader-elect=false
 # Measured per target, from the submission of the vcJobs: when every pod
 # exists, when the first and the last pod is bound to a node (a watch on the
 # pods, stamped as each event arrives), pods/s (pods bound over the time to the
 # last bind), and per process the CPU seconds used in that window (utime +
 # stime from /proc/PID/stat) and the peak resident memory (VmHWM from
 # /proc/PID/status, since the process started). A target that has not bound
-# every pod within VC_BENCH_TIMEOUT is reported NOT DONE with its counts.
+# every pod within VC_BENCH_TIMEOUT, or whose processes exited, is reported
+# NOT DONE with its counts.
 # Prints one table per target pair; results, logs and the schedulers' /metrics
 # stay in the output folder.
 #
@@ -170,13 +172,12 @@ target=$2 tout=$3
 mkdir -p "$tout"
 vc_src=$(vc_source_dir)
 work=$(mktemp -d "${TMPDIR:-/tmp}/volcano-bench-work.XXXXXX")
-tephra_pid="" cluster_up=0 watch_pid="" stamp_pid=""
+tephra_pid="" cluster_up=0 watch_pid=""
 cleanup() {
   local rc=$?
   cp "$work"/*.log "$tout/" 2>/dev/null || true
   if [ -d "$work/cluster/logs" ]; then cp -r "$work/cluster/logs" "$tout/cluster-logs" 2>/dev/null || true; fi
   [ -z "$watch_pid" ] || stop_pid "$watch_pid"
-  [ -z "$stamp_pid" ] || stop_pid "$stamp_pid"
   if [ "$target" = tephra ]; then stop_tephra; fi
   local pid
   for pid in ${vc_pids[@]+"${vc_pids[@]}"}; do stop_pid "$pid"; done
@@ -211,7 +212,9 @@ tiers:
 CONF
 
 if [ "$target" = tephra ]; then
-  tephra_serve_args=(--config "$sched_conf")
+  # One replica without leader election, as Volcano's three run here
+  # (vc_install gives them --leader-elect=false).
+  tephra_serve_args=(--config "$sched_conf" --leader-elect=false)
   # shellcheck source=tests/cluster/tephra-up.sh
   . "$cluster_dir/tephra-up.sh"
 else
@@ -279,19 +282,16 @@ JOB
   done
 } >"$work/jobs.yaml"
 
-# The watch: one line per pod event, "TIME NAME NODE" (NODE empty until bound),
-# stamped by bash as it arrives.
+# The watch (podwatch.py): one line per pod event, "TIME NAME NODE" (NODE empty
+# until bound), stamped as it arrives; it lists and watches again whenever the
+# API server ends the watch.
 events=$work/events
 : >"$events"
-mkfifo "$work/watch.fifo"
-stamp() { while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done; }
-stamp <"$work/watch.fifo" >>"$events" &
-stamp_pid=$!
-kubectl --request-timeout=0 get pods -n "$ns" -l volcano.sh/benchmark=true -w \
-  -o jsonpath='{.metadata.name}{" "}{.spec.nodeName}{"\n"}' >"$work/watch.fifo" 2>"$work/watch.err" &
+python3 "$here/podwatch.py" "$KUBECONFIG" "$ns" volcano.sh/benchmark=true "$events" "$((timeout + 60))" \
+  2>"$work/podwatch.log" &
 watch_pid=$!
 sleep 2
-kill -0 "$watch_pid" || { echo "bench.sh: the pod watch did not start" >&2; cat "$work/watch.err" >&2; exit 1; }
+kill -0 "$watch_pid" || { echo "bench.sh: the pod watch did not start" >&2; cat "$work/podwatch.log" >&2; exit 1; }
 
 # counts: "CREATED BOUND" from the events so far.
 counts() {
@@ -322,10 +322,15 @@ t_submitted=$EPOCHREALTIME
 
 result="NOT DONE"
 deadline=$(awk -v a="$t0" -v s="$timeout" 'BEGIN { printf "%d", a + s }')
+died=""
 while :; do
   read -r created bound < <(counts)
   if [ "$bound" -ge "$total" ]; then result=DONE; break; fi
   [ "${EPOCHREALTIME%.*}" -lt "$deadline" ] || break
+  for p in "${procs[@]}"; do
+    kill -0 "${p##*:}" 2>/dev/null || [[ " $died " == *" ${p%%:*} "* ]] || died="$died ${p%%:*}"
+  done
+  if [ -n "$died" ]; then break; fi
   sleep 0.5
 done
 t_end=$EPOCHREALTIME
@@ -372,7 +377,7 @@ $(awk -v v="$(status_kib "$pid" VmRSS)" 'BEGIN { printf "%.1f", v / 1024 }')"
 echo "cpu_window_s=$(awk -v a="$t0" -v b="$t_end" 'BEGIN { printf "%.3f", b - a }')" >>"$tout/result"
 
 # Where things stand, for a NOT DONE run and for reading the figures.
-k get vcjobs -n "$ns" -o wide >"$tout/vcjobs.txt" 2>&1 || true
+k get jobs.batch.volcano.sh -n "$ns" -o wide >"$tout/vcjobs.txt" 2>&1 || true
 k get podgroups -n "$ns" -o wide >"$tout/podgroups.txt" 2>&1 || true
 cp "$events" "$tout/pod-events.txt"
 if [ "$target" = tephra ]; then
@@ -383,8 +388,13 @@ else
   curl -sf "http://$vc_scheduler_metrics/metrics" >"$tout/vc-scheduler.metrics" || true
   curl -sf "http://$vc_controller_metrics/metrics" >"$tout/vc-controller-manager.metrics" || true
 fi
+# The API server's own series (API Priority and Fairness waits and rejections among them).
+curl -sk --max-time 10 -H "Authorization: Bearer $(awk '/token:/ { print $2 }' "$KUBECONFIG")" \
+  "$(awk '/server:/ { print $2; exit }' "$KUBECONFIG")/metrics" >"$tout/kube-apiserver.metrics" || true
 if [ "$result" != DONE ]; then
   phases=$(awk 'NR > 1 { n[$2]++ } END { for (p in n) printf "%s %d, ", p, n[p] }' "$tout/podgroups.txt")
-  echo "notes=NOT DONE after ${timeout} s: $bound of $total pods bound, $created created; PodGroups by phase: ${phases%, }" >>"$tout/result"
+  why="after ${timeout} s"
+  [ -z "$died" ] || why="at $(awk -v a="$t0" -v b="$t_end" 'BEGIN { printf "%.0f", b - a }') s: exited:$died"
+  echo "notes=NOT DONE $why: $bound of $total pods bound, $created created; PodGroups by phase: ${phases%, }" >>"$tout/result"
 fi
 echo "bench.sh: $target $result: $bound of $total bound" >&2
