@@ -37,6 +37,10 @@
 #   VC_BENCH_QPS (5000), VC_BENCH_BURST (10000): the schedulers' and controllers' client limits
 #   VC_BENCH_TIMEOUT     seconds per target from submission to the last bind (default 600)
 #   VC_BENCH_OUT         folder for results and logs (default: a new temp folder, kept)
+#   VC_BENCH_TEPHRA_SA=1 tephra keeps its service account's token (manifests/rbac.yaml), as
+#                        deployed; by default it uses the admin kubeconfig like Volcano's
+#                        three here, so API Priority and Fairness treats both alike (a
+#                        service account's requests share the `workload-low` level)
 #   TEPHRA_BIN           tephra binary (default: cargo build --release of this checkout)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -107,6 +111,9 @@ for t in targets:
     rate = f"{float(r['rate']):.0f}" if r.get("rate") else "-"
     print(f"{t:8} {r['result']:9} {r['bound'] + '/' + r['total']:>11} {secs(r, 'created_s'):>12} "
           f"{secs(r, 'first_bound_s'):>12} {secs(r, 'all_bound_s'):>10} {rate:>7}  {r['load_start']} / {r['load_end']}")
+for t in targets:
+    if res[t]:
+        print(f"{t}: API identity {res[t].get('identity', '?')}")
 print()
 print(f"{'target':8} {'process':24} {'CPU s':>7} {'peak RSS MiB':>13} {'RSS at end MiB':>15}")
 groups = {"volcano": ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager"),
@@ -217,6 +224,14 @@ if [ "$target" = tephra ]; then
   tephra_serve_args=(--config "$sched_conf" --leader-elect=false)
   # shellcheck source=tests/cluster/tephra-up.sh
   . "$cluster_dir/tephra-up.sh"
+  if [ "${VC_BENCH_TEPHRA_SA:-0}" != 1 ]; then
+    # The same identity as Volcano's three here: the admin user, whose requests API
+    # Priority and Fairness never queues (tephra-up.sh started tephra with its service
+    # account's token, as deployed; VC_BENCH_TEPHRA_SA=1 keeps that).
+    stop_tephra
+    cp "$KUBECONFIG" "$work/tephra.kubeconfig"
+    start_tephra
+  fi
 else
   TEPHRA_CLUSTER_DIR="$work/cluster" "$cluster_dir/up.sh" "$nodes" >/dev/null
   cluster_up=1
@@ -350,6 +365,11 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "min_available=$min_available"
   echo "pod_cpu=$pod_cpu"
   echo "pod_memory=$pod_memory"
+  if [ "$target" = tephra ] && [ "${VC_BENCH_TEPHRA_SA:-0}" = 1 ]; then
+    echo "identity=service account tephra-system/tephra (API Priority and Fairness: workload-low)"
+  else
+    echo "identity=admin (system:masters, exempt from API Priority and Fairness)"
+  fi
   echo "load_start=$load_start"
   echo "load_end=$load_end"
   echo "submit_s=$(awk -v a="$t0" -v b="$t_submitted" 'BEGIN { printf "%.3f", b - a }')"
