@@ -124,6 +124,9 @@ for t in targets:
         continue
     sums = [0.0, 0.0, 0.0]
     for name, cpu, hwm, rss in r["proc"]:
+        if cpu == "exited":
+            print(f"{t:8} {name:24} {'(exited before the end)':>37}")
+            continue
         print(f"{t:8} {name:24} {float(cpu):7.2f} {float(hwm):13.0f} {float(rss):15.0f}")
         if name in groups.get(t, ()):
             sums = [sums[0] + float(cpu), sums[1] + float(hwm), sums[2] + float(rss)]
@@ -387,6 +390,10 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
     }' "$events"
   for p in "${procs[@]}"; do
     name=${p%%:*} pid=${p##*:}
+    if [ ! -e "/proc/$pid/stat" ]; then
+      echo "proc=$name exited - -"
+      continue
+    fi
     c1=$(cpu_ticks "$pid")
     echo "proc=$name $(awk -v a="${cpu0[$name]}" -v b="$c1" -v h="$clk" 'BEGIN { printf "%.2f", (b - a) / h }') \
 $(awk -v v="$(status_kib "$pid" VmHWM)" 'BEGIN { printf "%.1f", v / 1024 }') \
