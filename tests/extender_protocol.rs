@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
@@ -465,22 +465,9 @@ async fn gang_bind_is_atomic_three_of_four_bind_nothing_four_in_any_order_bind_a
     let bound = bound_nodes(&env.client).await;
     assert!(bound.iter().all(|(_, n)| n.is_some()), "{bound:?}");
 
-    // Already bound where asked (kube-scheduler retrying a member a gang flush bound): success,
-    // whether the cache or the API ("already assigned") says so; nothing changes.
+    // Already bound: Error, not 5xx (from the cache, or from the API when the watch has not
+    // shown the bind yet: "already assigned").
     let a = bind(&env, &pods[0], &nodes[0]).await;
-    assert_eq!(a["Error"], "", "{a}");
-    assert_eq!(bound_nodes(&env.client).await, bound);
-    // Already bound elsewhere: Error, not 5xx.
-    let other = Api::<Node>::all(env.client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .find(|n| *n != nodes[0])
-        .expect("three nodes");
-    let a = bind(&env, &pods[0], &other).await;
     assert!(a["Error"].as_str().unwrap().contains("already"), "{a}");
 }
 

@@ -187,8 +187,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// What the index says about a bind request.
 enum Admit {
-    /// The pod is already bound to the node asked for: nothing to post, the answer is success.
-    Bound,
     /// Bind at once (the gang, if any, for the binder's memory).
     Now(Option<String>),
     Hold {
@@ -241,7 +239,6 @@ impl Binder {
     pub async fn bind(&self, args: &ExtenderBindingArgs) -> Result<(), BindError> {
         let admit = self.admit(args)?;
         let (job, bound, min) = match admit {
-            Admit::Bound => return Ok(()),
             Admit::Now(job) => {
                 if let Some(j) = &job {
                     self.commit(j, &args.pod_uid);
@@ -382,12 +379,6 @@ impl Binder {
             return Err(BindError::Finished(key));
         }
         if let Some(node) = task.node.as_deref().filter(|_| !task.assumed) {
-            // kube-scheduler retries a gang member whose hold timed out; a gang flush may have
-            // bound it meanwhile. Bound where asked is what the bind wanted: success, so that
-            // kube-scheduler does not retry it again.
-            if node == args.node {
-                return Ok(Admit::Bound);
-            }
             return Err(BindError::AlreadyBound {
                 pod: key,
                 node: node.to_string(),
@@ -600,17 +591,6 @@ impl Binder {
         }
     }
 
-    /// Whether the API shows the pod of `args` (same uid) bound to `args.node`.
-    async fn bound_where_asked(&self, api: &Api<Pod>, args: &ExtenderBindingArgs) -> bool {
-        match api.get_opt(&args.pod_name).await {
-            Ok(Some(pod)) => {
-                pod.metadata.uid.as_deref() == Some(args.pod_uid.as_str())
-                    && pod.spec.and_then(|s| s.node_name).as_deref() == Some(args.node.as_str())
-            }
-            _ => false,
-        }
-    }
-
     /// Posts the Binding, retrying transient errors ([`retryable`], transport) a few times.
     async fn post(&self, args: &ExtenderBindingArgs) -> Result<(), BindError> {
         let started = Instant::now();
@@ -638,15 +618,6 @@ impl Binder {
                 .await;
             match r {
                 Ok(_) => break Ok(()),
-                // 409 "already assigned": bound by an earlier post of ours (a gang flush, or a
-                // retry of kube-scheduler's whose first post the watch has not shown yet). If
-                // it is bound where asked, the bind succeeded; answering an error would make
-                // the caller forget a placement that holds, and kube-scheduler retry again.
-                Err(kube::Error::Api(s))
-                    if s.code == 409 && self.bound_where_asked(&api, args).await =>
-                {
-                    break Ok(());
-                }
                 Err(kube::Error::Api(s)) if !retryable(s.code) || attempt >= BIND_ATTEMPTS => {
                     break Err(BindError::Api(s.message));
                 }
