@@ -46,9 +46,18 @@ use super::protocol::ExtenderBindingArgs;
 use crate::scheduler::Scheduler;
 use crate::scheduler::runner::DEFAULT_ASSUME_TTL;
 
-/// Attempts per Binding post when the API answers a server error (5xx or transport): a
+/// Attempts per Binding post when the API answers a transient error (see [`retryable`]): a
 /// transient failure inside a gang flush would otherwise leave the gang partly bound.
 const BIND_ATTEMPTS: u32 = 3;
+
+/// Whether an API status code is worth another Binding attempt: a server error, or 429 Too
+/// Many Requests, which API Priority and Fairness answers when the priority level's queue is
+/// full. A gang flush posts all its members' Bindings at once, so under a burst (Volcano's
+/// benchmark gang case: ten gangs of 100) 429s are what the API answers first; other 4xx
+/// (conflict: already bound, not found) will not change on a retry.
+fn retryable(code: u16) -> bool {
+    code >= 500 || code == 429
+}
 
 /// Why a bind is answered with an error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -582,7 +591,7 @@ impl Binder {
         }
     }
 
-    /// Posts the Binding, retrying server errors a few times.
+    /// Posts the Binding, retrying transient errors ([`retryable`], transport) a few times.
     async fn post(&self, args: &ExtenderBindingArgs) -> Result<(), BindError> {
         let started = Instant::now();
         let api: Api<Pod> = Api::namespaced(self.inner.client.clone(), &args.pod_namespace);
@@ -609,7 +618,7 @@ impl Binder {
                 .await;
             match r {
                 Ok(_) => break Ok(()),
-                Err(kube::Error::Api(s)) if s.code < 500 || attempt >= BIND_ATTEMPTS => {
+                Err(kube::Error::Api(s)) if !retryable(s.code) || attempt >= BIND_ATTEMPTS => {
                     break Err(BindError::Api(s.message));
                 }
                 Err(e) if attempt >= BIND_ATTEMPTS => break Err(BindError::Api(e.to_string())),
@@ -622,5 +631,22 @@ impl Binder {
             .with_label_values(&["Bind"])
             .observe(started.elapsed().as_secs_f64() * 1000.0);
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retryable;
+
+    #[test]
+    fn binding_retries_server_errors_and_too_many_requests_only() {
+        // 429 is API Priority and Fairness's queue-full answer during a burst.
+        for code in [429, 500, 503, 504] {
+            assert!(retryable(code), "{code} should be retried");
+        }
+        // Conflict (already bound), not found, forbidden, invalid: a retry cannot help.
+        for code in [400, 403, 404, 409, 422] {
+            assert!(!retryable(code), "{code} should not be retried");
+        }
     }
 }

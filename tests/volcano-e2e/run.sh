@@ -61,9 +61,8 @@ for s in "${suites[@]}"; do
 done
 
 "$here/build.sh" >&2
-go_bin=$(find_go)
 # The chart's CI scheduler configuration, from the pinned module's source.
-vc_src=$(cd "$here" && GOTOOLCHAIN=local "$go_bin" list -m -f '{{.Dir}}' volcano.sh/volcano)
+vc_src=$(vc_source_dir)
 ci_conf=$vc_src/installer/helm/chart/volcano/config/volcano-scheduler-ci.conf
 [ -f "$ci_conf" ] || { echo "run.sh: $ci_conf missing" >&2; exit 2; }
 
@@ -76,18 +75,8 @@ export TEPHRA_DEFAULT_SCHEDULER=1
 out=${VC_E2E_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/volcano-e2e-$target.XXXXXX")}
 mkdir -p "$out"
 work=$(mktemp -d "${TMPDIR:-/tmp}/volcano-e2e-work.XXXXXX")
-tephra_pid="" cluster_up=0 sync_pid="" vc_pids=()
+tephra_pid="" cluster_up=0 sync_pid=""
 
-stop_pid() {
-  local pid=$1 i
-  kill "$pid" 2>/dev/null || return 0
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -9 "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
 cleanup() {
   local rc=$?
   # Logs stay with the reports.
@@ -107,23 +96,6 @@ cleanup() {
 }
 trap cleanup EXIT
 k() { kubectl --request-timeout=20s "$@"; }
-free_ports() {
-  python3 -c '
-import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
-}
-# wait_until SECONDS CMD...: polls CMD every 0.5 s for at most SECONDS.
-wait_until() {
-  local secs=$1 i
-  shift
-  for ((i = 0; i < secs * 2; i++)); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.5
-  done
-  return 1
-}
 
 # The scheduler configuration file the target reads; the sync loop keeps it
 # equal to the ConfigMap.
@@ -144,67 +116,12 @@ if [ "$target" = tephra ]; then
   # JobTemplate, CronJob, ...), as on a cluster moving from Volcano: every
   # spec's cleanup lists HyperNodes, and admission specs create JobFlows and
   # HyperNodes. tephra's own CRDs (Job, Command, PodGroup, Queue) stay.
-  for crd in "$vc_src"/config/crd/volcano/bases/*.yaml "$vc_src"/config/crd/jobflow/bases/*.yaml; do
-    case $(basename "$crd") in
-      batch.volcano.sh_jobs.yaml | bus.volcano.sh_commands.yaml | scheduling.volcano.sh_*) ;;
-      *) k apply --server-side -f "$crd" >>"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; exit 1; } ;;
-    esac
-  done
+  vc_extra_crds_for_tephra "$vc_src"
 else
   TEPHRA_CLUSTER_DIR="$work/cluster" "$cluster_dir/up.sh" "$nodes" >/dev/null
   cluster_up=1
   export KUBECONFIG="$work/cluster/kubeconfig"
-  k apply --server-side -f "$vc_src/config/crd/volcano/bases/" -f "$vc_src/config/crd/jobflow/bases/" >"$work/install.log" 2>&1 \
-    || { cat "$work/install.log" >&2; exit 1; }
-  k wait --for condition=established --timeout=60s -f "$vc_src/config/crd/volcano/bases/" >/dev/null
-  # The webhook's serving certificate for 127.0.0.1, signed by a CA of its own.
-  pki=$work/vc-pki
-  mkdir -p "$pki"
-  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=volcano-e2e-ca" \
-    -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
-  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$pki/tls.key" -out "$pki/tls.csr" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$pki/tls.ext"
-  openssl x509 -req -in "$pki/tls.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-    -days 2 -extfile "$pki/tls.ext" -out "$pki/tls.crt" 2>/dev/null
-  read -r wh_port wh_health sch_metrics sch_health cm_metrics cm_health < <(free_ports 6)
-  start_vc() {
-    local name=$1
-    shift
-    "$vc_dir/$name" "$@" >"$work/$name.log" 2>&1 &
-    vc_pids+=($!)
-  }
-  # The admissions Volcano's CI enables (ADMISSION_WEBHOOK and the default run).
-  admissions="/pods/mutate,/queues/mutate,/podgroups/mutate,/jobs/mutate,/jobs/validate,/jobflows/validate,/pods/validate,/queues/validate,/podgroups/validate,/hypernodes/validate,/cronjobs/validate"
-  # The chart's webhook configurations (vc-webhook-manager only writes their
-  # CA bundle), each service reference turned into a URL on loopback.
-  helm_bin=$("$repo_dir/tests/install/build-tools.sh" | tail -n 1)
-  "$helm_bin" template integration "$vc_src/installer/helm/chart/volcano" --namespace volcano-system \
-    --show-only templates/webhooks.yaml --set-string "custom.enabled_admissions=${admissions//,/\\,}" \
-    | python3 -c '
-import re, sys
-port = sys.argv[1]
-text = re.sub(r"service:\n\s+name: .*\n\s+namespace: .*\n(\s+)path: (\S+)\n\s+port: 443",
-              lambda m: "url: https://127.0.0.1:" + port + m.group(2), sys.stdin.read())
-sys.stdout.write(text)' "$wh_port" >"$work/vc-webhooks.yaml"
-  k apply -f "$work/vc-webhooks.yaml" >>"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; exit 1; }
-  start_vc vc-webhook-manager --kubeconfig "$KUBECONFIG" \
-    --listen-address 127.0.0.1 --port "$wh_port" --webhook-url "https://127.0.0.1:$wh_port" \
-    --tls-cert-file "$pki/tls.crt" --tls-private-key-file "$pki/tls.key" --ca-cert-file "$pki/ca.crt" \
-    --enabled-admission "$admissions" \
-    --enable-healthz --healthz-address "127.0.0.1:$wh_health" -v 2
-  start_vc vc-controller-manager --kubeconfig "$KUBECONFIG" --leader-elect=false \
-    --listen-address "127.0.0.1:$cm_metrics" --enable-healthz --healthz-address "127.0.0.1:$cm_health" -v 2
-  start_vc vc-scheduler --kubeconfig "$KUBECONFIG" --leader-elect=false \
-    --scheduler-conf "$sched_conf" --listen-address "127.0.0.1:$sch_metrics" \
-    --enable-healthz --healthz-address "127.0.0.1:$sch_health" -v 3
-  # vc-webhook-manager serves its health check with its TLS certificate.
-  for hz in "https://127.0.0.1:$wh_health" "http://127.0.0.1:$cm_health" "http://127.0.0.1:$sch_health"; do
-    wait_until 60 curl -skf "$hz/healthz" \
-      || { echo "run.sh: a Volcano component is not healthy at $hz" >&2; tail -n 20 "$work"/vc-*.log >&2; exit 1; }
-  done
-  wait_until 60 k get mutatingwebhookconfiguration volcano-admission-service-pods-mutate \
-    || { echo "run.sh: vc-webhook-manager registered no webhooks" >&2; tail -n 30 "$work/vc-webhook-manager.log" >&2; exit 1; }
-  wait_until 60 k get queue default || { echo "run.sh: no queue default" >&2; exit 1; }
+  vc_install "$vc_src" "$sched_conf"
 fi
 
 # --- what Volcano's CI has besides the scheduler -----------------------------
