@@ -93,6 +93,26 @@ fn secs(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> i64
     t.map(|t| t.0.as_second()).unwrap_or(0)
 }
 
+/// The sla waiting time a PodGroup's annotations give: Volcano reads
+/// `volcano.sh/sla-waiting-time`, then `sla-waiting-time`, as Go durations; a value that does
+/// not parse or is zero counts as absent (Volcano logs it and goes on without one).
+fn waiting_time(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Option<std::time::Duration> {
+    let a = annotations?;
+    [keys::JOB_WAITING_TIME, keys::JOB_WAITING_TIME_PLAIN]
+        .iter()
+        .filter_map(|k| a.get(*k))
+        .map(|v| {
+            crate::api::Duration(v.clone())
+                .to_std()
+                .ok()
+                .filter(|d| !d.is_zero())
+        })
+        .find(Option::is_some)
+        .flatten()
+}
+
 fn truthy(v: Option<&String>) -> Option<bool> {
     v.map(|s| s.eq_ignore_ascii_case("true"))
 }
@@ -769,6 +789,7 @@ impl ClusterIndex {
                 preemptable: truthy(annotations.and_then(|a| a.get(keys::PREEMPTABLE)))
                     .or_else(|| truthy(labels.and_then(|l| l.get(keys::PREEMPTABLE))))
                     .unwrap_or(false),
+                waiting_time: waiting_time(annotations),
                 podgroup: pg.clone(),
                 tasks: job_task_idx,
             });

@@ -172,6 +172,9 @@ pub struct JobInfo {
     pub created: i64,
     /// `volcano.sh/preemptable` on the PodGroup (default false).
     pub preemptable: bool,
+    /// The sla plugin's waiting time from the PodGroup's annotation (`volcano.sh/sla-waiting-time`,
+    /// else `sla-waiting-time`); `None` when absent, unparsable or not positive.
+    pub waiting_time: Option<std::time::Duration>,
     /// The object as last seen, for status comparison.
     pub podgroup: Arc<PodGroup>,
     /// Indices of its tasks in the session's task list.
