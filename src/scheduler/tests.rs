@@ -484,3 +484,16 @@ fn without_the_enqueue_action_no_room_is_held_for_gangs_without_pods() {
     );
     assert_eq!(placed_by_gang(&out.plan).get("ns/elastic"), Some(&4));
 }
+
+#[test]
+fn gangs_created_in_the_same_second_are_admitted_in_the_order_they_were_seen() {
+    // Both PodGroups carry the same creation second; `z` was seen first. Only one fits (4 cpu,
+    // 4.8 with overcommit), so the order decides, and it is creation order, not uid order.
+    let w = World::default()
+        .nodes(1, 4, 16)
+        .gang("ns", "z", "default", 0, 4, 1000, 1024, "Pending")
+        .gang("ns", "a", "default", 0, 4, 1000, 1024, "Pending");
+    let out = session(&w);
+    assert_eq!(phase_of(&out, "z"), Some(PodGroupPhase::Inqueue));
+    assert_ne!(phase_of(&out, "a"), Some(PodGroupPhase::Inqueue));
+}
