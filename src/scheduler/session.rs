@@ -273,6 +273,20 @@ impl State {
             .sum()
     }
 
+    /// `res` less what the job's scheduling-gated pending pods request (never below zero):
+    /// gated pods hold nothing yet, so the room an admitted gang is counted for excludes them
+    /// (Volcano's `DeductSchGatedResources`, used by overcommit and proportion alike).
+    pub fn deduct_gated(&self, j: usize, res: &Resource) -> Resource {
+        let mut r = res.clone();
+        for &t in &self.jobs[j].tasks {
+            let task = &self.tasks[t];
+            if task.gated && task.status == TaskStatus::Pending {
+                r.sub(&task.resreq);
+            }
+        }
+        r
+    }
+
     /// Pending tasks that request nothing.
     pub fn pending_best_effort(&self, j: usize) -> u32 {
         self.jobs[j]

@@ -497,3 +497,30 @@ fn gangs_created_in_the_same_second_are_admitted_in_the_order_they_were_seen() {
     assert_eq!(phase_of(&out, "z"), Some(PodGroupPhase::Inqueue));
     assert_ne!(phase_of(&out, "a"), Some(PodGroupPhase::Inqueue));
 }
+
+#[test]
+fn a_gang_whose_pods_are_all_gated_holds_no_room_in_its_queue() {
+    // Volcano's "Scheduling gated task will not consume inqueue resources": 16 cpu; j-gated
+    // (16 one-cpu pods, all scheduling-gated) is admitted; job1 (minimum 8) must be admitted
+    // beside it, by the overcommit and the proportion plugin alike.
+    let mut w = World::default()
+        .nodes(4, 4, 16)
+        .gang("ns", "j-gated", "default", 0, 16, 1000, 0, "Inqueue")
+        .gang("ns", "job1", "default", 0, 8, 1000, 0, "Pending");
+    for i in 0..16 {
+        let mut p = super::testing::pod("ns", &format!("j-gated-task-{i}"), "j-gated", 1000, 0);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: "g1".into(),
+            }]);
+        }
+        w.index.apply_pod(&p);
+    }
+    let out = session(&w);
+    assert_eq!(phase_of(&out, "job1"), Some(PodGroupPhase::Inqueue));
+    // Without the overcommit plugin the proportion plugin alone decides, and agrees.
+    let conf = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n  \
+                - name: predicates\n  - name: proportion\n";
+    let out = session_with(&w, conf);
+    assert_eq!(phase_of(&out, "job1"), Some(PodGroupPhase::Inqueue));
+}

@@ -223,13 +223,14 @@ impl Plugin for Proportion {
             }
             let job_alloc = &st.job_state[j].allocated;
             if let Some(min) = &job.min_resources {
+                // Gated pods hold nothing yet (as in overcommit).
                 if job.phase == PodGroupPhase::Inqueue {
-                    a.inqueue.add(min);
+                    a.inqueue.add(&st.deduct_gated(j, min));
                 }
                 if job.phase == PodGroupPhase::Running
                     && st.ready_task_num(j) as i64 >= job.min_available as i64
                 {
-                    a.inqueue.add(&min.minus(job_alloc));
+                    a.inqueue.add(&st.deduct_gated(j, &min.minus(job_alloc)));
                 }
                 a.elastic.add(&job_alloc.minus(min));
             }
