@@ -50,6 +50,9 @@ pub const QUEUE_NAME_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
 pub const QUEUE_ALLOCATION_GATE: &str = "scheduling.volcano.sh/queue-allocation-gate";
 /// A on a PodGroup or job: sla plugin's maximum pending time.
 pub const JOB_WAITING_TIME: &str = "volcano.sh/sla-waiting-time";
+/// A on a PodGroup or job: the sla plugin's maximum pending time under its plain name, read
+/// when [`JOB_WAITING_TIME`] is absent (Volcano reads both; its e2e specs use this one).
+pub const JOB_WAITING_TIME_PLAIN: &str = "sla-waiting-time";
 /// A on a queue: hdrf hierarchy path (`root/a/b`).
 pub const HIERARCHY_ANNOTATION: &str = "volcano.sh/hierarchy";
 /// A on a queue: hdrf hierarchy weights (`1/2/3`).

@@ -23,11 +23,12 @@ pub const KNOWN_PLUGINS: &[&str] = &[
     "predicates",
     "nodeorder",
     "binpack",
+    "sla",
 ];
 
 /// Volcano's other plugins (`pkg/scheduler/plugins/factory.go` of v1.14), which tephra does not
 /// implement. A configuration naming one still loads, since a file written for Volcano's
-/// scheduler must (its Helm chart's CI configuration has `sla` and `network-topology-aware`);
+/// scheduler must (its Helm chart's CI configuration has `network-topology-aware`);
 /// the plugin is left out of the session and [`SchedulerConf::ignored_plugins`] names it, for
 /// a warning. A name in neither list is refused: that is a typo.
 pub const VOLCANO_ONLY_PLUGINS: &[&str] = &[
@@ -42,7 +43,6 @@ pub const VOLCANO_ONLY_PLUGINS: &[&str] = &[
     "rescheduling",
     "resource-strategy-fit",
     "resourcequota",
-    "sla",
     "task-topology",
     "tdm",
     "usage",
@@ -235,29 +235,6 @@ pub fn string_arg<'a>(args: &'a Arguments, key: &str) -> Option<&'a str> {
 }
 
 impl SchedulerConf {
-    /// Volcano's other plugins (`pkg/scheduler/plugins/factory.go` of v1.14), which tephra does not
-    /// implement. A configuration naming one still loads, since a file written for Volcano's
-    /// scheduler must (its Helm chart's CI configuration has `sla` and `network-topology-aware`);
-    /// the plugin is left out of the session and [`SchedulerConf::ignored_plugins`] names it, for
-    /// a warning. A name in neither list is refused: that is a typo.
-    pub const VOLCANO_ONLY_PLUGINS: &[&str] = &[
-        "capacity",
-        "cdp",
-        "deviceshare",
-        "extender",
-        "network-topology-aware",
-        "nodegroup",
-        "numa-aware",
-        "pdb",
-        "rescheduling",
-        "resource-strategy-fit",
-        "resourcequota",
-        "sla",
-        "task-topology",
-        "tdm",
-        "usage",
-    ];
-
     /// Volcano's built-in configuration.
     pub fn builtin() -> Self {
         // The constant is ours and tested; a failure here is a build defect.
@@ -457,8 +434,8 @@ tiers:
 
     #[test]
     fn volcano_only_plugins_load_and_are_named_while_a_typo_is_refused() {
-        // As Volcano's Helm chart configures its CI scheduler: sla and network-topology-aware
-        // beside the plugins tephra runs.
+        // As Volcano's Helm chart configures its CI scheduler: network-topology-aware beside
+        // the plugins tephra runs (sla among them).
         let conf = parse(
             "actions: \"enqueue, allocate, backfill, reclaim, preempt\"\ntiers:\n- plugins:\n  \
              - name: priority\n  - name: gang\n    enablePreemptable: false\n  - name: sla\n    \
@@ -467,10 +444,7 @@ tiers:
             "ci.conf",
         )
         .unwrap();
-        assert_eq!(
-            conf.ignored_plugins(),
-            vec!["sla", "network-topology-aware"]
-        );
+        assert_eq!(conf.ignored_plugins(), vec!["network-topology-aware"]);
         for p in conf.tiers.iter().flat_map(|t| &t.plugins) {
             let runs = crate::scheduler::plugins::build(p).is_some();
             assert_eq!(runs, KNOWN_PLUGINS.contains(&p.name.as_str()), "{}", p.name);

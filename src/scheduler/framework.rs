@@ -209,13 +209,16 @@ impl Plugins {
         Ordering::Equal
     }
 
-    /// Job order with Volcano's fallback (creation time, then uid).
+    /// Job order with Volcano's fallback (creation time, then uid), with the order the
+    /// PodGroups were seen in between: creation times have whole seconds, and gangs created in
+    /// the same second then go in creation order, not in the random order of their uids.
     pub fn job_order(&self, st: &State, a: usize, b: usize) -> Ordering {
         self.first_order(|o| on(o.enable_job_order), |p| p.job_order(st, a, b))
             .then_with(|| {
                 let (ja, jb) = (&st.jobs[a], &st.jobs[b]);
                 ja.created
                     .cmp(&jb.created)
+                    .then_with(|| ja.seen.cmp(&jb.seen))
                     .then_with(|| ja.uid.cmp(&jb.uid))
             })
     }

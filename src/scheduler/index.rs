@@ -77,6 +77,10 @@ pub struct ClusterIndex {
     nodes: HashMap<String, NodeInfo>,
     pods: HashMap<String, PodEntry>,
     podgroups: HashMap<JobId, Arc<PodGroup>>,
+    /// When each PodGroup was first seen, as a sequence number (see [`JobInfo::seen`]).
+    podgroup_seen: HashMap<JobId, u64>,
+    /// The next sequence number.
+    next_seen: u64,
     job_tasks: HashMap<JobId, BTreeSet<String>>,
     queues: HashMap<String, Arc<Queue>>,
     priority_classes: HashMap<String, (i32, bool)>,
@@ -93,6 +97,26 @@ fn secs(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> i64
     t.map(|t| t.0.as_second()).unwrap_or(0)
 }
 
+/// The sla waiting time a PodGroup's annotations give: Volcano reads
+/// `volcano.sh/sla-waiting-time`, then `sla-waiting-time`, as Go durations; a value that does
+/// not parse or is zero counts as absent (Volcano logs it and goes on without one).
+fn waiting_time(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Option<std::time::Duration> {
+    let a = annotations?;
+    [keys::JOB_WAITING_TIME, keys::JOB_WAITING_TIME_PLAIN]
+        .iter()
+        .filter_map(|k| a.get(*k))
+        .map(|v| {
+            crate::api::Duration(v.clone())
+                .to_std()
+                .ok()
+                .filter(|d| !d.is_zero())
+        })
+        .find(Option::is_some)
+        .flatten()
+}
+
 fn truthy(v: Option<&String>) -> Option<bool> {
     v.map(|s| s.eq_ignore_ascii_case("true"))
 }
@@ -105,6 +129,8 @@ impl ClusterIndex {
             nodes: HashMap::new(),
             pods: HashMap::new(),
             podgroups: HashMap::new(),
+            podgroup_seen: HashMap::new(),
+            next_seen: 0,
             job_tasks: HashMap::new(),
             queues: HashMap::new(),
             priority_classes: HashMap::new(),
@@ -539,6 +565,10 @@ impl ClusterIndex {
             old.spec != pg.spec || old.metadata.annotations != pg.metadata.annotations
         });
         self.changes.gang |= changed;
+        if !self.podgroup_seen.contains_key(&id) {
+            self.podgroup_seen.insert(id.clone(), self.next_seen);
+            self.next_seen += 1;
+        }
         self.podgroups.insert(id, Arc::new(pg.clone()));
     }
 
@@ -546,7 +576,9 @@ impl ClusterIndex {
     pub fn delete_podgroup(&mut self, pg: &PodGroup) {
         let ns = pg.metadata.namespace.as_deref().unwrap_or_default();
         if let Some(name) = pg.metadata.name.as_deref() {
-            self.podgroups.remove(&format!("{ns}/{name}"));
+            let id = format!("{ns}/{name}");
+            self.podgroups.remove(&id);
+            self.podgroup_seen.remove(&id);
             self.changes.capacity = true;
         }
     }
@@ -557,6 +589,9 @@ impl ClusterIndex {
         for pg in pgs {
             self.apply_podgroup(pg);
         }
+        let podgroups = &self.podgroups;
+        self.podgroup_seen
+            .retain(|id, _| podgroups.contains_key(id));
     }
 
     /// A Queue was added or changed.
@@ -769,6 +804,8 @@ impl ClusterIndex {
                 preemptable: truthy(annotations.and_then(|a| a.get(keys::PREEMPTABLE)))
                     .or_else(|| truthy(labels.and_then(|l| l.get(keys::PREEMPTABLE))))
                     .unwrap_or(false),
+                waiting_time: waiting_time(annotations),
+                seen: self.podgroup_seen.get(id).copied().unwrap_or(u64::MAX),
                 podgroup: pg.clone(),
                 tasks: job_task_idx,
             });

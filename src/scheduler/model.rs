@@ -172,6 +172,14 @@ pub struct JobInfo {
     pub created: i64,
     /// `volcano.sh/preemptable` on the PodGroup (default false).
     pub preemptable: bool,
+    /// The sla plugin's waiting time from the PodGroup's annotation (`volcano.sh/sla-waiting-time`,
+    /// else `sla-waiting-time`); `None` when absent, unparsable or not positive.
+    pub waiting_time: Option<std::time::Duration>,
+    /// The order in which the scheduler first saw the PodGroup (a sequence number). Watch
+    /// events come in the order the API server stored the objects, so among PodGroups created
+    /// in the same second (creation times have whole seconds) this is their creation order,
+    /// where the uid would be a random one.
+    pub seen: u64,
     /// The object as last seen, for status comparison.
     pub podgroup: Arc<PodGroup>,
     /// Indices of its tasks in the session's task list.

@@ -137,12 +137,15 @@ pub struct Outcome {
     pub evictions: Vec<Eviction>,
     /// Figures.
     pub figures: SessionFigures,
+    /// When the same snapshot would be decided otherwise (milliseconds since the epoch): a
+    /// time-dependent plugin's next deadline (an sla waiting time running out).
+    pub wake_at_ms: Option<i64>,
 }
 
 /// Runs a whole session: open, every configured action in order, close. `now` stamps
 /// condition transition times; `id` is the session's transition id.
 pub fn run_session(snapshot: Snapshot, conf: &SchedulerConf, id: &str, now: Time) -> Outcome {
-    let mut ssn = Session::open(snapshot, conf, id.to_string());
+    let mut ssn = Session::open(snapshot, conf, id.to_string(), now.0.as_millisecond());
     let mut action_ms = Vec::new();
     for action in conf.action_names() {
         let start = Instant::now();
@@ -152,6 +155,7 @@ pub fn run_session(snapshot: Snapshot, conf: &SchedulerConf, id: &str, now: Time
     ssn.plugins.close(&mut ssn.state);
     let mut out = close(&ssn.state, now);
     out.figures.action_ms = action_ms;
+    out.wake_at_ms = ssn.state.wake_at_ms;
     out
 }
 

@@ -49,15 +49,28 @@ pub fn replan_gang(
         return Replanned::Unknown;
     };
     // The gang alone: other gangs' pods still count in their nodes' usage (the index keeps
-    // usage per node), they are just not planned again here.
-    let mut only = snapshot.jobs.swap_remove(j);
-    let tasks: Vec<_> = only
-        .tasks
-        .iter()
-        .filter_map(|&i| snapshot.tasks.get(i).cloned())
-        .collect();
-    only.tasks = (0..tasks.len()).collect();
-    snapshot.jobs = vec![only];
+    // usage per node), they are just not planned again here. Admitted gangs whose pods are
+    // not all created yet stay too (no session can place them): the room allocate holds for
+    // them must hold in a re-plan as well, or a ready gang re-planned here could grow into it.
+    let only = snapshot.jobs.swap_remove(j);
+    let unborn = snapshot.jobs.drain(..).filter(|x| {
+        x.phase == crate::api::scheduling::PodGroupPhase::Inqueue
+            && x.min_resources.is_some()
+            && (x.tasks.len() as i64) < x.min_available as i64
+    });
+    let mut jobs = Vec::new();
+    let mut tasks = Vec::new();
+    for mut x in std::iter::once(only).chain(unborn) {
+        let mine: Vec<_> = x
+            .tasks
+            .iter()
+            .filter_map(|&i| snapshot.tasks.get(i).cloned())
+            .collect();
+        x.tasks = (tasks.len()..tasks.len() + mine.len()).collect();
+        tasks.extend(mine);
+        jobs.push(x);
+    }
+    snapshot.jobs = jobs;
     snapshot.tasks = tasks;
     snapshot.nodes.retain(|n| nodes.contains(&n.name));
     let conf = scheduler.conf();
@@ -81,5 +94,36 @@ pub fn replan_gang(
         }
         Some(Verdict::Waiting(reason)) => Replanned::Unfit(reason.clone()),
         None => Replanned::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::config::SchedulerConf;
+    use crate::scheduler::runner::SchedulerOptions;
+    use crate::scheduler::testing::World;
+
+    #[test]
+    fn a_replan_keeps_the_room_held_for_an_admitted_gang_without_pods() {
+        // 8 cpu; gang `a` (8 one-cpu pods, minimum 2) is re-planned while gang `b` (minimum
+        // 2 cpu) is admitted and its pods are not created yet: `a` grows to 6, not 8.
+        let registry = prometheus::Registry::new();
+        let s = Scheduler::new(
+            SchedulerOptions::default(),
+            SchedulerConf::builtin(),
+            &registry,
+        )
+        .unwrap();
+        let w = World::default()
+            .nodes(2, 4, 16)
+            .gang("ns", "a", "default", 8, 2, 1000, 1024, "Inqueue")
+            .gang("ns", "b", "default", 0, 2, 1000, 1024, "Inqueue");
+        *s.index() = w.index;
+        let nodes: HashSet<String> = ["node-0", "node-1"].map(String::from).into();
+        match replan_gang(&s, "ns/a", &nodes, &HashSet::new()) {
+            Replanned::Placed(placed) => assert_eq!(placed.len(), 6, "{placed:?}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -85,6 +85,9 @@ struct Inner {
     ready_gangs: Mutex<HashSet<String>>,
     last_events: Mutex<HashMap<(String, String), String>>,
     retry: std::sync::atomic::AtomicBool,
+    /// The last session's [`Outcome::wake_at_ms`] (`i64::MAX` for none): a periodic tick at or
+    /// after it runs a session even when nothing changed.
+    wake_at_ms: std::sync::atomic::AtomicI64,
 }
 
 /// A handle on the scheduler; cheap to clone.
@@ -134,6 +137,7 @@ impl Scheduler {
                 ready_gangs: Mutex::new(HashSet::new()),
                 last_events: Mutex::new(HashMap::new()),
                 retry: std::sync::atomic::AtomicBool::new(false),
+                wake_at_ms: std::sync::atomic::AtomicI64::new(i64::MAX),
             }),
         })
     }
@@ -303,6 +307,10 @@ impl Scheduler {
         }
         *self.inner.plan.write().unwrap_or_else(|p| p.into_inner()) =
             Arc::new(outcome.plan.clone());
+        self.inner.wake_at_ms.store(
+            outcome.wake_at_ms.unwrap_or(i64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let ms = start.elapsed().as_secs_f64() * 1000.0;
         self.inner
             .metrics
@@ -490,6 +498,15 @@ impl Scheduler {
 
     fn worth_a_session(&self) -> bool {
         if self.inner.retry.load(std::sync::atomic::Ordering::Relaxed) {
+            return true;
+        }
+        // A time-dependent plugin decides otherwise from then on (an sla waiting time ran out).
+        if k8s_openapi::jiff::Timestamp::now().as_millisecond()
+            >= self
+                .inner
+                .wake_at_ms
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
             return true;
         }
         let idx = self.index();

@@ -140,6 +140,13 @@ pub struct State {
     pub has_enqueue: bool,
     /// Queue figures the proportion plugin reports at close, by queue index.
     pub queue_report: HashMap<usize, QueueReport>,
+    /// The session's time, milliseconds since the epoch (time-dependent plugins read it, never
+    /// the clock, so a session stays a function of its inputs).
+    pub now_ms: i64,
+    /// The earliest later time at which a time-dependent plugin would decide otherwise on the
+    /// same snapshot (an sla waiting time running out), milliseconds since the epoch: the
+    /// runner holds a session for then even when nothing else changes.
+    pub wake_at_ms: Option<i64>,
 }
 
 /// A queue's figures at session close (for status and metrics).
@@ -164,9 +171,9 @@ pub struct QueueReport {
 }
 
 impl State {
-    /// Builds the working state from a snapshot. Jobs whose queue is unknown were already
-    /// dropped by the snapshot.
-    pub fn new(snapshot: Snapshot, id: String, conf: &SchedulerConf) -> Self {
+    /// Builds the working state from a snapshot at `now_ms` (milliseconds since the epoch).
+    /// Jobs whose queue is unknown were already dropped by the snapshot.
+    pub fn new(snapshot: Snapshot, id: String, conf: &SchedulerConf, now_ms: i64) -> Self {
         let Snapshot {
             nodes,
             jobs,
@@ -220,6 +227,8 @@ impl State {
             evictions: Vec::new(),
             has_enqueue: conf.has_action("enqueue"),
             queue_report: HashMap::new(),
+            now_ms,
+            wake_at_ms: None,
         }
     }
 
@@ -262,6 +271,20 @@ impl State {
             .iter()
             .map(|s| self.count(j, *s))
             .sum()
+    }
+
+    /// `res` less what the job's scheduling-gated pending pods request (never below zero):
+    /// gated pods hold nothing yet, so the room an admitted gang is counted for excludes them
+    /// (Volcano's `DeductSchGatedResources`, used by overcommit and proportion alike).
+    pub fn deduct_gated(&self, j: usize, res: &Resource) -> Resource {
+        let mut r = res.clone();
+        for &t in &self.jobs[j].tasks {
+            let task = &self.tasks[t];
+            if task.gated && task.status == TaskStatus::Pending {
+                r.sub(&task.resreq);
+            }
+        }
+        r
     }
 
     /// Pending tasks that request nothing.
@@ -508,9 +531,10 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    /// Opens a session: state from the snapshot, plugins from the configuration.
-    pub fn open(snapshot: Snapshot, conf: &SchedulerConf, id: String) -> Self {
-        let state = State::new(snapshot, id, conf);
+    /// Opens a session at `now_ms` (milliseconds since the epoch): state from the snapshot,
+    /// plugins from the configuration.
+    pub fn open(snapshot: Snapshot, conf: &SchedulerConf, id: String, now_ms: i64) -> Self {
+        let state = State::new(snapshot, id, conf, now_ms);
         let mut plugins = Plugins::from_conf(conf);
         plugins.open(&state);
         Self {

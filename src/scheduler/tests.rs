@@ -433,3 +433,94 @@ fn a_gang_in_a_closed_queue_says_so() {
     assert_eq!(reason, "NotEnqueued");
     assert!(message.contains("shut"), "{message}");
 }
+
+#[test]
+fn an_admitted_gang_whose_pods_are_not_created_yet_keeps_its_minimum() {
+    // Volcano's "Schedule Multiple Jobs": 16 cpu, three gangs of 16 one-cpu pods needing 2
+    // each, all admitted; the third gang's pods are not created yet when the first two are
+    // placed.
+    let mut w = World::default()
+        .nodes(4, 4, 16)
+        .gang("ns", "mqj-1", "default", 16, 2, 1000, 1024, "Inqueue")
+        .gang("ns", "mqj-2", "default", 16, 2, 1000, 1024, "Inqueue")
+        .gang("ns", "mqj-3", "default", 0, 2, 1000, 1024, "Inqueue");
+    let out = session(&w);
+    let placed = placed_by_gang(&out.plan);
+    let first_two = placed.get("ns/mqj-1").unwrap_or(&0) + placed.get("ns/mqj-2").unwrap_or(&0);
+    // Both start, and grow only as far as the 2 cpu the third gang was promised.
+    assert_eq!(out.plan.gangs["ns/mqj-1"], Verdict::Ready);
+    assert_eq!(out.plan.gangs["ns/mqj-2"], Verdict::Ready);
+    assert_eq!(first_two, 14, "{placed:?}");
+    // The placements hold (kube-scheduler binds them); then the third gang's pods arrive.
+    let at = std::time::Instant::now();
+    for (uid, p) in &out.plan.placements {
+        w.index
+            .assume(uid, &p.node, std::time::Duration::from_secs(30), at);
+    }
+    for i in 0..16 {
+        w.index.apply_pod(&super::testing::pod(
+            "ns",
+            &format!("mqj-3-task-{i}"),
+            "mqj-3",
+            1000,
+            1024,
+        ));
+    }
+    let out = session(&w);
+    assert_eq!(out.plan.gangs["ns/mqj-3"], Verdict::Ready);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/mqj-3"), Some(&2));
+}
+
+#[test]
+fn without_the_enqueue_action_no_room_is_held_for_gangs_without_pods() {
+    // Nothing bounds what allocate admits then, so an empty gang holds nothing.
+    let w = World::default()
+        .nodes(1, 4, 16)
+        .gang("ns", "elastic", "default", 6, 2, 1000, 1024, "Inqueue")
+        .gang("ns", "empty", "default", 0, 2, 1000, 1024, "Inqueue");
+    let out = session_with(
+        &w,
+        "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n",
+    );
+    assert_eq!(placed_by_gang(&out.plan).get("ns/elastic"), Some(&4));
+}
+
+#[test]
+fn gangs_created_in_the_same_second_are_admitted_in_the_order_they_were_seen() {
+    // Both PodGroups carry the same creation second; `z` was seen first. Only one fits (4 cpu,
+    // 4.8 with overcommit), so the order decides, and it is creation order, not uid order.
+    let w = World::default()
+        .nodes(1, 4, 16)
+        .gang("ns", "z", "default", 0, 4, 1000, 1024, "Pending")
+        .gang("ns", "a", "default", 0, 4, 1000, 1024, "Pending");
+    let out = session(&w);
+    assert_eq!(phase_of(&out, "z"), Some(PodGroupPhase::Inqueue));
+    assert_ne!(phase_of(&out, "a"), Some(PodGroupPhase::Inqueue));
+}
+
+#[test]
+fn a_gang_whose_pods_are_all_gated_holds_no_room_in_its_queue() {
+    // Volcano's "Scheduling gated task will not consume inqueue resources": 16 cpu; j-gated
+    // (16 one-cpu pods, all scheduling-gated) is admitted; job1 (minimum 8) must be admitted
+    // beside it, by the overcommit and the proportion plugin alike.
+    let mut w = World::default()
+        .nodes(4, 4, 16)
+        .gang("ns", "j-gated", "default", 0, 16, 1000, 0, "Inqueue")
+        .gang("ns", "job1", "default", 0, 8, 1000, 0, "Pending");
+    for i in 0..16 {
+        let mut p = super::testing::pod("ns", &format!("j-gated-task-{i}"), "j-gated", 1000, 0);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: "g1".into(),
+            }]);
+        }
+        w.index.apply_pod(&p);
+    }
+    let out = session(&w);
+    assert_eq!(phase_of(&out, "job1"), Some(PodGroupPhase::Inqueue));
+    // Without the overcommit plugin the proportion plugin alone decides, and agrees.
+    let conf = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n  \
+                - name: predicates\n  - name: proportion\n";
+    let out = session_with(&w, conf);
+    assert_eq!(phase_of(&out, "job1"), Some(PodGroupPhase::Inqueue));
+}

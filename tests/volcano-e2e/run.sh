@@ -12,7 +12,9 @@
 #                     keeps its default profile only
 #
 # What Volcano's CI sets up (hack/run-e2e-kind.sh) is mirrored: four untainted
-# worker nodes, namespace volcano-system with the scheduler configuration in
+# worker nodes and kind's control-plane node (tainted NoSchedule, no pods of the
+# specs; it still counts in the capacity the scheduler's overcommit and
+# proportion plugins see, which some preemption specs rely on), namespace volcano-system with the scheduler configuration in
 # ConfigMap integration-scheduler-configmap (key volcano-scheduler-ci.conf, the
 # chart's CI configuration), and VC_BIN, a folder holding vcctl. Specs that edit
 # that ConfigMap expect the scheduler to reload it: a sync loop copies it into
@@ -37,6 +39,7 @@
 #                        skipped without a reason from skip.txt)
 #   VC_E2E_SUITE_TIMEOUT ginkgo timeout per suite (default 60m)
 #   VC_E2E_OUT           folder for JSON reports and logs (default: a new temp folder, kept)
+#   VC_E2E_CONTROL_PLANE_NODE=0  leave kind's tainted control-plane node out
 #   VC_E2E_KEEP=1        leave the control plane and target running at the end
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -125,6 +128,31 @@ else
 fi
 
 # --- what Volcano's CI has besides the scheduler -----------------------------
+# kind's control-plane node, as big as a worker (kind's nodes are all the same
+# host), tainted as kubeadm taints it. Volcano's scheduler counts every node's
+# allocatable in the cluster total (overcommit's 1.2 x total, proportion's
+# deserved), while e2eutil.ClusterSize sizes jobs by the untainted nodes only:
+# "preemption only works in the same queue" admits its high-priority job only
+# because this node's room is in the total.
+if [ "${VC_E2E_CONTROL_PLANE_NODE:-1}" = 1 ]; then
+  k apply -f - >/dev/null <<NODE
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-control-plane
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels: {type: kwok, kubernetes.io/hostname: kwok-control-plane, kubernetes.io/os: linux,
+           kubernetes.io/arch: amd64, node-role.kubernetes.io/control-plane: ""}
+spec:
+  taints: [{key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]
+status:
+  capacity: {cpu: "$TEPHRA_NODE_CPU", memory: $TEPHRA_NODE_MEMORY, pods: "110"}
+  allocatable: {cpu: "$TEPHRA_NODE_CPU", memory: $TEPHRA_NODE_MEMORY, pods: "110"}
+NODE
+  wait_until 60 sh -c "kubectl --request-timeout=5s get node kwok-control-plane \
+    -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True" \
+    || { echo "run.sh: the control-plane node did not become Ready" >&2; exit 1; }
+fi
 k create namespace volcano-system >/dev/null 2>&1 || true
 k -n volcano-system create configmap integration-scheduler-configmap \
   --from-file=volcano-scheduler-ci.conf="$ci_conf" >/dev/null

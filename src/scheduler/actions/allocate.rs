@@ -3,13 +3,18 @@
 //! once releasing pods are gone (pipelined), the best-scored first. A job's placements are
 //! committed only when the gang is ready; a gang that is only pipelined keeps its promise for
 //! the rest of the session; anything else is undone.
+//!
+//! One addition to Volcano's action: room is held for gangs the enqueue action admitted whose
+//! pods do not exist yet (see [`held_for_unborn_gangs`]); a ready gang's members beyond its
+//! minimum do not take it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::scheduling::PodGroupPhase;
 use crate::scheduler::framework::Unfit;
 use crate::scheduler::model::TaskStatus;
-use crate::scheduler::session::{FitErrors, Session, Statement};
+use crate::scheduler::resource::Resource;
+use crate::scheduler::session::{FitErrors, Session, State, Statement};
 
 use super::pop_best;
 
@@ -31,6 +36,50 @@ pub enum Turn {
     Pipelined,
     /// Nothing usable: undone.
     Discarded,
+}
+
+/// The room to hold for gangs admitted by the enqueue action (phase Inqueue) that have fewer
+/// pods than their `minMember` — the Job controller creates a gang's pods only once it is
+/// admitted, so they are still on their way: the sum of what their `minResources` still
+/// lacks. `None` when there are none, or without the enqueue action (nothing bounds what is
+/// admitted then).
+///
+/// Volcano's enqueue admits a gang because its minimum fits beside the minimums already
+/// admitted, and Volcano keeps that promise only by timing: its session runs once a second,
+/// by when the pods of gangs admitted together usually all exist, and its allocate gives every
+/// gang its minimum before any gang grows beyond it. tephra runs a session as soon as pods
+/// appear, so the first gang's pods could take the room promised to a gang admitted beside it
+/// (Volcano's "Schedule Multiple Jobs": three gangs of 16 pods with a minimum of 2 on 16 cpus,
+/// the third never started). Holding the promised minimum only against members beyond other
+/// gangs' minimums keeps every gang's start as Volcano decides it.
+pub fn held_for_unborn_gangs(st: &State) -> Option<Resource> {
+    if !st.has_enqueue {
+        return None;
+    }
+    let mut held = Resource::zero();
+    let mut any = false;
+    for (j, job) in st.jobs.iter().enumerate() {
+        let Some(min) = &job.min_resources else {
+            continue;
+        };
+        if job.phase != PodGroupPhase::Inqueue || job.tasks.len() as i64 >= job.min_available as i64
+        {
+            continue;
+        }
+        held.add(&min.minus(&st.job_state[j].allocated));
+        any = true;
+    }
+    (any && !held.is_empty()).then_some(held)
+}
+
+/// Would placing task `t` still leave `held` free in the cluster (idle room of usable nodes,
+/// summed)?
+fn leaves_held_room(st: &State, t: usize, held: &Resource) -> bool {
+    let mut free = Resource::zero();
+    for n in st.nodes.iter().filter(|n| n.ready && !n.unschedulable) {
+        free.add(&n.idle());
+    }
+    held.plus(&st.tasks[t].resreq).less_equal_in(&free, held)
 }
 
 /// Runs the action.
@@ -70,6 +119,7 @@ pub fn run(ssn: &mut Session) {
         worksheets.insert(j, tasks);
         by_queue.entry(q).or_default().push(j);
     }
+    let held = held_for_unborn_gangs(&ssn.state);
     let mut queues: Vec<usize> = by_queue.keys().copied().collect();
     let mut cursor = 0usize;
     // Every pass either drops a queue, drops a job or places at least one task: bounded.
@@ -86,7 +136,7 @@ pub fn run(ssn: &mut Session) {
             continue;
         };
         let mut tasks = worksheets.remove(&j).unwrap_or_default();
-        let turn = allocate_job(ssn, j, &mut tasks, &mut cursor);
+        let turn = allocate_job(ssn, j, &mut tasks, &mut cursor, held.as_ref());
         if let Turn::Ready(stmt) = turn {
             ssn.commit(stmt);
             if !tasks.is_empty() {
@@ -134,12 +184,15 @@ fn need_continue(ssn: &Session, j: usize, failed_roles: &BTreeSet<String>) -> bo
 }
 
 /// One job's turn: places tasks from `tasks` (popped from the end) until the gang is ready or
-/// they run out.
+/// they run out. With `held` room ([`held_for_unborn_gangs`]), a member beyond the gang's
+/// minimum is placed only if that room stays free; otherwise the gang's remaining members wait
+/// for a later session.
 pub fn allocate_job(
     ssn: &mut Session,
     j: usize,
     tasks: &mut Vec<usize>,
     cursor: &mut usize,
+    held: Option<&Resource>,
 ) -> Turn {
     let mut stmt = Statement::default();
     let q = ssn.state.job_queue[j];
@@ -149,6 +202,14 @@ pub fn allocate_job(
     let mut candidates: Option<Candidates> = None;
     let mut last_node: Option<usize> = None;
     while let Some(t) = tasks.pop() {
+        if let Some(h) = held
+            && ssn.plugins.job_ready(&ssn.state, j)
+            && !leaves_held_room(&ssn.state, t, h)
+        {
+            // Growing beyond the minimum would take room promised to an admitted gang.
+            tasks.clear();
+            break;
+        }
         if !ssn.plugins.allocatable(&ssn.state, q, t) {
             // Volcano skips such a task without a word; the user is told which queue is full.
             let name = ssn.state.tasks[t].name.clone();

@@ -12,6 +12,7 @@ pub mod overcommit;
 pub mod predicates;
 pub mod priority;
 pub mod proportion;
+pub mod sla;
 
 /// Builds the named plugin with its arguments; `None` for a name this build does not know
 /// (the configuration check refuses those before a session starts).
@@ -26,6 +27,7 @@ pub fn build(option: &PluginOption) -> Option<Box<dyn Plugin>> {
         "predicates" => Box::new(predicates::Predicates),
         "nodeorder" => Box::new(nodeorder::NodeOrder::new(option)),
         "binpack" => Box::new(binpack::Binpack::new(option)),
+        "sla" => Box::new(sla::Sla::new(option)),
         _ => return None,
     })
 }

@@ -3,7 +3,6 @@
 
 use crate::scheduler::config::PluginOption;
 use crate::scheduler::framework::Plugin;
-use crate::scheduler::model::TaskStatus;
 use crate::scheduler::resource::Resource;
 use crate::scheduler::session::{SessionEvent, State};
 
@@ -44,20 +43,15 @@ impl Plugin for Overcommit {
                 continue;
             };
             match job.phase {
+                // Gated pods do not hold anything yet.
                 crate::api::scheduling::PodGroupPhase::Inqueue => {
-                    // Gated pods do not hold anything yet.
-                    let mut m = min.clone();
-                    for &t in &job.tasks {
-                        if st.tasks[t].gated && st.tasks[t].status == TaskStatus::Pending {
-                            m.sub(&st.tasks[t].resreq);
-                        }
-                    }
-                    self.inqueue.add(&m);
+                    self.inqueue.add(&st.deduct_gated(j, min));
                 }
                 crate::api::scheduling::PodGroupPhase::Running
                     if st.ready_task_num(j) as i64 >= job.min_available as i64 =>
                 {
-                    self.inqueue.add(&min.minus(&st.job_state[j].allocated));
+                    let rest = min.minus(&st.job_state[j].allocated);
+                    self.inqueue.add(&st.deduct_gated(j, &rest));
                 }
                 _ => {}
             }

@@ -91,13 +91,33 @@ pub fn water_fill(total: &Resource, attrs: &mut [QueueAttr], weights: &[i32]) {
 /// (`root`, and any queue whose parent is unknown), then each parent's deserved share among its
 /// children, each child asking for what its whole subtree asks. With every queue directly under
 /// `root` this is the flat division.
+///
+/// Only queues with a job in the session (`has_jobs`), and their ancestors, take part, as in
+/// Volcano, whose proportion plugin builds its queue list from the session's jobs: an idle
+/// queue's guarantee still narrows every other queue's real capability, but it is not handed a
+/// share (raised to that guarantee, it would take it out of what the busy queues divide).
 pub fn hierarchical_fill(
     total: &Resource,
     attrs: &mut [QueueAttr],
     weights: &[i32],
     parents: &[Option<usize>],
+    has_jobs: &[bool],
 ) {
     let n = attrs.len();
+    // A queue is live when it or a queue below it has a job; walking up is bounded as below.
+    let mut live = vec![false; n];
+    for i in (0..n).filter(|&i| has_jobs.get(i).copied().unwrap_or(false)) {
+        live[i] = true;
+        let mut p = parents[i];
+        for _ in 0..n {
+            let Some(pi) = p else { break };
+            if live[pi] {
+                break;
+            }
+            live[pi] = true;
+            p = parents[pi];
+        }
+    }
     // A parent asks for what its subtree asks; walking up is bounded by the queue count, so a
     // cycle in `spec.parent` cannot loop for ever.
     let own: Vec<Resource> = attrs.iter().map(|a| a.request.clone()).collect();
@@ -118,7 +138,10 @@ pub fn hierarchical_fill(
     )];
     let mut visited = vec![false; n];
     while let Some((budget, members)) = level.pop() {
-        let members: Vec<usize> = members.into_iter().filter(|&i| !visited[i]).collect();
+        let members: Vec<usize> = members
+            .into_iter()
+            .filter(|&i| !visited[i] && live[i])
+            .collect();
         if members.is_empty() {
             continue;
         }
@@ -200,13 +223,14 @@ impl Plugin for Proportion {
             }
             let job_alloc = &st.job_state[j].allocated;
             if let Some(min) = &job.min_resources {
+                // Gated pods hold nothing yet (as in overcommit).
                 if job.phase == PodGroupPhase::Inqueue {
-                    a.inqueue.add(min);
+                    a.inqueue.add(&st.deduct_gated(j, min));
                 }
                 if job.phase == PodGroupPhase::Running
                     && st.ready_task_num(j) as i64 >= job.min_available as i64
                 {
-                    a.inqueue.add(&min.minus(job_alloc));
+                    a.inqueue.add(&st.deduct_gated(j, &min.minus(job_alloc)));
                 }
                 a.elastic.add(&job_alloc.minus(min));
             }
@@ -223,7 +247,13 @@ impl Plugin for Proportion {
                     .filter(|p| *p != i)
             })
             .collect();
-        hierarchical_fill(total, &mut self.attrs, &weights, &parents);
+        let mut has_jobs = vec![false; st.queues.len()];
+        for &q in &st.job_queue {
+            if let Some(h) = has_jobs.get_mut(q) {
+                *h = true;
+            }
+        }
+        hierarchical_fill(total, &mut self.attrs, &weights, &parents, &has_jobs);
         for q in 0..self.attrs.len() {
             self.update_share(q);
         }
@@ -406,7 +436,8 @@ mod tests {
             ask(),
         ];
         let parents = [None, Some(0), Some(0), Some(2), Some(2)];
-        hierarchical_fill(&total, &mut attrs, &[1, 1, 1, 1, 3], &parents);
+        let has_jobs = [false, true, false, true, true];
+        hierarchical_fill(&total, &mut attrs, &[1, 1, 1, 1, 3], &parents, &has_jobs);
         let cpu = |i: usize| attrs[i].deserved.milli_cpu.round();
         assert_eq!(cpu(0), 8000.0);
         assert_eq!((cpu(1), cpu(2)), (4000.0, 4000.0));
@@ -417,7 +448,40 @@ mod tests {
     fn a_cycle_in_parents_ends() {
         let total = Resource::new(8000.0, 0.0);
         let mut attrs = vec![attr(Resource::new(1.0, 0.0)), attr(Resource::new(1.0, 0.0))];
-        hierarchical_fill(&total, &mut attrs, &[1, 1], &[Some(1), Some(0)]);
+        hierarchical_fill(
+            &total,
+            &mut attrs,
+            &[1, 1],
+            &[Some(1), Some(0)],
+            &[true, true],
+        );
+    }
+
+    #[test]
+    fn a_queue_without_jobs_gets_no_share_even_with_a_guarantee() {
+        // root → {default (asks 4 cpu), idle (guarantee 2 cpu, no job), other (no job)}: as in
+        // Volcano, default deserves what it asks; before, the idle queue's guarantee and the
+        // third queue's weight cut default to a third of root's share.
+        let total = Resource::new(16000.0, 0.0);
+        let mut idle = attr(Resource::zero());
+        idle.guarantee = Resource::new(2000.0, 0.0);
+        let mut attrs = vec![
+            attr(Resource::zero()),
+            attr(Resource::new(4000.0, 0.0)),
+            idle,
+            attr(Resource::zero()),
+        ];
+        let parents = [None, Some(0), Some(0), Some(0)];
+        hierarchical_fill(
+            &total,
+            &mut attrs,
+            &[1, 1, 1, 1],
+            &parents,
+            &[false, true, false, false],
+        );
+        let cpu = |i: usize| attrs[i].deserved.milli_cpu.round();
+        assert_eq!(cpu(1), 4000.0);
+        assert_eq!((cpu(2), cpu(3)), (0.0, 0.0));
     }
 
     #[test]
