@@ -40,6 +40,9 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(20);
 /// At most this many status writes in flight at once.
 const WRITE_CONCURRENCY: usize = 16;
 
+/// At most this many Events recorded at once.
+const EVENT_CONCURRENCY: usize = 1;
+
 /// Settings of the runner.
 #[derive(Clone, Debug)]
 pub struct SchedulerOptions {
@@ -491,7 +494,7 @@ impl Scheduler {
             })
             .collect();
         let recorded: Vec<_> = futures::stream::iter(events)
-            .buffer_unordered(WRITE_CONCURRENCY)
+            .buffer_unordered(EVENT_CONCURRENCY)
             .collect()
             .await;
         for (ev, r) in recorded {
