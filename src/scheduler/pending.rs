@@ -148,14 +148,29 @@ impl Pending {
 
     /// Takes everything gathered, leaving nothing.
     pub fn take(&mut self) -> Batch {
+        let mut b = self.take_statuses();
+        b.events = self.take_events().events;
+        b
+    }
+
+    /// Takes the PodGroup and Queue statuses and the evictions, leaving the Events.
+    pub fn take_statuses(&mut self) -> Batch {
         self.evicting.clear();
         self.podgroup_at.clear();
-        self.event_at.clear();
         Batch {
             podgroups: std::mem::take(&mut self.podgroups),
             queues: std::mem::take(&mut self.queues),
-            events: std::mem::take(&mut self.events),
+            events: Vec::new(),
             evictions: std::mem::take(&mut self.evictions),
+        }
+    }
+
+    /// Takes the Events only.
+    pub fn take_events(&mut self) -> Batch {
+        self.event_at.clear();
+        Batch {
+            events: std::mem::take(&mut self.events),
+            ..Batch::default()
         }
     }
 }
@@ -237,6 +252,20 @@ mod tests {
             ]
         );
         assert!(p.take().is_empty(), "taking leaves nothing behind");
+        // Statuses and Events are taken apart, each leaving the other.
+        p.add(
+            &outcome(
+                vec![pg("a", PodGroupPhase::Running)],
+                vec![event("a", "1/4")],
+                vec![],
+            ),
+            now(),
+        );
+        let statuses = p.take_statuses();
+        assert_eq!((statuses.podgroups.len(), statuses.events.len()), (1, 0));
+        let events = p.take_events();
+        assert_eq!((events.podgroups.len(), events.events.len()), (0, 1));
+        assert!(p.take().is_empty());
     }
 
     #[test]

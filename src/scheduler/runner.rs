@@ -91,8 +91,10 @@ struct Inner {
     retry: std::sync::atomic::AtomicBool,
     /// Writes decided by sessions, waiting for the writer task.
     pending: Mutex<Pending>,
-    /// Wakes the writer task.
+    /// Wakes the status writer task.
     wrote: Notify,
+    /// Wakes the Event writer task.
+    events_wrote: Notify,
     /// A session is awaited by a caller (a filter): start it without the debounce.
     urgent: std::sync::atomic::AtomicBool,
 }
@@ -146,6 +148,7 @@ impl Scheduler {
                 retry: std::sync::atomic::AtomicBool::new(false),
                 pending: Mutex::new(Pending::default()),
                 wrote: Notify::new(),
+                events_wrote: Notify::new(),
                 urgent: std::sync::atomic::AtomicBool::new(false),
             }),
         })
@@ -368,14 +371,48 @@ impl Scheduler {
             );
         }
         self.inner.wrote.notify_one();
+        self.inner.events_wrote.notify_one();
     }
 
-    /// Writes everything handed over and not written yet; returns when it is written (or
-    /// failed, which the next session retries).
-    pub async fn flush(&self, client: &Client, recorder: &EventRecorder) {
-        let batch = lock(&self.inner.pending).take();
-        if !batch.is_empty() {
-            self.write(client, recorder, &batch).await;
+    /// The writer tasks: PodGroup and Queue statuses and evictions in one, Events in the
+    /// other, so Events never hold back a PodGroup's new phase (the Job controller creates
+    /// a job's pods once its PodGroup leaves Pending). One task per kind, so the writes of one
+    /// object keep their order.
+    fn spawn_writers(
+        &self,
+        client: &Client,
+        recorder: &EventRecorder,
+        shutdown: &CancellationToken,
+    ) {
+        for events in [false, true] {
+            let me = self.clone();
+            let (client, recorder, shutdown) = (client.clone(), recorder.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                let wake = if events {
+                    &me.inner.events_wrote
+                } else {
+                    &me.inner.wrote
+                };
+                loop {
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = wake.notified() => {}
+                    }
+                    let batch = {
+                        let mut p = lock(&me.inner.pending);
+                        if events {
+                            p.take_events()
+                        } else {
+                            p.take_statuses()
+                        }
+                    };
+                    if !batch.is_empty() {
+                        me.write(&client, &recorder, &batch).await;
+                    }
+                }
+                // Unwritten decisions are dropped on shutdown: a replica that stopped leading
+                // must not write, and the next leader's first session decides them again.
+            });
         }
     }
 
@@ -523,31 +560,20 @@ impl Scheduler {
                 }
             }
         }
-        self.inner
-            .retry
-            .store(failed, std::sync::atomic::Ordering::Relaxed);
+        // Only status writes are retried by a session; an Event-only batch leaves the flag to
+        // the status writer.
+        if !outcome.podgroups.is_empty() || !outcome.queues.is_empty() {
+            self.inner
+                .retry
+                .store(failed, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Runs sessions until `shutdown`: every period when something changed, and on demand.
     pub fn spawn(self, client: Client, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
         let recorder = EventRecorder::new(client.clone(), "tephra-scheduler");
-        // The writer: sessions do not wait for the API (see `pending`). One writer, so the
-        // writes of one object keep their order.
-        let writer = {
-            let me = self.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::select! {
-                        () = shutdown.cancelled() => break,
-                        () = me.inner.wrote.notified() => {}
-                    }
-                    me.flush(&client, &recorder).await;
-                }
-                // Unwritten decisions are dropped on shutdown: a replica that stopped leading
-                // must not write, and the next leader's first session decides them again.
-            })
-        };
+        // Sessions do not wait for the API (see `pending`).
+        self.spawn_writers(&client, &recorder, &shutdown);
         tokio::spawn(async move {
             let period = self.inner.options.period.max(Duration::from_millis(10));
             let mut tick = tokio::time::interval(period);
@@ -592,7 +618,6 @@ impl Scheduler {
                 let now = tokio::time::Instant::now();
                 rested = now + (now - started);
             }
-            let _ = writer.await;
         })
     }
 
