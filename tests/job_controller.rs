@@ -871,3 +871,66 @@ async fn scaling_a_running_job_adds_and_removes_pods() {
     })
     .await;
 }
+
+/// A job whose processing keeps failing (here the mpi plugin cannot read its `--port`) is
+/// retried with backoff and, after `--max-requeue` failures in a row, terminated with
+/// Volcano's `ExecuteAction` Event, instead of being retried for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_failing_past_max_requeue_is_terminated_with_an_event() {
+    use k8s_openapi::api::core::v1::Event;
+    let (_s, c) = Embedded::start(&["--max-requeue", "3"]).await;
+    create(
+        &c,
+        job(
+            "badport",
+            json!({
+                "plugins": {"mpi": ["--port=ssh"]},
+                "tasks": [task("master", 1, None, 0), task("worker", 1, None, 0)]
+            }),
+        ),
+    )
+    .await;
+    let done = wait_phase(&c, "badport", JobPhase::Terminated, 60).await;
+    assert!(
+        pods_of(&c, "badport").await.is_empty(),
+        "a job that never got through its plugins has no pods"
+    );
+    let events = Api::<Event>::namespaced(c.clone(), "default");
+    let events = eventually(10, "the retry-limit Event", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let mine: Vec<Event> = list
+            .items
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some("badport"))
+            .collect();
+        mine.iter()
+            .any(|e| e.reason.as_deref() == Some("ExecuteAction"))
+            .then_some(mine)
+    })
+    .await;
+    let limit = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("ExecuteAction"))
+        .and_then(|e| e.message.clone())
+        .unwrap_or_default();
+    assert!(
+        limit.contains("retry limit reached"),
+        "the Event says why: {limit:?}"
+    );
+    let plugin_error = events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("PluginError"))
+        .count();
+    assert_eq!(
+        plugin_error, 1,
+        "one PluginError Event per failure streak, not per retry"
+    );
+    assert_eq!(
+        done.status
+            .as_ref()
+            .and_then(|s| s.retry_count)
+            .unwrap_or(0),
+        0,
+        "retries of processing are not the job's restarts"
+    );
+}

@@ -203,7 +203,7 @@ impl Extender {
                 }
                 Decision::NeedSession => {
                     let n = self.scheduler.session_count();
-                    self.scheduler.request();
+                    self.scheduler.request_now();
                     self.scheduler
                         .wait_session_after(n, self.options.plan_wait)
                         .await;

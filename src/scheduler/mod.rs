@@ -24,6 +24,7 @@ pub mod index;
 pub mod metrics;
 pub mod model;
 pub mod outcome;
+pub mod pending;
 
 pub mod plugins;
 pub mod replan;

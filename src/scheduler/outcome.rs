@@ -62,6 +62,8 @@ pub struct PodGroupUpdate {
     pub namespace: String,
     /// Name.
     pub name: String,
+    /// The PodGroup's uid (a PodGroup made again under the same name is another object).
+    pub uid: String,
     /// The whole new status.
     pub status: PodGroupStatus,
 }
@@ -218,7 +220,7 @@ fn clear_not_enqueued(status: &mut PodGroupStatus, over: bool) {
     }
 }
 
-fn same_status(a: &PodGroupStatus, b: &PodGroupStatus) -> bool {
+pub(crate) fn same_status(a: &PodGroupStatus, b: &PodGroupStatus) -> bool {
     let strip = |s: &PodGroupStatus| {
         let mut s = s.clone();
         for c in s.conditions.iter_mut().flatten() {
@@ -393,6 +395,7 @@ fn close(st: &State, now: Time) -> Outcome {
             out.podgroups.push(PodGroupUpdate {
                 namespace: job.namespace.clone(),
                 name: job.name.clone(),
+                uid: job.uid.clone(),
                 status,
             });
         }

@@ -24,6 +24,7 @@ use super::config::{self, SchedulerConf};
 use super::index::ClusterIndex;
 use super::metrics::SchedulerMetrics;
 use super::outcome::{Outcome, Plan, Verdict, run_session};
+use super::pending::{Batch, Pending};
 use crate::api::{PodGroup, Queue};
 use crate::cluster::CacheFeeds;
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
@@ -38,6 +39,9 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(20);
 
 /// At most this many status writes in flight at once.
 const WRITE_CONCURRENCY: usize = 16;
+
+/// At most this many Events recorded at once (see `write`).
+const EVENT_CONCURRENCY: usize = 1;
 
 /// Settings of the runner.
 #[derive(Clone, Debug)]
@@ -88,6 +92,14 @@ struct Inner {
     /// The last session's [`Outcome::wake_at_ms`] (`i64::MAX` for none): a periodic tick at or
     /// after it runs a session even when nothing changed.
     wake_at_ms: std::sync::atomic::AtomicI64,
+    /// Writes decided by sessions, waiting for the writer task.
+    pending: Mutex<Pending>,
+    /// Wakes the status writer task.
+    wrote: Notify,
+    /// Wakes the Event writer task.
+    events_wrote: Notify,
+    /// A session is awaited by a caller (a filter): start it without the debounce.
+    urgent: std::sync::atomic::AtomicBool,
 }
 
 /// A handle on the scheduler; cheap to clone.
@@ -138,6 +150,10 @@ impl Scheduler {
                 last_events: Mutex::new(HashMap::new()),
                 retry: std::sync::atomic::AtomicBool::new(false),
                 wake_at_ms: std::sync::atomic::AtomicI64::new(i64::MAX),
+                pending: Mutex::new(Pending::default()),
+                wrote: Notify::new(),
+                events_wrote: Notify::new(),
+                urgent: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -183,6 +199,16 @@ impl Scheduler {
 
     /// Asks for a session soon.
     pub fn request(&self) {
+        self.inner.trigger.notify_one();
+    }
+
+    /// Asks for a session now, for a caller that waits for it (kube-scheduler's filter holds
+    /// its one scheduling cycle meanwhile): the debounce, which gathers a burst of watch
+    /// events into one session, is skipped.
+    pub fn request_now(&self) {
+        self.inner
+            .urgent
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.inner.trigger.notify_one();
     }
 
@@ -337,24 +363,85 @@ impl Scheduler {
         outcome
     }
 
-    /// Applies an outcome's writes: PodGroup status (the object itself: Volcano's PodGroup
+    /// Hands a session's writes to the writer task ([`Scheduler::spawn`] starts it), which
+    /// applies them with [`Scheduler::write`] while the next session runs.
+    pub fn hand_over(&self, outcome: &Outcome) {
+        let dropped = {
+            let mut p = lock(&self.inner.pending);
+            let before = p.dropped_events;
+            p.add(outcome, Instant::now());
+            p.dropped_events - before
+        };
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "scheduler Events dropped: the API is not keeping up"
+            );
+        }
+        self.inner.wrote.notify_one();
+        self.inner.events_wrote.notify_one();
+    }
+
+    /// The writer tasks: PodGroup and Queue statuses and evictions in one, Events in the
+    /// other, so Events never hold back a PodGroup's new phase (the Job controller creates
+    /// a job's pods once its PodGroup leaves Pending). One task per kind, so the writes of one
+    /// object keep their order.
+    fn spawn_writers(
+        &self,
+        client: &Client,
+        recorder: &EventRecorder,
+        shutdown: &CancellationToken,
+    ) {
+        for events in [false, true] {
+            let me = self.clone();
+            let (client, recorder, shutdown) = (client.clone(), recorder.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                let wake = if events {
+                    &me.inner.events_wrote
+                } else {
+                    &me.inner.wrote
+                };
+                loop {
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = wake.notified() => {}
+                    }
+                    let batch = {
+                        let mut p = lock(&me.inner.pending);
+                        if events {
+                            p.take_events()
+                        } else {
+                            p.take_statuses()
+                        }
+                    };
+                    if !batch.is_empty() {
+                        me.write(&client, &recorder, &batch).await;
+                    }
+                }
+                // Unwritten decisions are dropped on shutdown: a replica that stopped leading
+                // must not write, and the next leader's first session decides them again.
+            });
+        }
+    }
+
+    /// Applies a batch of writes: PodGroup status (the object itself: Volcano's PodGroup
     /// has no status subresource), Queue `status.allocated`, Events, evictions.
-    pub async fn write(&self, client: &Client, recorder: &EventRecorder, outcome: &Outcome) {
+    pub async fn write(&self, client: &Client, recorder: &EventRecorder, outcome: &Batch) {
         let m = &self.inner.metrics;
         let mut failed = false;
         let pg_writes: Vec<_> = outcome
             .podgroups
             .iter()
-            .map(|u| {
+            .enumerate()
+            .map(|(i, u)| {
                 let api: Api<PodGroup> = Api::namespaced(client.clone(), &u.namespace);
                 let patch = json!({ "status": u.status });
                 let name = u.name.clone();
-                let key = format!("{}/{}", u.namespace, u.name);
                 async move {
                     let r = api
                         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                         .await;
-                    (key, r.map(|_| ()))
+                    (i, r.map(|_| ()))
                 }
             })
             .collect();
@@ -362,7 +449,21 @@ impl Scheduler {
             .buffer_unordered(WRITE_CONCURRENCY)
             .collect()
             .await;
-        for (name, r) in results {
+        {
+            let now = Instant::now();
+            let mut p = lock(&self.inner.pending);
+            p.expire(now);
+            for (i, r) in &results {
+                let u = &outcome.podgroups[*i];
+                match r {
+                    Ok(()) => p.written(u, now),
+                    Err(_) => p.forget(&u.namespace, &u.name),
+                }
+            }
+        }
+        for (i, r) in results {
+            let u = &outcome.podgroups[i];
+            let name = format!("{}/{}", u.namespace, u.name);
             match r {
                 Ok(()) => m.status_writes.with_label_values(&["podgroup", "ok"]).inc(),
                 // A PodGroup deleted meanwhile needs no status.
@@ -402,37 +503,52 @@ impl Scheduler {
                 }
             }
         }
-        for ev in &outcome.events {
-            // Volcano uses the reason `Unschedulable` for both the Normal (enqueue) and the
-            // Warning (gang) event: the type is part of what makes an event the same.
-            let key = (
-                format!("{}/{}", ev.namespace, ev.name),
-                format!("{}/{}", ev.type_, ev.reason),
-            );
-            {
+        // The batch holds one Event per PodGroup, type and reason (see `pending`), so even
+        // recorded concurrently no two writes to one Event would race; one at a time measured
+        // better, as Events then do not compete with the pod creates of a burst.
+        let events: Vec<_> = outcome
+            .events
+            .iter()
+            .filter(|ev| {
+                // Volcano uses the reason `Unschedulable` for both the Normal (enqueue) and the
+                // Warning (gang) event: the type is part of what makes an event the same.
+                let key = (
+                    format!("{}/{}", ev.namespace, ev.name),
+                    format!("{}/{}", ev.type_, ev.reason),
+                );
                 let mut last = lock(&self.inner.last_events);
                 if last.get(&key) == Some(&ev.message) {
-                    continue;
+                    return false;
                 }
-                last.insert(key.clone(), ev.message.clone());
-            }
-            let obj = object_ref(
-                "scheduling.volcano.sh/v1beta1",
-                "PodGroup",
-                Some(&ev.namespace),
-                &ev.name,
-                Some(&ev.uid),
-            );
-            let t = if ev.type_ == "Warning" {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            };
-            match recorder.record(&obj, t, &ev.reason, &ev.message).await {
+                last.insert(key, ev.message.clone());
+                true
+            })
+            .map(|ev| async move {
+                let obj = object_ref(
+                    "scheduling.volcano.sh/v1beta1",
+                    "PodGroup",
+                    Some(&ev.namespace),
+                    &ev.name,
+                    Some(&ev.uid),
+                );
+                let t = if ev.type_ == "Warning" {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                };
+                (ev, recorder.record(&obj, t, &ev.reason, &ev.message).await)
+            })
+            .collect();
+        let recorded: Vec<_> = futures::stream::iter(events)
+            .buffer_unordered(EVENT_CONCURRENCY)
+            .collect()
+            .await;
+        for (ev, r) in recorded {
+            match r {
                 Ok(()) => m.status_writes.with_label_values(&["event", "ok"]).inc(),
                 Err(e) => {
                     m.status_writes.with_label_values(&["event", "error"]).inc();
-                    tracing::debug!(podgroup = %key.0, error = %crate::report::report(&e), "recording an Event failed");
+                    tracing::debug!(podgroup = %format!("{}/{}", ev.namespace, ev.name), error = %crate::report::report(&e), "recording an Event failed");
                 }
             }
         }
@@ -452,24 +568,37 @@ impl Scheduler {
                 }
             }
         }
-        self.inner
-            .retry
-            .store(failed, std::sync::atomic::Ordering::Relaxed);
+        // Only status writes are retried by a session; an Event-only batch leaves the flag to
+        // the status writer.
+        if !outcome.podgroups.is_empty() || !outcome.queues.is_empty() {
+            self.inner
+                .retry
+                .store(failed, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Runs sessions until `shutdown`: every period when something changed, and on demand.
     pub fn spawn(self, client: Client, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
         let recorder = EventRecorder::new(client.clone(), "tephra-scheduler");
+        // Sessions do not wait for the API (see `pending`).
+        self.spawn_writers(&client, &recorder, &shutdown);
         tokio::spawn(async move {
             let period = self.inner.options.period.max(Duration::from_millis(10));
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // Sessions no longer wait for their writes, so in a burst of watch events they could
+            // run back to back and take a core from the API and the controllers they plan for.
+            // After a session the loop rests as long as the session took: at most half the
+            // time goes to sessions, and a waiting filter is answered within about two.
+            let mut rested = tokio::time::Instant::now();
             loop {
                 let trigger = tokio::select! {
                     () = shutdown.cancelled() => break,
                     _ = tick.tick() => "period",
                     () = self.inner.trigger.notified() => {
-                        tokio::time::sleep(self.inner.options.debounce).await;
+                        if !self.inner.urgent.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                            tokio::time::sleep(self.inner.options.debounce).await;
+                        }
                         "demand"
                     }
                 };
@@ -477,6 +606,8 @@ impl Scheduler {
                 if trigger == "period" && !self.worth_a_session() {
                     continue;
                 }
+                tokio::time::sleep_until(rested).await;
+                let started = tokio::time::Instant::now();
                 let me = self.clone();
                 let outcome = match tokio::task::spawn_blocking(move || me.run_once(trigger)).await
                 {
@@ -491,7 +622,9 @@ impl Scheduler {
                         continue;
                     }
                 };
-                self.write(&client, &recorder, &outcome).await;
+                self.hand_over(&outcome);
+                let now = tokio::time::Instant::now();
+                rested = now + (now - started);
             }
         })
     }
