@@ -542,7 +542,8 @@ async fn plugins_make_their_resources_and_env_and_deleting_the_job_removes_every
         .delete("pt", &DeleteParams::default())
         .await
         .unwrap_or_else(|e| panic!("delete job: {e}"));
-    eventually(30, "everything the job made to go", || async {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
         let pods = pods_of(&c, "pt").await;
         let pg = Api::<PodGroup>::namespaced(c.clone(), "default")
             .get_opt(&format!("pt-{uid}"))
@@ -569,15 +570,24 @@ async fn plugins_make_their_resources_and_env_and_deleting_the_job_removes_every
             .await
             .ok()
             .flatten();
-        (pods.is_empty()
-            && pg.is_none()
-            && svc.is_none()
-            && cm.is_none()
-            && sec.is_none()
-            && np.is_none())
-        .then_some(())
-    })
-    .await;
+        let left: Vec<String> = pods
+            .iter()
+            .map(|p| format!("pod {}", p.name_any()))
+            .chain(pg.map(|o| format!("podgroup {}", o.name_any())))
+            .chain(svc.map(|o| format!("service {}", o.name_any())))
+            .chain(cm.map(|o| format!("configmap {}", o.name_any())))
+            .chain(sec.map(|o| format!("secret {}", o.name_any())))
+            .chain(np.map(|o| format!("networkpolicy {}", o.name_any())))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the job's objects were still there 30 s after it was deleted: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Binds every unbound pod of the `volcano` scheduler to `node-1` (the test plays

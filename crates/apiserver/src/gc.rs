@@ -17,8 +17,11 @@
 //! what finalizers hold back. As kube's collector does, a dependent that has dependents of its
 //! own stops blocking its foreground-deleting owners when it starts its own foreground deletion,
 //! so a cycle of blocking references cannot wait on itself for ever. Real
-//! clusters do this asynchronously; clients cannot rely on either timing. Objects created with
-//! references to owners that never existed are not collected (the real collector would).
+//! clusters do this asynchronously; clients cannot rely on either timing. An object written
+//! with references only to owners that are gone, one of which the store removed (a controller
+//! acting on a stale cache recreates a dependent of a just-deleted owner), is collected right
+//! after the write, as the real collector collects it when it finds it. Objects whose owners
+//! never existed are not collected (the real collector would; tests use made-up owners).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -170,6 +173,40 @@ impl ApiServer {
             }
         }
         Err(ApiError::stale(res, name))
+    }
+
+    /// Collects `stored` (just written) when every owner it names is gone and at least one of
+    /// them was removed from this store: the owner's cascade ran before the dependent existed,
+    /// so nothing else would ever delete it.
+    pub(crate) fn collect_if_orphaned(&self, res: &ResourceInfo, stored: &Stored) {
+        if stored.owners.is_empty() || stored.deleting {
+            return;
+        }
+        let mut removed_owner = false;
+        for r in &stored.owners {
+            if r.uid == stored.uid || self.store.by_uid(&r.uid).is_some() {
+                return;
+            }
+            removed_owner |= self.store.was_removed(&r.uid);
+        }
+        if !removed_owner {
+            return;
+        }
+        let gr = res.group_resource();
+        tracing::debug!(object = %format!("{}/{}", stored.namespace, stored.name), resource = %res.plural, "collecting a dependent whose owners are gone");
+        if !stored.finalizers.is_empty() {
+            let key = ObjectKey {
+                gr,
+                namespace: stored.namespace.clone(),
+                name: stored.name.clone(),
+            };
+            self.rewrite(&key, |v| Self::mark_deleting(v, None));
+        } else if let Ok(g) =
+            self.store
+                .remove(&gr, &stored.namespace, &stored.name, Some(stored.rv))
+        {
+            self.cascade(VecDeque::from([(gr, g)]));
+        }
     }
 
     /// Removes an object whose deletion is pending and whose last finalizer just went.

@@ -351,6 +351,7 @@ impl ApiServer {
             .create(&res.group_resource(), obj)
             .map_err(|e| store_err(res, &name, e))?;
         self.after_write(res, &stored);
+        self.collect_if_orphaned(res, &stored);
         Ok(stored)
     }
 
@@ -598,6 +599,9 @@ impl ApiServer {
                     self.after_write(res, &stored);
                     if stored.deleting && stored.finalizers.is_empty() {
                         return Ok(self.finish_deletion(res, &stored).unwrap_or(stored));
+                    }
+                    if stored.owners != old.owners {
+                        self.collect_if_orphaned(res, &stored);
                     }
                     return Ok(stored);
                 }
@@ -1138,6 +1142,54 @@ mod tests {
                 .get(&res.group_resource(), "default", "d")
                 .is_none()
         );
+    }
+
+    #[tokio::test]
+    async fn a_dependent_written_after_its_owner_went_is_collected() {
+        let api = server();
+        let res = api.resource("", "v1", "configmaps").unwrap();
+        let owner = create_cm(&api, "owner").await;
+        let target = ObjectRef::new(Caller::Client, &res, "default", "owner");
+        api.delete(target, &DeleteOptions::default()).await.unwrap();
+        let owned = |name: &str, uid: &str| {
+            let mut v = cm(name);
+            v["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
+                "name": "owner", "uid": uid}]);
+            v
+        };
+        // A controller on a stale cache recreates a dependent of the deleted owner.
+        let late = api
+            .create(
+                Caller::Client,
+                &res,
+                "default",
+                owned("late", &owner.uid),
+                &WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(late.name, "late", "the create itself succeeds");
+        let gr = res.group_resource();
+        assert!(api.store.get(&gr, "default", "late").is_none(), "collected");
+        // An owner that never existed in this store is left alone.
+        api.create(
+            Caller::Client,
+            &res,
+            "default",
+            owned("made-up", "no-such-uid"),
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+        assert!(api.store.get(&gr, "default", "made-up").is_some());
+        // A live owner keeps its dependent.
+        let alive = create_cm(&api, "alive").await;
+        let mut v = owned("kept", &alive.uid);
+        v["metadata"]["ownerReferences"][0]["name"] = json!("alive");
+        api.create(Caller::Client, &res, "default", v, &WriteOptions::default())
+            .await
+            .unwrap();
+        assert!(api.store.get(&gr, "default", "kept").is_some());
     }
 
     #[test]

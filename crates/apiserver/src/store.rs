@@ -13,7 +13,7 @@
 //! LIST (read lock + counter load) sees every write of that resource with a smaller version.
 //! The uid/owner index is a separate mutex, only ever taken after a table lock.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -284,7 +284,15 @@ struct Index {
     uids: HashMap<String, ObjectKey>,
     /// owner uid → dependents.
     dependents: HashMap<String, BTreeSet<ObjectKey>>,
+    /// The uids of the most recently removed objects (at most [`REMOVED_UIDS_KEPT`]), oldest
+    /// first, so the collector can tell an owner that went from one that never existed.
+    removed: VecDeque<String>,
+    removed_set: HashSet<String>,
 }
+
+/// How many removed uids the store remembers. A controller acting on a stale cache recreates a
+/// dependent within seconds of its owner going; this covers far more removals than that.
+pub const REMOVED_UIDS_KEPT: usize = 100_000;
 
 /// The in-memory store.
 #[derive(Debug)]
@@ -376,6 +384,14 @@ impl Store {
             }
             (Some(o), None) => {
                 idx.uids.remove(&o.uid);
+                if idx.removed_set.insert(o.uid.clone()) {
+                    idx.removed.push_back(o.uid.clone());
+                }
+                while idx.removed.len() > REMOVED_UIDS_KEPT {
+                    if let Some(u) = idx.removed.pop_front() {
+                        idx.removed_set.remove(&u);
+                    }
+                }
             }
             _ => {}
         }
@@ -405,6 +421,12 @@ impl Store {
     /// Where the object with this uid lives, if it exists.
     pub fn by_uid(&self, uid: &str) -> Option<ObjectKey> {
         self.index().uids.get(uid).cloned()
+    }
+
+    /// Whether an object with this uid was removed from the store (within the last
+    /// [`REMOVED_UIDS_KEPT`] removals).
+    pub fn was_removed(&self, uid: &str) -> bool {
+        self.index().removed_set.contains(uid)
     }
 
     /// The objects that name `owner_uid` in their ownerReferences.
