@@ -524,6 +524,10 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         f.run(&client, &shutdown);
     }
     track_cache_sync(caches.clone(), state.clone());
+    // Not ready until the built-in queues are in the cache the webhooks read: a vcJob sent as
+    // soon as /readyz answers 200 must not be refused for a missing `default` queue.
+    state.set_condition("default-queues", false);
+    let queue_view = caches.clone();
     let admission = Arc::new(AdmissionContext {
         config: AdmissionConfig {
             scheduler_names: args.scheduler_names.clone(),
@@ -590,6 +594,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         }
     }
     cluster::ensure_default_queues(&client).await?;
+    track_default_queues(queue_view, state.clone());
     let elector = elect.then(|| {
         let elector = Arc::new(Elector::new(
             &client,
@@ -758,6 +763,30 @@ fn track_cache_sync(caches: Caches, state: ServerState) {
         }
         tracing::info!("watch caches synced");
         state.set_condition("caches", true);
+    });
+}
+
+/// Sets the `default-queues` readiness condition once the watch cache holds every built-in
+/// queue with a state (just created and opened by `ensure_default_queues`).
+fn track_default_queues(caches: Caches, state: ServerState) {
+    use crate::admission::view::ClusterView as _;
+    tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        let mut warned = false;
+        loop {
+            let seen = cluster::bootstrap::BUILTIN_QUEUES
+                .iter()
+                .all(|n| caches.queue(n).is_some_and(|q| q.state().is_some()));
+            if seen {
+                state.set_condition("default-queues", true);
+                return;
+            }
+            if !warned && started.elapsed() > CACHE_SYNC_WARN {
+                warned = true;
+                tracing::warn!(queues = ?cluster::bootstrap::BUILTIN_QUEUES, "the built-in queues are not in the watch cache yet");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     });
 }
 

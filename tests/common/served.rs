@@ -125,6 +125,29 @@ pub async fn ready(client: &Client) {
     }
 }
 
+/// Waits (bounded) until `/readyz` on the metrics listener at `addr` answers 200: the watch
+/// caches the webhooks read have synced and hold the built-in queues.
+pub async fn readyz(addr: &str) {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = http
+            .get(format!("http://{addr}/readyz"))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .map(|r| r.status().as_u16());
+        if matches!(status, Ok(200)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "tephra's /readyz at {addr} never answered 200 (last: {status:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `tephra serve --embedded` with every stand-in, on free loopback ports.
 pub struct Embedded {
     /// The process.
@@ -148,8 +171,16 @@ impl Embedded {
             "--embedded-api-listen",
             &api,
         ];
-        if !extra.contains(&"--metrics-listen") {
-            args.extend_from_slice(&["--metrics-listen", "127.0.0.1:0"]);
+        let given = extra
+            .iter()
+            .position(|a| *a == "--metrics-listen")
+            .and_then(|i| extra.get(i + 1))
+            .map(|a| a.to_string());
+        let metrics = given
+            .clone()
+            .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()));
+        if given.is_none() {
+            args.extend_from_slice(&["--metrics-listen", &metrics]);
         }
         args.extend_from_slice(extra);
         let log = std::env::var_os("TEPHRA_TEST_LOG").map(PathBuf::from);
@@ -157,6 +188,7 @@ impl Embedded {
         let api_url = format!("http://{api}");
         let c = client(&api_url);
         ready(&c).await;
+        readyz(&metrics).await;
         (Self { proc, api_url }, c)
     }
 }
