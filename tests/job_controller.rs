@@ -96,12 +96,38 @@ fn phase(j: &Job) -> Option<JobPhase> {
 
 /// Waits until job `name` is in `want`, and returns it.
 async fn wait_phase(client: &Client, name: &str, want: JobPhase, secs: u64) -> Job {
-    eventually(secs, &format!("job {name} to be {want}"), || async {
-        get(client, name)
-            .await
-            .filter(|j| phase(j).as_ref() == Some(&want))
-    })
-    .await
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let job = get(client, name).await;
+        if let Some(j) = job.as_ref().filter(|j| phase(j).as_ref() == Some(&want)) {
+            return j.clone();
+        }
+        if Instant::now() >= deadline {
+            // Say where it stopped: the job's status, its pods and its PodGroup's phase.
+            let pods: Vec<String> = pods_of(client, name)
+                .await
+                .iter()
+                .map(|p| {
+                    let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+                    format!("{} {} on {node:?}", p.name_any(), pod_phase(p))
+                })
+                .collect();
+            let groups: Vec<String> = Api::<PodGroup>::namespaced(client.clone(), "default")
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+                .iter()
+                .filter(|g| g.name_any().starts_with(&format!("{name}-")))
+                .map(|g| format!("{} {:?}", g.name_any(), g.status.as_ref().map(|s| &s.phase)))
+                .collect();
+            panic!(
+                "timed out after {secs} s waiting for job {name} to be {want}; status: {:?}; pods: {pods:?}; podgroups: {groups:?}",
+                job.and_then(|j| j.status)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn pods_of(client: &Client, job: &str) -> Vec<Pod> {
