@@ -1,17 +1,23 @@
 //! `predicates`: the node filters kube-scheduler would apply, decided from the snapshot: node
 //! Ready and not cordoned, pod count, node selector, required node affinity, taints and
-//! tolerations, host ports. (Resource fit is checked by the session before any plugin.)
+//! tolerations, host ports, required pod anti-affinity between session tasks ([`super::interpod`]).
+//! (Resource fit is checked by the session before any plugin.)
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration};
 
+use super::interpod;
 use crate::scheduler::framework::{Plugin, Unfit};
 use crate::scheduler::model::NodeInfo;
 use crate::scheduler::resource::PODS;
 use crate::scheduler::session::State;
 
 /// The plugin.
-#[derive(Debug)]
-pub struct Predicates;
+#[derive(Debug, Default)]
+pub struct Predicates {
+    /// Tasks with required anti-affinity terms, found at open: a task without terms can only
+    /// conflict with these, so most predicates look at no other task.
+    with_anti_affinity: Vec<usize>,
+}
 
 /// The taint kube's node lifecycle controller puts on cordoned nodes.
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
@@ -93,6 +99,12 @@ impl Plugin for Predicates {
         "predicates"
     }
 
+    fn open(&mut self, st: &State) {
+        self.with_anti_affinity = (0..st.tasks.len())
+            .filter(|&t| !st.tasks[t].constraints.anti_affinity.is_empty())
+            .collect();
+    }
+
     fn predicate(&self, st: &State, t: usize, n: usize) -> Result<(), Unfit> {
         let node = &st.nodes[n];
         let task = &st.tasks[t];
@@ -152,6 +164,16 @@ impl Plugin for Predicates {
                 return Err(Unfit::resolvable(
                     "node(s) didn't have free ports for the requested pod ports",
                 ));
+            }
+        }
+        if !self.with_anti_affinity.is_empty() {
+            let clash = if c.anti_affinity.is_empty() {
+                interpod::conflicts(st, t, n, self.with_anti_affinity.iter().copied())
+            } else {
+                interpod::conflicts(st, t, n, 0..st.tasks.len())
+            };
+            if !clash.is_empty() {
+                return Err(Unfit::resolvable(interpod::ANTI_AFFINITY_REASON));
             }
         }
         Ok(())
