@@ -336,14 +336,25 @@ tiers:
             512,
         ));
     }
-    let out = session_with(&w, conf);
+    // A minute after the pods were created (a gang evicts only a period after its pods
+    // appear: actions::preempt::PREEMPT_AFTER_MS).
+    let later = |w: &World| {
+        let t = k8s_openapi::jiff::Timestamp::from_second(1_767_225_660).unwrap();
+        run_session(
+            w.index.snapshot(),
+            &parse(conf, "test").unwrap(),
+            "s1",
+            Time(t),
+        )
+    };
+    let out = later(&w);
     // The low gang (min 4 of 4) cannot lose a pod and stay a gang: nothing is evicted.
     assert!(out.evictions.is_empty(), "{:?}", out.evictions);
     // A gang with slack (min 2 of 4) may lose 2.
     let mut pg = (*w.index.podgroup("ns/low").unwrap().as_ref()).clone();
     pg.spec.min_member = Some(2);
     w.index.apply_podgroup(&pg);
-    let out = session_with(&w, conf);
+    let out = later(&w);
     assert_eq!(out.evictions.len(), 2, "{:?}", out.evictions);
 }
 

@@ -3,10 +3,37 @@
 //! `minMember` unless the whole gang goes (the gang plugin's rule), never a critical pod (the
 //! conformance plugin's). Evictions are committed only when the preemptor's gang then has its
 //! places (pipelined); otherwise nothing is evicted.
+//!
+//! Evictions keep Volcano's cadence: a gang preempts only from a session at least one
+//! scheduling period ([`PREEMPT_AFTER_MS`]) after its waiting pods were created. In Volcano the
+//! Job controller creates a gang's pods after the session that admitted it, so the earliest
+//! session that can evict for them is one period later; tephra runs a session as soon as pods
+//! appear (to place them fast), and without the wait it evicted within a tenth of a second of a
+//! preemptor's creation, before room freed by pods ending or being deleted could count. The
+//! session that holds a gang back asks for a session at the time it becomes due.
 
 use crate::scheduler::model::TaskStatus;
 use crate::scheduler::plugins::interpod;
-use crate::scheduler::session::{Session, Statement};
+use crate::scheduler::session::{Session, State, Statement};
+
+/// How long a gang's waiting pods must have existed before it may evict (Volcano's default
+/// `schedule-period`).
+pub const PREEMPT_AFTER_MS: i64 = 1000;
+
+/// When job `j` may evict for its waiting pods (milliseconds since the epoch): one
+/// [`PREEMPT_AFTER_MS`] after its oldest waiting pod was created. Creation times have whole
+/// seconds, so the creation is taken as the end of its second: the wait is never shorter.
+/// `None` when it has no waiting pod.
+pub fn may_evict_from(st: &State, j: usize) -> Option<i64> {
+    st.jobs[j]
+        .tasks
+        .iter()
+        .map(|&t| &st.tasks[t])
+        .filter(|t| t.status == TaskStatus::Pending && !t.gated)
+        .map(|t| t.created)
+        .min()
+        .map(|created| (created + 1) * 1000 + PREEMPT_AFTER_MS)
+}
 
 /// Runs the action.
 pub fn run(ssn: &mut Session) {
@@ -33,6 +60,19 @@ pub fn run_with(ssn: &mut Session, scope: Scope) {
                 && ssn.plugins.job_starving(&ssn.state, j)
         })
         .collect();
+    // Gangs whose waiting pods are too new wait, and a session is asked for when they are due.
+    let now = ssn.state.now_ms;
+    let mut due_at: Option<i64> = None;
+    jobs.retain(|&j| match may_evict_from(&ssn.state, j) {
+        Some(at) if at > now => {
+            due_at = Some(due_at.map_or(at, |d| d.min(at)));
+            false
+        }
+        _ => true,
+    });
+    if let Some(at) = due_at {
+        ssn.state.wake_at_ms = Some(ssn.state.wake_at_ms.map_or(at, |w| w.min(at)));
+    }
     jobs.sort_by(|a, b| ssn.plugins.job_order(&ssn.state, *a, *b));
     for j in jobs {
         let q = ssn.state.job_queue[j];
@@ -185,10 +225,19 @@ tiers:
   - name: binpack
 "#;
 
-    fn session(w: &World) -> Outcome {
+    /// When the fixtures' pods were created (`testing::pod`), seconds since the epoch.
+    const CREATED: i64 = 1_767_225_600;
+
+    /// A session `secs` seconds after the pods were created.
+    fn session_at(w: &World, secs: i64) -> Outcome {
         let conf = parse(CONF, "test").unwrap();
-        let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-        run_session(w.index.snapshot(), &conf, "s1", now)
+        let now = k8s_openapi::jiff::Timestamp::from_second(CREATED + secs).unwrap();
+        run_session(w.index.snapshot(), &conf, "s1", Time(now))
+    }
+
+    /// A session well after the pods were created.
+    fn session(w: &World) -> Outcome {
+        session_at(w, 60)
     }
 
     fn labelled(mut p: Pod, key: &str, value: &str) -> Pod {
@@ -313,6 +362,18 @@ tiers:
         assert_eq!(w.index.task(&e).unwrap().status, TaskStatus::Releasing);
         w.index.expire_assumed(t0 + Duration::from_secs(31));
         assert_eq!(w.index.task(&e).unwrap().status, TaskStatus::Running);
+    }
+
+    #[test]
+    fn a_gang_evicts_only_a_period_after_its_pods_appeared_and_asks_for_that_session() {
+        let w = full_cluster(8, 4, |p| p);
+        // Created within second CREATED: due at the end of that second plus one period.
+        let due = (CREATED + 1) * 1000 + super::PREEMPT_AFTER_MS;
+        let early = session_at(&w, 1);
+        assert!(early.evictions.is_empty(), "{:?}", early.evictions);
+        assert_eq!(early.wake_at_ms, Some(due));
+        let due_now = session_at(&w, 2);
+        assert_eq!(due_now.evictions.len(), 4, "{:?}", due_now.evictions);
     }
 
     #[test]
