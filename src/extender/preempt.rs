@@ -15,9 +15,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::protocol::{ExtenderPreemptionResult, MetaVictims, PodRef};
+use super::protocol::{ExtenderPreemptionResult, MetaVictims};
+use crate::api::keys;
 use crate::scheduler::ClusterIndex;
 
 /// The victims accepted, per node, from `proposed` (both wire forms arrive here as
@@ -28,11 +30,9 @@ pub fn accept(
     idx: &ClusterIndex,
 ) -> ExtenderPreemptionResult {
     let mut out = ExtenderPreemptionResult::default();
-    // A preemptor whose uid cannot be read is judged as a pod outside any gang.
-    let preemptor = serde_json::from_str::<PodRef>(pod.get())
-        .map(|p| p.metadata.uid)
-        .unwrap_or_default();
-    if in_a_gang(&preemptor, idx) {
+    // A preemptor that cannot be read is judged as a pod outside any gang.
+    let preemptor: Preemptor = serde_json::from_str(pod.get()).unwrap_or_default();
+    if preemptor.in_a_gang(idx) {
         return out;
     }
     for (node, victims) in proposed {
@@ -43,9 +43,34 @@ pub fn accept(
     out
 }
 
-/// `true` when the index knows `uid` as a pod of a gang the session schedules.
-pub fn in_a_gang(uid: &str, idx: &ClusterIndex) -> bool {
-    idx.task(uid).is_some_and(|t| t.job.is_some())
+/// What the extender reads of the preemptor kube-scheduler sends.
+#[derive(Debug, Default, Deserialize)]
+struct Preemptor {
+    #[serde(default)]
+    metadata: PreemptorMeta,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct PreemptorMeta {
+    #[serde(default)]
+    uid: String,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+}
+
+impl Preemptor {
+    /// A pod of a gang: it names its PodGroup (the pod as sent says so even before the
+    /// index has caught up with it, which under load it may not have), or the index knows it
+    /// as a gang's.
+    fn in_a_gang(&self, idx: &ClusterIndex) -> bool {
+        self.metadata
+            .annotations
+            .get(keys::KUBE_GROUP_NAME_ANNOTATION)
+            .is_some_and(|g| !g.is_empty())
+            || idx
+                .task(&self.metadata.uid)
+                .is_some_and(|t| t.job.is_some())
+    }
 }
 
 /// `true` when evicting `victims` leaves every gang they touch at or above its `minMember`,
@@ -106,6 +131,15 @@ mod tests {
         w.index
             .apply_pod(&pod("ns", "high-task-0", "high", 1000, 512));
         let r = accept(&raw("uid-ns-high-task-0"), one_victim(victim), &w.index);
+        assert!(r.node_name_to_meta_victims.is_empty(), "{r:?}");
+        // A gang pod the index has not seen yet: its annotation says it is a gang's.
+        let unseen = RawValue::from_string(
+            serde_json::json!({"metadata": {"uid": "not-indexed-yet",
+                "annotations": {"scheduling.k8s.io/group-name": "high"}}})
+            .to_string(),
+        )
+        .unwrap();
+        let r = accept(&unseen, one_victim(victim), &w.index);
         assert!(r.node_name_to_meta_victims.is_empty(), "{r:?}");
         // A pod outside any gang still gets victims that keep gangs whole.
         let r = accept(&raw("uid-of-a-plain-pod"), one_victim(victim), &w.index);
