@@ -12,7 +12,7 @@
 //! indexed). Tasks being deleted no longer count, as their resources do not: the session plans
 //! for the node as it will be.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::PodAffinityTerm;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
@@ -146,6 +146,111 @@ pub fn conflicts(
         }
     }
     out
+}
+
+/// Does term-holder `a` rule out task `b` (in `b`'s namespace, with its labels) through one
+/// of its terms whose topology key is `key`, when both are in the same domain of it?
+fn rules_out(st: &State, a: usize, b: usize, key: Option<&str>) -> bool {
+    let (a, b) = (&st.tasks[a], &st.tasks[b]);
+    a.constraints
+        .anti_affinity
+        .iter()
+        .filter(|term| key.is_none_or(|k| term.topology_key == k))
+        .any(|term| term_selects(term, &a.namespace, &b.namespace, &b.constraints.labels))
+}
+
+/// The session's placed tasks by topology domain, so a predicate looks only at the tasks in
+/// the node's domains instead of every task: built at session open, kept up to date through
+/// the allocate and deallocate handlers. Empty (and free) when no task has a required
+/// anti-affinity term.
+#[derive(Debug, Default)]
+pub struct Domains {
+    /// Topology keys of every task's terms.
+    keys: Vec<String>,
+    /// (key, value) → nodes with that label.
+    members: HashMap<(String, String), Vec<usize>>,
+    /// Per node, the tasks on it that count.
+    placed: Vec<Vec<usize>>,
+    /// Task → the node it is listed on.
+    listed: HashMap<usize, usize>,
+}
+
+impl Domains {
+    /// The index of the session's state as it opens.
+    pub fn build(st: &State) -> Self {
+        let mut keys: Vec<String> = st
+            .tasks
+            .iter()
+            .flat_map(|t| t.constraints.anti_affinity.iter())
+            .map(|term| term.topology_key.clone())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        let mut d = Self {
+            keys,
+            ..Self::default()
+        };
+        if d.keys.is_empty() {
+            return d;
+        }
+        for (n, node) in st.nodes.iter().enumerate() {
+            for k in &d.keys {
+                if let Some(v) = node.labels.get(k) {
+                    d.members.entry((k.clone(), v.clone())).or_default().push(n);
+                }
+            }
+        }
+        d.placed = vec![Vec::new(); st.nodes.len()];
+        for t in 0..st.tasks.len() {
+            d.on_allocate(st, t);
+        }
+        d
+    }
+
+    /// `true` when no task has a term: nothing can conflict.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Task `t` was placed (or its eviction undone): list it on its node if it counts.
+    pub fn on_allocate(&mut self, st: &State, t: usize) {
+        if self.keys.is_empty() || self.listed.contains_key(&t) || !counts(st.tasks[t].status) {
+            return;
+        }
+        let Some(n) = st.tasks[t]
+            .node
+            .as_ref()
+            .and_then(|x| st.node_index.get(x))
+            .copied()
+        else {
+            return;
+        };
+        self.placed[n].push(t);
+        self.listed.insert(t, n);
+    }
+
+    /// Task `t` was unplaced or evicted.
+    pub fn on_deallocate(&mut self, t: usize) {
+        if let Some(n) = self.listed.remove(&t) {
+            self.placed[n].retain(|&x| x != t);
+        }
+    }
+
+    /// Does any placed task rule out node `n` for task `t`, or `t` rule it out (the same
+    /// answer as [`conflicts`] is non-empty)?
+    pub fn conflict(&self, st: &State, t: usize, n: usize) -> bool {
+        self.keys.iter().any(|k| {
+            let Some(v) = st.nodes[n].labels.get(k) else {
+                return false;
+            };
+            self.members
+                .get(&(k.clone(), v.clone()))
+                .into_iter()
+                .flatten()
+                .flat_map(|&m| self.placed[m].iter().copied())
+                .any(|o| o != t && (rules_out(st, t, o, Some(k)) || rules_out(st, o, t, Some(k))))
+        })
+    }
 }
 
 #[cfg(test)]

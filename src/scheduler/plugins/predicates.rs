@@ -14,9 +14,8 @@ use crate::scheduler::session::State;
 /// The plugin.
 #[derive(Debug, Default)]
 pub struct Predicates {
-    /// Tasks with required anti-affinity terms, found at open: a task without terms can only
-    /// conflict with these, so most predicates look at no other task.
-    with_anti_affinity: Vec<usize>,
+    /// Placed tasks by topology domain, for required pod anti-affinity.
+    domains: interpod::Domains,
 }
 
 /// The taint kube's node lifecycle controller puts on cordoned nodes.
@@ -100,9 +99,15 @@ impl Plugin for Predicates {
     }
 
     fn open(&mut self, st: &State) {
-        self.with_anti_affinity = (0..st.tasks.len())
-            .filter(|&t| !st.tasks[t].constraints.anti_affinity.is_empty())
-            .collect();
+        self.domains = interpod::Domains::build(st);
+    }
+
+    fn on_allocate(&mut self, st: &State, t: usize) {
+        self.domains.on_allocate(st, t);
+    }
+
+    fn on_deallocate(&mut self, _: &State, t: usize) {
+        self.domains.on_deallocate(t);
     }
 
     fn predicate(&self, st: &State, t: usize, n: usize) -> Result<(), Unfit> {
@@ -166,15 +171,8 @@ impl Plugin for Predicates {
                 ));
             }
         }
-        if !self.with_anti_affinity.is_empty() {
-            let clash = if c.anti_affinity.is_empty() {
-                interpod::conflicts(st, t, n, self.with_anti_affinity.iter().copied())
-            } else {
-                interpod::conflicts(st, t, n, 0..st.tasks.len())
-            };
-            if !clash.is_empty() {
-                return Err(Unfit::resolvable(interpod::ANTI_AFFINITY_REASON));
-            }
+        if !self.domains.is_empty() && self.domains.conflict(st, t, n) {
+            return Err(Unfit::resolvable(interpod::ANTI_AFFINITY_REASON));
         }
         Ok(())
     }
