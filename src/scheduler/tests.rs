@@ -535,3 +535,65 @@ fn a_gang_whose_pods_are_all_gated_holds_no_room_in_its_queue() {
     let out = session_with(&w, conf);
     assert_eq!(phase_of(&out, "job1"), Some(PodGroupPhase::Inqueue));
 }
+
+#[test]
+fn capacity_shares_the_cluster_as_the_queues_declare_not_by_weight() {
+    // 8 nodes × 4 cpu = 32 cpu; equal weights, declared shares of 8 and 24 cpu.
+    let mut w = World::default().nodes(8, 4, 64);
+    for (name, cpu) in [("q1", "8"), ("q3", "24")] {
+        let mut q = super::testing::queue(name, 1);
+        q.spec.deserved = Some(
+            [(
+                "cpu".to_string(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity(cpu.into()),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        w.index.apply_queue(&q);
+    }
+    for i in 0..20 {
+        w = w
+            .gang("ns", &format!("a{i:02}"), "q1", 2, 2, 1000, 512, "Inqueue")
+            .gang("ns", &format!("b{i:02}"), "q3", 2, 2, 1000, 512, "Inqueue");
+    }
+    let count = |out: &Outcome| {
+        out.plan
+            .placements
+            .values()
+            .fold((0usize, 0usize), |(a, b), p| {
+                if p.job.starts_with("ns/a") {
+                    (a + 1, b)
+                } else {
+                    (a, b + 1)
+                }
+            })
+    };
+    let proportion = count(&session(&w));
+    assert_eq!(proportion, (16, 16), "proportion splits by weight");
+    let capacity = session_with(
+        &w,
+        r#"
+actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: capacity
+  - name: predicates
+  - name: nodeorder
+"#,
+    );
+    // The queue with the lower share of its declared amount goes next, gang by gang, and
+    // nothing caps a queue at its share while room is left: the split is the declared one
+    // within about a gang (2 pods).
+    let (a, b) = count(&capacity);
+    assert_eq!(a + b, 32, "{:?}", (a, b));
+    assert!(
+        a.abs_diff(8) <= 2,
+        "capacity splits as declared: {:?}",
+        (a, b)
+    );
+}

@@ -25,6 +25,7 @@ pub fn build(option: &PluginOption) -> Option<Box<dyn Plugin>> {
         "overcommit" => Box::new(overcommit::Overcommit::new(option)),
         "drf" => Box::new(drf::Drf::default()),
         "proportion" => Box::new(proportion::Proportion::default()),
+        "capacity" => Box::new(proportion::Proportion::capacity()),
         "predicates" => Box::new(predicates::Predicates::default()),
         "nodeorder" => Box::new(nodeorder::NodeOrder::new(option)),
         "binpack" => Box::new(binpack::Binpack::new(option)),
