@@ -211,7 +211,7 @@ async fn preempt(State(ext): State<Arc<Extender>>, body: Bytes) -> Response {
     let proposed = args.meta_victims();
     let r = {
         let idx = ext.scheduler.index();
-        preempt::accept(proposed, &idx)
+        preempt::accept(&args.pod, proposed, &idx)
     };
     let m = ext.metrics();
     m.preemption_attempts.inc();

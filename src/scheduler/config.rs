@@ -20,6 +20,7 @@ pub const KNOWN_PLUGINS: &[&str] = &[
     "overcommit",
     "drf",
     "proportion",
+    "capacity",
     "predicates",
     "nodeorder",
     "binpack",
@@ -32,7 +33,6 @@ pub const KNOWN_PLUGINS: &[&str] = &[
 /// the plugin is left out of the session and [`SchedulerConf::ignored_plugins`] names it, for
 /// a warning. A name in neither list is refused: that is a typo.
 pub const VOLCANO_ONLY_PLUGINS: &[&str] = &[
-    "capacity",
     "cdp",
     "deviceshare",
     "extender",

@@ -6,7 +6,7 @@
 //! them) are *assumed*: they count against their node at once and are released when the pod is
 //! deleted, when it shows up bound, or when their time-to-live passes without a bind.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -85,6 +85,9 @@ pub struct ClusterIndex {
     queues: HashMap<String, Arc<Queue>>,
     priority_classes: HashMap<String, (i32, bool)>,
     assumed: HashMap<String, Assumed>,
+    /// Pods a session evicted that the API has not shown deleting yet: uid → until when, and
+    /// the status the pod would have otherwise (see [`ClusterIndex::assume_evicted`]).
+    evicting: HashMap<String, (Instant, TaskStatus)>,
     changes: Changes,
     relist_pods: Option<Vec<Pod>>,
     relist_nodes: Option<Vec<Node>>,
@@ -135,6 +138,7 @@ impl ClusterIndex {
             queues: HashMap::new(),
             priority_classes: HashMap::new(),
             assumed: HashMap::new(),
+            evicting: HashMap::new(),
             changes: Changes::default(),
             relist_pods: None,
             relist_nodes: None,
@@ -161,9 +165,10 @@ impl ClusterIndex {
         self.changes
     }
 
-    /// `true` when an assumed placement has passed its time.
+    /// `true` when an assumed placement or eviction has passed its time.
     pub fn has_expired_assumed(&self, now: Instant) -> bool {
         self.assumed.values().any(|a| a.expires <= now)
+            || self.evicting.values().any(|(until, _)| *until <= now)
     }
 
     /// A queue's `status.allocated` as last seen.
@@ -356,7 +361,8 @@ impl ClusterIndex {
             "Failed" => TaskStatus::Failed,
             _ => TaskStatus::Unknown,
         };
-        let constraints = spec.map(constraints_of).unwrap_or_default();
+        let mut constraints = spec.map(constraints_of).unwrap_or_default();
+        constraints.labels = labels.cloned().unwrap_or_default();
         let task = TaskInfo {
             uid,
             namespace,
@@ -381,9 +387,18 @@ impl ClusterIndex {
 
     /// A pod was added or changed.
     pub fn apply_pod(&mut self, pod: &Pod) {
-        let Some((task, ours)) = self.task_of(pod) else {
+        let Some((mut task, ours)) = self.task_of(pod) else {
             return;
         };
+        if pod.metadata.deletion_timestamp.is_some() {
+            // The API shows the eviction now: the pod's own status says Releasing.
+            self.evicting.remove(&task.uid);
+        } else if let Some((_, underlying)) = self.evicting.get_mut(&task.uid)
+            && matches!(task.status, TaskStatus::Running | TaskStatus::Bound)
+        {
+            *underlying = task.status;
+            task.status = TaskStatus::Releasing;
+        }
         if task.node.is_some() && !task.assumed {
             self.assumed.remove(&task.uid);
         }
@@ -427,6 +442,7 @@ impl ClusterIndex {
             return;
         };
         self.assumed.remove(uid);
+        self.evicting.remove(uid);
         if let Some(old) = self.pods.remove(uid) {
             self.contribute(&old.task, false);
             if let Some(j) = &old.task.job
@@ -453,6 +469,7 @@ impl ClusterIndex {
             .filter_map(|p| p.metadata.uid.as_deref())
             .collect();
         self.assumed.retain(|k, _| live.contains(k.as_str()));
+        self.evicting.retain(|k, _| live.contains(k.as_str()));
         for p in pods {
             self.apply_pod(p);
         }
@@ -509,8 +526,61 @@ impl ClusterIndex {
         true
     }
 
-    /// Releases every assumed placement whose time has passed; returns how many.
+    /// Counts a placed pod as releasing from now on (its node's room as freed for the plan):
+    /// a session evicted it, and until the API shows the pod deleting, the next sessions would
+    /// otherwise see it running, choose victims again for the same preemptor, and give the
+    /// room the evictions free to whatever pod comes first (Volcano's cache marks an evicted
+    /// task releasing at once, too). Ends when the pod is seen deleting or deleted, or after
+    /// `ttl` (an eviction the API refused). Returns `false` when the pod is unknown or not
+    /// running on a node.
+    pub fn assume_evicted(&mut self, uid: &str, ttl: Duration, now: Instant) -> bool {
+        let Some(entry) = self.pods.get(uid) else {
+            return false;
+        };
+        let underlying = entry.task.status;
+        if !matches!(underlying, TaskStatus::Running | TaskStatus::Bound) {
+            return false;
+        }
+        let mut task = entry.task.clone();
+        self.contribute(&task, false);
+        task.status = TaskStatus::Releasing;
+        self.contribute(&task, true);
+        if let Some(e) = self.pods.get_mut(uid) {
+            e.task = task;
+        }
+        self.evicting
+            .insert(uid.to_string(), (now + ttl, underlying));
+        true
+    }
+
+    /// Ends the evictions assumed before `now` whose pods the API never showed deleting: they
+    /// count as running again.
+    fn expire_evictions(&mut self, now: Instant) {
+        let expired: Vec<(String, TaskStatus)> = self
+            .evicting
+            .iter()
+            .filter(|(_, (until, _))| *until <= now)
+            .map(|(k, (_, s))| (k.clone(), *s))
+            .collect();
+        for (uid, underlying) in expired {
+            self.evicting.remove(&uid);
+            if let Some(e) = self.pods.get(&uid).cloned()
+                && e.task.status == TaskStatus::Releasing
+            {
+                self.contribute(&e.task, false);
+                let mut task = e.task;
+                task.status = underlying;
+                self.contribute(&task, true);
+                self.pods.insert(uid, PodEntry { task, ours: e.ours });
+                self.changes.capacity = true;
+            }
+        }
+    }
+
+    /// Releases every assumed placement whose time has passed, and ends assumed evictions
+    /// whose time has passed; returns how many placements were released.
     pub fn expire_assumed(&mut self, now: Instant) -> usize {
+        self.expire_evictions(now);
         let expired: Vec<String> = self
             .assumed
             .iter()
@@ -857,6 +927,15 @@ fn constraints_of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Constraints {
             ))
         })
         .collect();
+    let anti_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|p| {
+            p.required_during_scheduling_ignored_during_execution
+                .clone()
+        })
+        .unwrap_or_default();
     Constraints {
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         required_terms,
@@ -864,6 +943,8 @@ fn constraints_of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Constraints {
         tolerations: spec.tolerations.clone().unwrap_or_default(),
         host_ports,
         node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
+        labels: BTreeMap::new(),
+        anti_affinity,
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{NodeSelectorTerm, Taint, Toleration};
+use k8s_openapi::api::core::v1::{NodeSelectorTerm, PodAffinityTerm, Taint, Toleration};
 
 use super::resource::Resource;
 use crate::api::PodGroup;
@@ -91,6 +91,11 @@ pub struct Constraints {
     pub host_ports: Vec<(String, String, i32)>,
     /// `spec.nodeName` set at creation (a pod that names its node).
     pub node_name: Option<String>,
+    /// The pod's labels (what other pods' affinity terms select).
+    pub labels: BTreeMap<String, String>,
+    /// Required pod anti-affinity terms
+    /// (`affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution`).
+    pub anti_affinity: Vec<PodAffinityTerm>,
 }
 
 /// One pod.

@@ -312,6 +312,9 @@ impl Scheduler {
             for (uid, p) in &outcome.plan.placements {
                 idx.assume(uid, &p.node, self.inner.options.assume_ttl, now);
             }
+            for e in &outcome.evictions {
+                idx.assume_evicted(&e.uid, self.inner.options.assume_ttl, now);
+            }
             // Capacity and pods the plan now holds are accounted; do not wake for them.
             idx.take_changes();
             idx.restore_changes(during);

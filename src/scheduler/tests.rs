@@ -336,14 +336,25 @@ tiers:
             512,
         ));
     }
-    let out = session_with(&w, conf);
+    // A minute after the pods were created (a gang evicts only a period after its pods
+    // appear: actions::preempt::PREEMPT_AFTER_MS).
+    let later = |w: &World| {
+        let t = k8s_openapi::jiff::Timestamp::from_second(1_767_225_660).unwrap();
+        run_session(
+            w.index.snapshot(),
+            &parse(conf, "test").unwrap(),
+            "s1",
+            Time(t),
+        )
+    };
+    let out = later(&w);
     // The low gang (min 4 of 4) cannot lose a pod and stay a gang: nothing is evicted.
     assert!(out.evictions.is_empty(), "{:?}", out.evictions);
     // A gang with slack (min 2 of 4) may lose 2.
     let mut pg = (*w.index.podgroup("ns/low").unwrap().as_ref()).clone();
     pg.spec.min_member = Some(2);
     w.index.apply_podgroup(&pg);
-    let out = session_with(&w, conf);
+    let out = later(&w);
     assert_eq!(out.evictions.len(), 2, "{:?}", out.evictions);
 }
 
@@ -523,4 +534,66 @@ fn a_gang_whose_pods_are_all_gated_holds_no_room_in_its_queue() {
                 - name: predicates\n  - name: proportion\n";
     let out = session_with(&w, conf);
     assert_eq!(phase_of(&out, "job1"), Some(PodGroupPhase::Inqueue));
+}
+
+#[test]
+fn capacity_shares_the_cluster_as_the_queues_declare_not_by_weight() {
+    // 8 nodes × 4 cpu = 32 cpu; equal weights, declared shares of 8 and 24 cpu.
+    let mut w = World::default().nodes(8, 4, 64);
+    for (name, cpu) in [("q1", "8"), ("q3", "24")] {
+        let mut q = super::testing::queue(name, 1);
+        q.spec.deserved = Some(
+            [(
+                "cpu".to_string(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity(cpu.into()),
+            )]
+            .into_iter()
+            .collect(),
+        );
+        w.index.apply_queue(&q);
+    }
+    for i in 0..20 {
+        w = w
+            .gang("ns", &format!("a{i:02}"), "q1", 2, 2, 1000, 512, "Inqueue")
+            .gang("ns", &format!("b{i:02}"), "q3", 2, 2, 1000, 512, "Inqueue");
+    }
+    let count = |out: &Outcome| {
+        out.plan
+            .placements
+            .values()
+            .fold((0usize, 0usize), |(a, b), p| {
+                if p.job.starts_with("ns/a") {
+                    (a + 1, b)
+                } else {
+                    (a, b + 1)
+                }
+            })
+    };
+    let proportion = count(&session(&w));
+    assert_eq!(proportion, (16, 16), "proportion splits by weight");
+    let capacity = session_with(
+        &w,
+        r#"
+actions: "enqueue, allocate"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: capacity
+  - name: predicates
+  - name: nodeorder
+"#,
+    );
+    // The queue with the lower share of its declared amount goes next, gang by gang, and
+    // nothing caps a queue at its share while room is left: the split is the declared one
+    // within about a gang (2 pods).
+    let (a, b) = count(&capacity);
+    assert_eq!(a + b, 32, "{:?}", (a, b));
+    assert!(
+        a.abs_diff(8) <= 2,
+        "capacity splits as declared: {:?}",
+        (a, b)
+    );
 }

@@ -7,6 +7,7 @@ pub mod binpack;
 pub mod conformance;
 pub mod drf;
 pub mod gang;
+pub mod interpod;
 pub mod nodeorder;
 pub mod overcommit;
 pub mod predicates;
@@ -24,7 +25,8 @@ pub fn build(option: &PluginOption) -> Option<Box<dyn Plugin>> {
         "overcommit" => Box::new(overcommit::Overcommit::new(option)),
         "drf" => Box::new(drf::Drf::default()),
         "proportion" => Box::new(proportion::Proportion::default()),
-        "predicates" => Box::new(predicates::Predicates),
+        "capacity" => Box::new(proportion::Proportion::capacity()),
+        "predicates" => Box::new(predicates::Predicates::default()),
         "nodeorder" => Box::new(nodeorder::NodeOrder::new(option)),
         "binpack" => Box::new(binpack::Binpack::new(option)),
         "sla" => Box::new(sla::Sla::new(option)),

@@ -1,17 +1,22 @@
 //! `predicates`: the node filters kube-scheduler would apply, decided from the snapshot: node
 //! Ready and not cordoned, pod count, node selector, required node affinity, taints and
-//! tolerations, host ports. (Resource fit is checked by the session before any plugin.)
+//! tolerations, host ports, required pod anti-affinity between session tasks ([`super::interpod`]).
+//! (Resource fit is checked by the session before any plugin.)
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration};
 
+use super::interpod;
 use crate::scheduler::framework::{Plugin, Unfit};
 use crate::scheduler::model::NodeInfo;
 use crate::scheduler::resource::PODS;
 use crate::scheduler::session::State;
 
 /// The plugin.
-#[derive(Debug)]
-pub struct Predicates;
+#[derive(Debug, Default)]
+pub struct Predicates {
+    /// Placed tasks by topology domain, for required pod anti-affinity.
+    domains: interpod::Domains,
+}
 
 /// The taint kube's node lifecycle controller puts on cordoned nodes.
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
@@ -93,6 +98,18 @@ impl Plugin for Predicates {
         "predicates"
     }
 
+    fn open(&mut self, st: &State) {
+        self.domains = interpod::Domains::build(st);
+    }
+
+    fn on_allocate(&mut self, st: &State, t: usize) {
+        self.domains.on_allocate(st, t);
+    }
+
+    fn on_deallocate(&mut self, _: &State, t: usize) {
+        self.domains.on_deallocate(t);
+    }
+
     fn predicate(&self, st: &State, t: usize, n: usize) -> Result<(), Unfit> {
         let node = &st.nodes[n];
         let task = &st.tasks[t];
@@ -153,6 +170,9 @@ impl Plugin for Predicates {
                     "node(s) didn't have free ports for the requested pod ports",
                 ));
             }
+        }
+        if !self.domains.is_empty() && self.domains.conflict(st, t, n) {
+            return Err(Unfit::resolvable(interpod::ANTI_AFFINITY_REASON));
         }
         Ok(())
     }

@@ -3,6 +3,13 @@
 //! raised to its guarantee; a queue at its deserved share takes nothing more this session, a
 //! gang is admitted only within its queue's real capability, and reclaim takes back only what a
 //! queue holds beyond its deserved share.
+//!
+//! The same plugin runs as Volcano's `capacity` ([`Proportion::capacity`]): there each queue's
+//! deserved share is what its `spec.deserved` declares (capped by its real capability, raised
+//! to its guarantee) instead of a weighted fill; a queue is never refused as overused and a
+//! task is allocatable up to its queue's real capability, while reclaim and preemption still
+//! stop at the deserved share and queues that declare a share go before those that do not.
+//! Volcano's hierarchical capacity (`enableHierarchy`) is not modelled: every queue is a leaf.
 
 use std::cmp::Ordering;
 
@@ -35,10 +42,30 @@ pub struct QueueAttr {
     pub share: f64,
 }
 
+/// Where a queue's deserved share comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum ShareSource {
+    /// Water-filled by weight (`proportion`).
+    #[default]
+    Weighted,
+    /// Declared in `spec.deserved` (`capacity`).
+    Declared,
+}
+
 /// The plugin.
 #[derive(Debug, Default)]
 pub struct Proportion {
     attrs: Vec<QueueAttr>,
+    source: ShareSource,
+}
+
+/// `capacity`'s deserved shares: each queue's `spec.deserved`, capped by its real capability
+/// and raised to its guarantee (nothing declared: no share, the queue is best effort).
+fn declared_fill(attrs: &mut [QueueAttr], queues: &[crate::scheduler::model::QueueInfo]) {
+    for (a, q) in attrs.iter_mut().zip(queues) {
+        let declared = q.deserved.clone().unwrap_or_default();
+        a.deserved = declared.min_with(&a.real_capability).max_with(&a.guarantee);
+    }
 }
 
 /// Water-fills `total` among queues by `weight`, each capped by real capability and request
@@ -160,6 +187,14 @@ pub fn hierarchical_fill(
 }
 
 impl Proportion {
+    /// Volcano's `capacity` plugin: deserved shares as the queues declare them.
+    pub fn capacity() -> Self {
+        Self {
+            source: ShareSource::Declared,
+            ..Self::default()
+        }
+    }
+
     fn update_share(&mut self, q: usize) {
         let a = &mut self.attrs[q];
         a.share = a.allocated.share_of(&a.deserved);
@@ -168,7 +203,10 @@ impl Proportion {
 
 impl Plugin for Proportion {
     fn name(&self) -> &'static str {
-        "proportion"
+        match self.source {
+            ShareSource::Weighted => "proportion",
+            ShareSource::Declared => "capacity",
+        }
     }
 
     fn open(&mut self, st: &State) {
@@ -253,7 +291,12 @@ impl Plugin for Proportion {
                 *h = true;
             }
         }
-        hierarchical_fill(total, &mut self.attrs, &weights, &parents, &has_jobs);
+        match self.source {
+            ShareSource::Weighted => {
+                hierarchical_fill(total, &mut self.attrs, &weights, &parents, &has_jobs);
+            }
+            ShareSource::Declared => declared_fill(&mut self.attrs, &st.queues),
+        }
         for q in 0..self.attrs.len() {
             self.update_share(q);
         }
@@ -264,10 +307,21 @@ impl Plugin for Proportion {
         if by_priority != Ordering::Equal {
             return Some(by_priority);
         }
+        if self.source == ShareSource::Declared {
+            // Queues that declare a share go before best-effort ones.
+            let declared = |q: usize| !self.attrs[q].deserved.is_empty();
+            let by_declared = declared(b).cmp(&declared(a));
+            if by_declared != Ordering::Equal {
+                return Some(by_declared);
+            }
+        }
         self.attrs[a].share.partial_cmp(&self.attrs[b].share)
     }
 
     fn overused(&self, _: &State, q: usize) -> Option<bool> {
+        if self.source == ShareSource::Declared {
+            return None;
+        }
         let a = self.attrs.get(q)?;
         Some(a.deserved.less_equal(&a.allocated))
     }
@@ -278,7 +332,11 @@ impl Plugin for Proportion {
         }
         let a = self.attrs.get(q)?;
         let req = &st.tasks[t].resreq;
-        Some(a.allocated.plus(req).less_equal_in(&a.deserved, req))
+        let limit = match self.source {
+            ShareSource::Weighted => &a.deserved,
+            ShareSource::Declared => &a.real_capability,
+        };
+        Some(a.allocated.plus(req).less_equal_in(limit, req))
     }
 
     fn job_enqueueable(&mut self, st: &mut State, j: usize) -> i8 {
