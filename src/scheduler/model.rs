@@ -91,6 +91,12 @@ pub struct Constraints {
     pub host_ports: Vec<(String, String, i32)>,
     /// `spec.nodeName` set at creation (a pod that names its node).
     pub node_name: Option<String>,
+    /// The pod uses something only kube-scheduler checks or prepares before its Binding:
+    /// PersistentVolumeClaims or generic ephemeral volumes (bound in kube-scheduler's
+    /// PreBind), resource claims, inter-pod (anti-)affinity or topology spread constraints
+    /// (judged by kube-scheduler's filters, not by the session). The binder never binds such
+    /// a pod ahead of its own bind request.
+    pub needs_kube_scheduler: bool,
 }
 
 /// One pod.
