@@ -425,6 +425,30 @@ async fn bound_nodes(c: &Client) -> Vec<(String, Option<String>)> {
     v
 }
 
+/// The pods and their nodes once at least `n` are bound (bounded wait): a flush answers each
+/// request as its own Binding lands, so the rest of the gang may land a moment later.
+async fn bound_at_least(env: &Env, n: usize) -> Vec<(String, Option<String>)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let bound = bound_nodes(&env.client).await;
+        if bound.iter().filter(|(_, node)| node.is_some()).count() >= n
+            || Instant::now() >= deadline
+        {
+            return bound;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits (bounded) until `tephra_extender_gang_binds_total{outcome}` reaches `n`.
+async fn gang_binds_reach(env: &Env, outcome: &str, n: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gang_binds(env, outcome) < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gang_binds(env, outcome)
+}
+
 /// `tephra_extender_gang_binds_total` summed over gangs, for one outcome.
 fn gang_binds(env: &Env, outcome: &str) -> f64 {
     env.registry
@@ -506,14 +530,14 @@ async fn gang_bind_is_atomic_three_of_four_bind_nothing_four_in_any_order_bind_a
     for a in &answers {
         assert_eq!(a["Error"], "", "{a}");
     }
-    let bound = bound_nodes(&env.client).await;
+    let bound = bound_at_least(&env, 4).await;
     assert!(bound.iter().all(|(_, n)| n.is_some()), "{bound:?}");
 
     // Asked again for the node it is bound to: success, nothing posted again (from the
     // binder's memory of its Binding, or from the cache once the watch shows it).
     let a = bind(&env, &pods[0], &nodes[0]).await;
     assert_eq!(a["Error"], "", "{a}");
-    assert_eq!(gang_binds(&env, "completed"), 4.0);
+    assert_eq!(gang_binds_reach(&env, "completed", 4.0).await, 4.0);
     // For another node: Error, not 5xx.
     let other = NODES.iter().find(|n| **n != nodes[0]).unwrap();
     let a = bind(&env, &pods[0], other).await;
@@ -574,7 +598,7 @@ async fn members_whose_hold_timed_out_are_bound_when_the_rest_arrive_in_the_gath
     let a = bind(&env, &pods[3], &nodes[3]).await;
     assert_eq!(a["Error"], "", "{a}");
     assert_eq!(retried.await.unwrap(), StatusCode::OK);
-    let bound = bound_nodes(&env.client).await;
+    let bound = bound_at_least(&env, 4).await;
     let want: Vec<(String, Option<String>)> = pods
         .iter()
         .zip(&nodes)
@@ -608,9 +632,9 @@ async fn a_gang_placed_whole_is_bound_ahead_at_its_first_bind() {
         .zip(&nodes)
         .map(|(p, n)| (p.metadata.name.clone().unwrap(), Some(n.clone())))
         .collect();
-    assert_eq!(bound_nodes(&env.client).await, want);
+    assert_eq!(bound_at_least(&env, 4).await, want);
     assert_eq!(gang_binds(&env, "ahead"), 3.0);
-    assert_eq!(gang_binds(&env, "completed"), 4.0);
+    assert_eq!(gang_binds_reach(&env, "completed", 4.0).await, 4.0);
 
     // kube-scheduler reaches the others later: the same node is success, nothing posted again.
     for i in 1..4 {
@@ -671,7 +695,7 @@ async fn a_member_with_a_volume_claim_is_not_bound_ahead() {
     // Its own bind completes the gang: both are bound.
     let a = bind(&env, &pods[1], &nodes[1]).await;
     assert_eq!(a["Error"], "", "{a}");
-    let bound = bound_nodes(&env.client).await;
+    let bound = bound_at_least(&env, 2).await;
     assert!(bound.iter().all(|(_, n)| n.is_some()), "{bound:?}");
 }
 
@@ -730,6 +754,12 @@ async fn a_hold_that_cannot_gather_releases_at_the_hold_timeout() {
 async fn two_binds_of_one_pod_post_one_binding_and_both_succeed() {
     let env = start(3, false).await;
     let p = pod(&env.client, "twice", None, 1).await;
+    // The binder answers from the index: wait (bounded) until the watch has brought the pod.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while env.scheduler.index().task(&uid(&p)).is_none() {
+        assert!(Instant::now() < deadline, "the pod never reached the index");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let answers = futures::future::join_all((0..2).map(|_| bind(&env, &p, "node-2"))).await;
     for a in &answers {
         assert_eq!(a["Error"], "", "{a}");

@@ -377,14 +377,16 @@ impl Binder {
         let (job, bound, min) = match self.admit(args)? {
             Admit::Done => return Ok(()),
             Admit::Now(job) => {
+                // Committed before the flight is recorded: a flush that looks for members to
+                // bind ahead skips committed ones, so it cannot post this pod a second time.
+                if let Some(j) = &job {
+                    self.commit(j, &args.pod_uid);
+                }
                 if let Some(rx) = self.take_off(&args.pod_uid, &args.node) {
                     return self
                         .wait_flight(rx, &args.node)
                         .await
                         .unwrap_or_else(|| Err(BindError::InFlight(args.node.clone())));
-                }
-                if let Some(j) = &job {
-                    self.commit(j, &args.pod_uid);
                 }
                 let r = self.post(args).await;
                 self.landed(job.as_deref(), &args.pod_uid, &args.node, &r);
@@ -404,6 +406,20 @@ impl Binder {
         m.gang_binds.with_label_values(&["held"]).inc();
         let taken = {
             let mut holds = lock(&self.inner.holds);
+            // A flush of this gang may have taken the pod along (bound ahead) since
+            // `join_flight` looked; flushes record their flights under this lock, so this
+            // check cannot miss one, and the pod is not posted twice.
+            let joined = lock(&self.inner.flights)
+                .get(&args.pod_uid)
+                .filter(|f| f.node == args.node)
+                .map(|f| f.result.subscribe());
+            if let Some(rx) = joined {
+                drop(holds);
+                return self
+                    .wait_flight(rx, &args.node)
+                    .await
+                    .unwrap_or_else(|| Err(BindError::InFlight(args.node.clone())));
+            }
             let hold = holds.entry(job.clone()).or_insert_with(|| Hold {
                 generation: 0,
                 bound,
@@ -520,6 +536,9 @@ impl Binder {
                     flights.remove(uid);
                 }
             }
+        }
+        if let Err(e) = r {
+            tracing::warn!(pod_uid = %uid, node, gang = job.unwrap_or(""), error = %e, "Binding failed");
         }
         match r {
             Ok(()) | Err(BindError::Conflict(_)) => {}
@@ -885,19 +904,22 @@ impl Binder {
                     node: h.node.clone(),
                 };
                 let r = me.post(&args).await;
-                // Published as each lands: a request waiting on this member's Binding should
-                // not wait for the whole gang's.
+                // Published and answered as each lands: a request should not wait for the
+                // whole gang's Bindings (a flush of 100 under load takes seconds, past
+                // kube-scheduler's httpTimeout), only for its own. The gang is whole either
+                // way: every Binding of the flush is posted.
                 me.landed(Some(job), &h.uid, &h.node, &r);
-                (h, r)
+                let outcome = if r.is_ok() { "completed" } else { "failed" };
+                me.inner
+                    .metrics
+                    .gang_binds
+                    .with_label_values(&[outcome])
+                    .inc();
+                let mut h = h;
+                h.answer(r);
             }
         });
-        let results = futures::future::join_all(posts).await;
-        let m = &self.inner.metrics;
-        for (mut h, r) in results {
-            let outcome = if r.is_ok() { "completed" } else { "failed" };
-            m.gang_binds.with_label_values(&[outcome]).inc();
-            h.answer(r);
-        }
+        futures::future::join_all(posts).await;
     }
 
     /// Posts the Binding, retrying transient errors ([`retryable`], transport) a few times.
