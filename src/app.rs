@@ -553,6 +553,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         ExtenderOptions {
             bind_hold_timeout: args.extender.bind_hold_timeout,
             bind_gather_timeout: args.extender.bind_gather_timeout,
+            bind_ahead: args.extender.bind_ahead,
             plan_wait: args.extender.extender_plan_wait,
         },
         metrics.registry(),

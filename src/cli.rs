@@ -403,6 +403,23 @@ pub struct ExtenderFlags {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub bind_gather_timeout: std::time::Duration,
 
+    /// Scheduler extender: when a gang member's bind arrives and the members the session has
+    /// placed reach the gang's minMember, bind all of them at once instead of waiting for
+    /// kube-scheduler to ask for each (it places one pod per cycle). The gang is still bound
+    /// whole. Members with PersistentVolumeClaims, ephemeral volumes, resource claims,
+    /// inter-pod affinity or topology spread constraints are never bound ahead (kube-scheduler
+    /// checks or prepares those). `false` binds only members kube-scheduler asked for.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value_t = true,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub bind_ahead: bool,
+
     /// Scheduler extender: how long a filter request for a pod the plan has not seen yet waits
     /// for an on-demand scheduling session before answering.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]

@@ -39,11 +39,54 @@ const HOLD: Duration = Duration::from_millis(800);
 /// The gather window of the tests (`--bind-gather-timeout`).
 const GATHER: Duration = Duration::from_millis(1500);
 
+/// How a test's service is set up.
+struct Options {
+    sim_kubelet: bool,
+    gather: Duration,
+    bind_ahead: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        // Binding ahead off by default here: most tests play kube-scheduler's binds one by one
+        // to exercise the hold and the gather window, which binding ahead would short-cut.
+        Self {
+            sim_kubelet: false,
+            gather: GATHER,
+            bind_ahead: false,
+        }
+    }
+}
+
 async fn start(nodes: usize, sim_kubelet: bool) -> Env {
-    start_with(nodes, sim_kubelet, GATHER).await
+    start_opts(
+        nodes,
+        Options {
+            sim_kubelet,
+            ..Options::default()
+        },
+    )
+    .await
 }
 
 async fn start_with(nodes: usize, sim_kubelet: bool, gather: Duration) -> Env {
+    start_opts(
+        nodes,
+        Options {
+            sim_kubelet,
+            gather,
+            ..Options::default()
+        },
+    )
+    .await
+}
+
+async fn start_opts(nodes: usize, opts: Options) -> Env {
+    let Options {
+        sim_kubelet,
+        gather,
+        bind_ahead,
+    } = opts;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let shutdown = CancellationToken::new();
     let api = ApiServer::start(
@@ -82,6 +125,7 @@ async fn start_with(nodes: usize, sim_kubelet: bool, gather: Duration) -> Env {
         ExtenderOptions {
             bind_hold_timeout: HOLD,
             bind_gather_timeout: gather,
+            bind_ahead,
             plan_wait: Duration::from_millis(500),
         },
         &registry,
@@ -381,6 +425,30 @@ async fn bound_nodes(c: &Client) -> Vec<(String, Option<String>)> {
     v
 }
 
+/// The pods and their nodes once at least `n` are bound (bounded wait): a flush answers each
+/// request as its own Binding lands, so the rest of the gang may land a moment later.
+async fn bound_at_least(env: &Env, n: usize) -> Vec<(String, Option<String>)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let bound = bound_nodes(&env.client).await;
+        if bound.iter().filter(|(_, node)| node.is_some()).count() >= n
+            || Instant::now() >= deadline
+        {
+            return bound;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits (bounded) until `tephra_extender_gang_binds_total{outcome}` reaches `n`.
+async fn gang_binds_reach(env: &Env, outcome: &str, n: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gang_binds(env, outcome) < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    gang_binds(env, outcome)
+}
+
 /// `tephra_extender_gang_binds_total` summed over gangs, for one outcome.
 fn gang_binds(env: &Env, outcome: &str) -> f64 {
     env.registry
@@ -462,12 +530,17 @@ async fn gang_bind_is_atomic_three_of_four_bind_nothing_four_in_any_order_bind_a
     for a in &answers {
         assert_eq!(a["Error"], "", "{a}");
     }
-    let bound = bound_nodes(&env.client).await;
+    let bound = bound_at_least(&env, 4).await;
     assert!(bound.iter().all(|(_, n)| n.is_some()), "{bound:?}");
 
-    // Already bound: Error, not 5xx (from the cache, or from the API when the watch has not
-    // shown the bind yet: "already assigned").
+    // Asked again for the node it is bound to: success, nothing posted again (from the
+    // binder's memory of its Binding, or from the cache once the watch shows it).
     let a = bind(&env, &pods[0], &nodes[0]).await;
+    assert_eq!(a["Error"], "", "{a}");
+    assert_eq!(gang_binds_reach(&env, "completed", 4.0).await, 4.0);
+    // For another node: Error, not 5xx.
+    let other = NODES.iter().find(|n| **n != nodes[0]).unwrap();
+    let a = bind(&env, &pods[0], other).await;
     assert!(a["Error"].as_str().unwrap().contains("already"), "{a}");
 }
 
@@ -525,13 +598,174 @@ async fn members_whose_hold_timed_out_are_bound_when_the_rest_arrive_in_the_gath
     let a = bind(&env, &pods[3], &nodes[3]).await;
     assert_eq!(a["Error"], "", "{a}");
     assert_eq!(retried.await.unwrap(), StatusCode::OK);
-    let bound = bound_nodes(&env.client).await;
+    let bound = bound_at_least(&env, 4).await;
     let want: Vec<(String, Option<String>)> = pods
         .iter()
         .zip(&nodes)
         .map(|(p, n)| (p.metadata.name.clone().unwrap(), Some(n.clone())))
         .collect();
     assert_eq!(bound, want);
+}
+
+/// Binding ahead: the session placed the whole gang, so the first member's bind binds every
+/// member on its planned node at once; kube-scheduler's later binds for the others are
+/// answered with success (same node) or refused (another node), and post nothing again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_placed_whole_is_bound_ahead_at_its_first_bind() {
+    let env = start_opts(
+        3,
+        Options {
+            bind_ahead: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let pods = gang(&env.client, "ahead", 4, 4, 1).await;
+    let nodes = planned(&env, &pods).await;
+
+    let started = Instant::now();
+    let a = bind(&env, &pods[0], &nodes[0]).await;
+    assert_eq!(a["Error"], "", "{a}");
+    assert!(started.elapsed() < HOLD, "the first bind was held");
+    let want: Vec<(String, Option<String>)> = pods
+        .iter()
+        .zip(&nodes)
+        .map(|(p, n)| (p.metadata.name.clone().unwrap(), Some(n.clone())))
+        .collect();
+    assert_eq!(bound_at_least(&env, 4).await, want);
+    assert_eq!(gang_binds(&env, "ahead"), 3.0);
+    assert_eq!(gang_binds_reach(&env, "completed", 4.0).await, 4.0);
+
+    // kube-scheduler reaches the others later: the same node is success, nothing posted again.
+    for i in 1..4 {
+        let a = bind(&env, &pods[i], &nodes[i]).await;
+        assert_eq!(a["Error"], "", "{a}");
+    }
+    assert_eq!(gang_binds(&env, "completed"), 4.0);
+    assert_eq!(gang_binds(&env, "failed"), 0.0);
+    // Another node than the one it is bound to is refused.
+    let other = NODES.iter().find(|n| **n != nodes[1]).unwrap();
+    let a = bind(&env, &pods[1], other).await;
+    assert!(
+        a["Error"].as_str().unwrap().contains("already bound"),
+        "{a}"
+    );
+}
+
+/// A member that needs kube-scheduler before its Binding (here a PersistentVolumeClaim,
+/// bound in kube-scheduler's PreBind) is never bound ahead: its gang waits for its own bind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_with_a_volume_claim_is_not_bound_ahead() {
+    let env = start_opts(
+        3,
+        Options {
+            bind_ahead: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut pods = gang(&env.client, "claims", 2, 1, 1).await;
+    let p: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "claims-1", "annotations": {"scheduling.k8s.io/group-name": "claims"}},
+        "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+            "containers": [{"name": "c", "image": "busybox",
+                "resources": {"requests": {"cpu": "1"}}}]}
+    }))
+    .unwrap();
+    pods.push(
+        Api::<Pod>::namespaced(env.client.clone(), "default")
+            .create(&PostParams::default(), &p)
+            .await
+            .unwrap(),
+    );
+    let nodes = planned(&env, &pods).await;
+
+    // The plain member's bind is held, times out and is kept gathered: the claim member is
+    // placed and may still come.
+    let a = bind(&env, &pods[0], &nodes[0]).await;
+    assert!(a["Error"].as_str().unwrap().contains("kept"), "{a}");
+    assert_eq!(gang_binds(&env, "ahead"), 0.0);
+    assert!(
+        bound_nodes(&env.client)
+            .await
+            .iter()
+            .all(|(_, n)| n.is_none())
+    );
+    // Its own bind completes the gang: both are bound.
+    let a = bind(&env, &pods[1], &nodes[1]).await;
+    assert_eq!(a["Error"], "", "{a}");
+    let bound = bound_at_least(&env, 2).await;
+    assert!(bound.iter().all(|(_, n)| n.is_some()), "{bound:?}");
+}
+
+/// A hold whose gang cannot reach minMember even with every member the plan has placed
+/// releases its placements at the hold timeout instead of keeping them for the gather window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_that_cannot_gather_releases_at_the_hold_timeout() {
+    let env = start_opts(
+        3,
+        Options {
+            bind_ahead: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let pods = gang(&env.client, "short", 3, 3, 1).await;
+    let nodes = planned(&env, &pods).await;
+    // The third member goes away: the gang can no longer reach minMember 3.
+    Api::<Pod>::namespaced(env.client.clone(), "default")
+        .delete(
+            pods[2].metadata.name.as_deref().unwrap(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while env.scheduler.index().task(&uid(&pods[2])).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the deletion never reached the index"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = Instant::now();
+    let answers = futures::future::join_all((0..2).map(|i| bind(&env, &pods[i], &nodes[i]))).await;
+    assert!(started.elapsed() < GATHER, "held past the hold timeout");
+    for a in &answers {
+        let e = a["Error"].as_str().unwrap();
+        assert!(
+            e.contains("released") && e.contains("cannot reach minMember"),
+            "{a}"
+        );
+    }
+    assert_eq!(assumed(&env, &pods[..2]), [false; 2]);
+    assert!(
+        bound_nodes(&env.client)
+            .await
+            .iter()
+            .all(|(_, n)| n.is_none())
+    );
+}
+
+/// Two bind requests for one pod at once (kube-scheduler retrying a bind whose answer it
+/// missed) post one Binding and are both answered with success, not a 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_binds_of_one_pod_post_one_binding_and_both_succeed() {
+    let env = start(3, false).await;
+    let p = pod(&env.client, "twice", None, 1).await;
+    // The binder answers from the index: wait (bounded) until the watch has brought the pod.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while env.scheduler.index().task(&uid(&p)).is_none() {
+        assert!(Instant::now() < deadline, "the pod never reached the index");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let answers = futures::future::join_all((0..2).map(|_| bind(&env, &p, "node-2"))).await;
+    for a in &answers {
+        assert_eq!(a["Error"], "", "{a}");
+    }
+    let bound = bound_nodes(&env.client).await;
+    assert_eq!(bound, [("twice".to_string(), Some("node-2".to_string()))]);
 }
 
 /// With `--bind-gather-timeout 0s` a timed-out hold releases its placements at once.

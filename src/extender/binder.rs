@@ -29,6 +29,29 @@
 //! ```
 //! Members beyond `minMember` (the gang already has that many bound) and pods outside any gang
 //! are bound at once.
+//!
+//! **Binding ahead** (`--bind-ahead`, on by default). kube-scheduler places one pod per cycle,
+//! so with many gangs interleaved in its queue a gang of 100 needs 100 of its cycles spread
+//! over all the gangs' before its binds have gathered. The session has placed the whole gang
+//! already (its placements are assumed in the index), so once a bind request arrives for a
+//! member and the gang's bound, held, gathered and *placed but not yet asked* members reach
+//! `minMember`, the binder posts Bindings for all of them at once: the gang is still bound
+//! whole, as Volcano's own binder binds a ready gang, and kube-scheduler sees the members it
+//! had not reached bound through its watch and drops them from its queue. A member that uses
+//! something only kube-scheduler checks or prepares before binding (volumes it binds in
+//! PreBind, resource claims, inter-pod affinity, topology spread:
+//! `Constraints::needs_kube_scheduler`) is never bound ahead; its gang gathers as above.
+//!
+//! **One Binding per pod.** Every Binding posted is remembered with its node while it is in
+//! flight and for a while after (a *flight*): a bind request for a pod whose Binding is in
+//! flight waits for that result instead of posting again (kube-scheduler retries a bind whose
+//! request timed out, and asks for members bound ahead), and a pod already bound to the node
+//! asked for is answered with success. A Binding answered 409 (the pod is bound already) keeps
+//! the placement: the watch shows where the pod went.
+//!
+//! A hold that times out while its gang can no longer reach `minMember` even with the members
+//! still placed (the plan lost them: expired, re-planned, deleted) releases its placements at
+//! once instead of keeping them gathered for the gather window.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,12 +62,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::json;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use super::metrics::ExtenderMetrics;
 use super::protocol::ExtenderBindingArgs;
-use crate::scheduler::Scheduler;
 use crate::scheduler::runner::DEFAULT_ASSUME_TTL;
+use crate::scheduler::{ClusterIndex, Scheduler};
 
 /// Attempts per Binding post when the API answers a transient error (see [`retryable`]): a
 /// transient failure inside a gang flush would otherwise leave the gang partly bound.
@@ -75,7 +98,7 @@ pub enum BindError {
         /// The `namespace/name` sent.
         sent: String,
     },
-    /// The pod is bound already.
+    /// The pod is bound (or being bound) to another node.
     #[error("pod {pod} is already bound to {node}")]
     AlreadyBound {
         /// `namespace/name`.
@@ -110,6 +133,12 @@ pub enum BindError {
     /// A newer bind for the same pod replaced this one.
     #[error("a newer bind request for this pod replaced this one")]
     Superseded,
+    /// A Binding for this pod is still in flight after a whole hold; its result decides.
+    #[error("a Binding for this pod to {0} is still in flight; retry")]
+    InFlight(String),
+    /// The API answered 409: the pod is bound already (the watch shows where).
+    #[error("binding refused by the API (conflict): {0}")]
+    Conflict(String),
     /// The API refused the Binding.
     #[error("binding refused by the API: {0}")]
     Api(String),
@@ -118,8 +147,79 @@ pub enum BindError {
     Abandoned,
 }
 
-/// A gang member whose bind is held (`reply` set: its request is open) or gathered (`reply`
-/// gone: its request was answered at a hold timeout, its placement kept).
+/// A gang's members as the binder counts them when a bind arrives or a hold times out: the
+/// input of the pure decisions [`on_arrival`] and [`on_hold_timeout`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GangCounts {
+    /// `minMember`.
+    pub min: usize,
+    /// Bound, or with a Binding posted by this binder.
+    pub bound: usize,
+    /// Binds held (their requests open), the arriving one included.
+    pub held: usize,
+    /// Members whose hold timed out, placements kept.
+    pub gathered: usize,
+    /// Placed by the plan, not asked for yet, and free to be bound ahead.
+    pub ahead: usize,
+    /// Placed by the plan and not asked for yet, `ahead` included.
+    pub placed: usize,
+}
+
+impl GangCounts {
+    /// Bound, held and gathered: what kube-scheduler has asked for or is done.
+    fn asked(&self) -> usize {
+        self.bound + self.held + self.gathered
+    }
+}
+
+/// What to do when a gang member's bind arrives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnArrival {
+    /// Post Bindings for the held and gathered members, and with `ahead` for the members
+    /// placed but not asked for yet.
+    Flush {
+        /// Bind the placed members not asked for yet too.
+        ahead: bool,
+    },
+    /// Hold the request until more arrive (or the hold times out).
+    Hold,
+}
+
+/// Decides an arriving gang bind: flush when the members asked for reach `minMember`, or
+/// (with `bind_ahead`) when they do counting the members placed and free to be bound ahead.
+/// A flush always takes the placed members along when binding ahead is on: the gang is bound
+/// in one go instead of one kube-scheduler cycle per member.
+pub fn on_arrival(c: GangCounts, bind_ahead: bool) -> OnArrival {
+    if c.asked() >= c.min || (bind_ahead && c.asked() + c.ahead >= c.min) {
+        OnArrival::Flush { ahead: bind_ahead }
+    } else {
+        OnArrival::Hold
+    }
+}
+
+/// What to do with a gang's open requests when their hold times out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnHoldTimeout {
+    /// Answer them with an error and keep their placements for the gather window.
+    Gather,
+    /// Answer them with an error and release their placements (and the gathered ones).
+    Release,
+}
+
+/// Decides a timed-out hold: keep the members gathered only while a gather window is set and
+/// the gang can still reach `minMember` with the members the plan has placed; otherwise
+/// waiting would only keep nodes reserved for a gang that cannot complete.
+pub fn on_hold_timeout(c: GangCounts, gather: Duration) -> OnHoldTimeout {
+    if gather.is_zero() || c.asked() + c.placed < c.min {
+        OnHoldTimeout::Release
+    } else {
+        OnHoldTimeout::Gather
+    }
+}
+
+/// A gang member whose bind is held (`reply` set: its request is open), gathered (`reply`
+/// gone: its request was answered at a hold timeout, its placement kept) or bound ahead
+/// (`reply` gone: never asked for).
 struct Held {
     uid: String,
     namespace: String,
@@ -150,11 +250,22 @@ struct Hold {
     last_arrival: Instant,
 }
 
+/// The result of a posted Binding, `None` while in flight.
+type Landing = Option<Result<(), BindError>>;
+
+/// A Binding this binder posted: its node and its result for requests that ask again.
+struct Flight {
+    node: String,
+    at: Instant,
+    result: watch::Sender<Landing>,
+}
+
 struct Inner {
     client: Client,
     scheduler: Scheduler,
     hold_timeout: Duration,
     gather_timeout: Duration,
+    bind_ahead: bool,
     metrics: ExtenderMetrics,
     holds: Mutex<HashMap<String, Hold>>,
     generation: AtomicU64,
@@ -162,6 +273,8 @@ struct Inner {
     /// They count as bound before the watch shows them bound, so a member beyond minMember
     /// that arrives right after its gang's flush binds at once instead of waiting alone.
     committed: Mutex<HashMap<String, HashMap<String, Instant>>>,
+    /// Bindings posted, by pod uid (see the module docs, "One Binding per pod").
+    flights: Mutex<HashMap<String, Flight>>,
 }
 
 /// How long a posted Binding counts from the binder's own memory; by then the watch shows it.
@@ -177,6 +290,7 @@ impl std::fmt::Debug for Binder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Binder")
             .field("hold_timeout", &self.inner.hold_timeout)
+            .field("bind_ahead", &self.inner.bind_ahead)
             .finish_non_exhaustive()
     }
 }
@@ -187,6 +301,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// What the index says about a bind request.
 enum Admit {
+    /// The pod is bound to the node asked for already: nothing to post.
+    Done,
     /// Bind at once (the gang, if any, for the binder's memory).
     Now(Option<String>),
     Hold {
@@ -196,27 +312,45 @@ enum Admit {
     },
 }
 
+/// What a hold hands to a flush: the members to bind, and gathered members dropped because
+/// the index no longer shows them pending.
+#[derive(Default)]
+struct Taken {
+    flush: Vec<Held>,
+    dropped: Vec<Held>,
+}
+
+/// Settings of the [`Binder`].
+#[derive(Clone, Copy, Debug)]
+pub struct BinderOptions {
+    /// `--bind-hold-timeout`.
+    pub hold_timeout: Duration,
+    /// `--bind-gather-timeout` (zero: placements released at the hold timeout).
+    pub gather_timeout: Duration,
+    /// `--bind-ahead`.
+    pub bind_ahead: bool,
+}
+
 impl Binder {
-    /// A binder posting Bindings with `client`, holding gang binds at most `hold_timeout` and
-    /// keeping timed-out members gathered `gather_timeout` after their gang's last arrival
-    /// (zero: released at the hold timeout).
+    /// A binder posting Bindings with `client`, as `options` say.
     pub fn new(
         client: Client,
         scheduler: Scheduler,
-        hold_timeout: Duration,
-        gather_timeout: Duration,
+        options: BinderOptions,
         metrics: ExtenderMetrics,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 client,
                 scheduler,
-                hold_timeout,
-                gather_timeout,
+                hold_timeout: options.hold_timeout,
+                gather_timeout: options.gather_timeout,
+                bind_ahead: options.bind_ahead,
                 metrics,
                 holds: Mutex::new(HashMap::new()),
                 generation: AtomicU64::new(0),
                 committed: Mutex::new(HashMap::new()),
+                flights: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -237,20 +371,25 @@ impl Binder {
 
     /// Binds one pod, holding it for its gang as the module docs describe.
     pub async fn bind(&self, args: &ExtenderBindingArgs) -> Result<(), BindError> {
-        let admit = self.admit(args)?;
-        let (job, bound, min) = match admit {
+        if let Some(r) = self.join_flight(args).await {
+            return r;
+        }
+        let (job, bound, min) = match self.admit(args)? {
+            Admit::Done => return Ok(()),
             Admit::Now(job) => {
+                // Committed before the flight is recorded: a flush that looks for members to
+                // bind ahead skips committed ones, so it cannot post this pod a second time.
                 if let Some(j) = &job {
                     self.commit(j, &args.pod_uid);
                 }
-                let r = self.post(args).await;
-                if r.is_err() {
-                    if let Some(j) = &job {
-                        self.uncommit(j, &args.pod_uid);
-                    }
-                    self.inner.scheduler.index().forget(&args.pod_uid);
-                    self.inner.scheduler.request();
+                if let Some(rx) = self.take_off(&args.pod_uid, &args.node) {
+                    return self
+                        .wait_flight(rx, &args.node)
+                        .await
+                        .unwrap_or_else(|| Err(BindError::InFlight(args.node.clone())));
                 }
+                let r = self.post(args).await;
+                self.landed(job.as_deref(), &args.pod_uid, &args.node, &r);
                 return r;
             }
             Admit::Hold { job, bound, min } => (job, bound, min),
@@ -265,8 +404,22 @@ impl Binder {
         };
         let m = &self.inner.metrics;
         m.gang_binds.with_label_values(&["held"]).inc();
-        let flush = {
+        let taken = {
             let mut holds = lock(&self.inner.holds);
+            // A flush of this gang may have taken the pod along (bound ahead) since
+            // `join_flight` looked; flushes record their flights under this lock, so this
+            // check cannot miss one, and the pod is not posted twice.
+            let joined = lock(&self.inner.flights)
+                .get(&args.pod_uid)
+                .filter(|f| f.node == args.node)
+                .map(|f| f.result.subscribe());
+            if let Some(rx) = joined {
+                drop(holds);
+                return self
+                    .wait_flight(rx, &args.node)
+                    .await
+                    .unwrap_or_else(|| Err(BindError::InFlight(args.node.clone())));
+            }
             let hold = holds.entry(job.clone()).or_insert_with(|| Hold {
                 generation: 0,
                 bound,
@@ -294,57 +447,209 @@ impl Binder {
             }
             hold.members.push(held);
             m.held_now.inc();
-            if hold.bound + hold.members.len() + hold.gathered.len() >= hold.min {
-                self.take_for_flush(&mut holds, &job)
-            } else {
-                None
-            }
+            self.take_for_flush(&mut holds, &job)
         };
-        if let Some((members, dropped)) = flush {
-            self.release(&dropped);
+        self.release(&taken.dropped);
+        if !taken.flush.is_empty() {
             // Its own task: the flush must finish even if this request is dropped.
             let me = self.clone();
-            tokio::spawn(async move { me.flush(job, members).await });
+            tokio::spawn(async move { me.flush(job, taken.flush).await });
         }
         rx.await.unwrap_or(Err(BindError::Abandoned))
     }
 
-    /// Takes `job`'s hold out for a flush, when its members are still enough: gathered members
-    /// the index no longer shows pending (deleted, bound by someone else, finished) are dropped
-    /// first, so a flush never posts a Binding bound to fail and leave the gang partly bound.
-    /// Returns the members to bind and the gathered members dropped.
-    fn take_for_flush(
+    /// Answers a request for a pod whose Binding this binder posted: the same node waits for
+    /// that Binding's result (bounded by the hold timeout), another node is refused. `None`
+    /// when there is no such Binding (or it failed): the request is decided afresh.
+    async fn join_flight(&self, args: &ExtenderBindingArgs) -> Option<Result<(), BindError>> {
+        let rx = {
+            let flights = lock(&self.inner.flights);
+            let f = flights
+                .get(&args.pod_uid)
+                .filter(|f| f.at.elapsed() < COMMITTED_TTL)?;
+            if f.node != args.node {
+                return Some(Err(BindError::AlreadyBound {
+                    pod: format!("{}/{}", args.pod_namespace, args.pod_name),
+                    node: f.node.clone(),
+                }));
+            }
+            f.result.subscribe()
+        };
+        self.wait_flight(rx, &args.node).await
+    }
+
+    /// Waits (at most a hold) for a Binding's result: `Some(Ok)` when it bound the pod,
+    /// `None` when it failed (and was forgotten).
+    async fn wait_flight(
         &self,
-        holds: &mut HashMap<String, Hold>,
-        job: &str,
-    ) -> Option<(Vec<Held>, Vec<Held>)> {
-        let hold = holds.get_mut(job)?;
-        let mut dropped = Vec::new();
-        if !hold.gathered.is_empty() {
+        mut rx: watch::Receiver<Landing>,
+        node: &str,
+    ) -> Option<Result<(), BindError>> {
+        self.inner
+            .metrics
+            .gang_binds
+            .with_label_values(&["joined"])
+            .inc();
+        let landed =
+            tokio::time::timeout(self.inner.hold_timeout, rx.wait_for(Option::is_some)).await;
+        match landed {
+            Ok(Ok(r)) => match r.clone() {
+                Some(Ok(())) => Some(Ok(())),
+                Some(Err(_)) | None => None,
+            },
+            // The poster went away without a result (shutting down).
+            Ok(Err(_)) => Some(Err(BindError::Abandoned)),
+            Err(_) => Some(Err(BindError::InFlight(node.to_string()))),
+        }
+    }
+
+    /// Records that a Binding of `uid` to `node` is about to be posted; when one to the same
+    /// node is in flight or done already, returns it to wait on instead (two requests for one
+    /// pod that passed [`Self::join_flight`] together post one Binding).
+    fn take_off(&self, uid: &str, node: &str) -> Option<watch::Receiver<Landing>> {
+        let now = Instant::now();
+        let mut flights = lock(&self.inner.flights);
+        flights.retain(|_, f| now.duration_since(f.at) < COMMITTED_TTL);
+        if let Some(f) = flights.get(uid).filter(|f| f.node == node) {
+            return Some(f.result.subscribe());
+        }
+        flights.insert(
+            uid.to_string(),
+            Flight {
+                node: node.to_string(),
+                at: now,
+                result: watch::Sender::new(None),
+            },
+        );
+        None
+    }
+
+    /// Publishes a Binding's result to the requests waiting on it and, when it failed, undoes
+    /// what it reserved: the gang's count and the placement, except after a 409 (the pod is
+    /// bound already, the watch shows where).
+    fn landed(&self, job: Option<&str>, uid: &str, node: &str, r: &Result<(), BindError>) {
+        {
+            let mut flights = lock(&self.inner.flights);
+            if let Some(f) = flights.get(uid).filter(|f| f.node == node) {
+                f.result.send_replace(Some(r.clone()));
+                if r.is_err() {
+                    flights.remove(uid);
+                }
+            }
+        }
+        if let Err(e) = r {
+            tracing::warn!(pod_uid = %uid, node, gang = job.unwrap_or(""), error = %e, "Binding failed");
+        }
+        match r {
+            Ok(()) | Err(BindError::Conflict(_)) => {}
+            Err(_) => {
+                if let Some(j) = job {
+                    self.uncommit(j, uid);
+                }
+                self.inner.scheduler.index().forget(uid);
+                self.inner.scheduler.request();
+            }
+        }
+    }
+
+    /// Takes `job`'s hold out for a flush when [`on_arrival`] says so. Gathered members the
+    /// index no longer shows pending (deleted, bound by someone else, finished) are dropped
+    /// first, so a flush never posts a Binding bound to fail and leave the gang partly bound;
+    /// with binding ahead, the gang's placed members not asked for yet join the flush.
+    fn take_for_flush(&self, holds: &mut HashMap<String, Hold>, job: &str) -> Taken {
+        let Some(hold) = holds.get_mut(job) else {
+            return Taken::default();
+        };
+        let mut taken = Taken::default();
+        let (ahead, placed) = {
             let idx = self.inner.scheduler.index();
-            let (keep, gone): (Vec<Held>, Vec<Held>) = std::mem::take(&mut hold.gathered)
-                .into_iter()
-                .partition(|h| {
-                    idx.task(&h.uid).is_some_and(|t| {
-                        !t.status.is_completed() && (t.node.is_none() || t.assumed)
-                    })
-                });
-            hold.gathered = keep;
-            dropped = gone;
-        }
-        if hold.bound + hold.members.len() + hold.gathered.len() < hold.min {
-            return None;
-        }
-        let hold = holds.remove(job)?;
-        self.inner.metrics.held_now.sub(hold.members.len() as i64);
+            if !hold.gathered.is_empty() {
+                let (keep, gone): (Vec<Held>, Vec<Held>) = std::mem::take(&mut hold.gathered)
+                    .into_iter()
+                    .partition(|h| {
+                        idx.task(&h.uid).is_some_and(|t| {
+                            !t.status.is_completed() && (t.node.is_none() || t.assumed)
+                        })
+                    });
+                hold.gathered = keep;
+                taken.dropped = gone;
+            }
+            self.unasked(&idx, job, hold)
+        };
+        let counts = GangCounts {
+            min: hold.min,
+            bound: hold.bound,
+            held: hold.members.len(),
+            gathered: hold.gathered.len(),
+            ahead: ahead.len(),
+            placed,
+        };
+        let with_ahead = match on_arrival(counts, self.inner.bind_ahead) {
+            OnArrival::Hold => return taken,
+            OnArrival::Flush { ahead } => ahead,
+        };
+        let Some(hold) = holds.remove(job) else {
+            return taken;
+        };
+        let m = &self.inner.metrics;
+        m.held_now.sub(hold.members.len() as i64);
         let mut members = hold.members;
         members.extend(hold.gathered);
-        // Counted as bound before the holds lock is released, so a member arriving now binds
-        // at once rather than starting a new hold.
+        if with_ahead && !ahead.is_empty() {
+            m.gang_binds
+                .with_label_values(&["ahead"])
+                .inc_by(ahead.len() as u64);
+            members.extend(ahead);
+        }
+        // Counted as bound, and in flight, before the holds lock is released, so a member
+        // arriving now binds at once (or waits for its Binding) rather than starting a new hold.
         for h in &members {
             self.commit(job, &h.uid);
+            // A member is in no other flight: it is neither bound nor committed (see
+            // `unasked`, `admit`), so this only records the flight.
+            let _ = self.take_off(&h.uid, &h.node);
         }
-        Some((members, dropped))
+        taken.flush = members;
+        taken
+    }
+
+    /// The gang's members placed by the plan (assumed, pending) that are neither bound,
+    /// committed, held nor gathered: those free to be bound ahead, and how many there are in
+    /// all (ahead or not).
+    fn unasked(&self, idx: &ClusterIndex, job: &str, hold: &Hold) -> (Vec<Held>, usize) {
+        let asked: HashSet<&str> = hold
+            .members
+            .iter()
+            .chain(&hold.gathered)
+            .map(|h| h.uid.as_str())
+            .collect();
+        let committed = lock(&self.inner.committed);
+        let committed = committed.get(job);
+        let mut ahead = Vec::new();
+        let mut placed = 0;
+        for t in idx.job_tasks(job) {
+            if !t.assumed
+                || t.status.is_completed()
+                || asked.contains(t.uid.as_str())
+                || committed.is_some_and(|c| c.contains_key(&t.uid))
+            {
+                continue;
+            }
+            let Some(node) = idx.assumed_node(&t.uid).filter(|n| idx.node(n).is_some()) else {
+                continue;
+            };
+            placed += 1;
+            if !t.constraints.needs_kube_scheduler {
+                ahead.push(Held {
+                    uid: t.uid.clone(),
+                    namespace: t.namespace.clone(),
+                    name: t.name.clone(),
+                    node: node.to_string(),
+                    reply: None,
+                });
+            }
+        }
+        (ahead, placed)
     }
 
     /// Releases the placements of `members` (no longer held for their gang).
@@ -379,6 +684,11 @@ impl Binder {
             return Err(BindError::Finished(key));
         }
         if let Some(node) = task.node.as_deref().filter(|_| !task.assumed) {
+            // Bound where kube-scheduler asks (bound ahead, or an earlier Binding whose answer
+            // it missed): that is the result it wants.
+            if node == args.node {
+                return Ok(Admit::Done);
+            }
             return Err(BindError::AlreadyBound {
                 pod: key,
                 node: node.to_string(),
@@ -440,6 +750,18 @@ impl Binder {
         let Some(hold) = holds.get_mut(job).filter(|h| h.generation == generation) else {
             return;
         };
+        let placed = {
+            let idx = self.inner.scheduler.index();
+            self.unasked(&idx, job, hold).1
+        };
+        let counts = GangCounts {
+            min: hold.min,
+            bound: hold.bound,
+            held: hold.members.len(),
+            gathered: hold.gathered.len(),
+            ahead: 0,
+            placed,
+        };
         let mut timed_out = std::mem::take(&mut hold.members);
         let n = timed_out.len();
         let m = &self.inner.metrics;
@@ -448,19 +770,31 @@ impl Binder {
             .with_label_values(&["timed_out"])
             .inc_by(n as u64);
         let (bound, min) = (hold.bound, hold.min);
-        if gather.is_zero() {
+        if on_hold_timeout(counts, gather) == OnHoldTimeout::Release {
             let gathered = holds.remove(job).map(|h| h.gathered).unwrap_or_default();
             drop(holds);
-            tracing::info!(gang = %job, held = n, min, bound, "gang binds timed out; placements released");
+            tracing::info!(gang = %job, held = n, gathered = gathered.len(), placed, min, bound, "gang binds timed out; placements released");
+            if !gathered.is_empty() {
+                m.gang_binds
+                    .with_label_values(&["gather_expired"])
+                    .inc_by(gathered.len() as u64);
+            }
             self.release(&timed_out);
             self.release(&gathered);
+            let after = if gather.is_zero() {
+                "the placement is released".to_string()
+            } else {
+                format!(
+                    "the placement is released: with {placed} more placed the gang cannot reach minMember"
+                )
+            };
             let error = BindError::HoldTimedOut {
                 gang: job.to_string(),
-                held: n,
+                held: n + gathered.len(),
                 bound,
                 min,
                 timeout: self.inner.hold_timeout,
-                after: "the placement is released".to_string(),
+                after,
             };
             for mut h in timed_out {
                 h.answer(Err(error.clone()));
@@ -497,7 +831,6 @@ impl Binder {
             self.start_gather_timer(job.to_string());
         }
     }
-
     /// Releases a gang's gathered members once `gather_timeout` has passed since its last
     /// arrival with the gang still short.
     fn start_gather_timer(&self, job: String) {
@@ -562,6 +895,7 @@ impl Binder {
     async fn flush(&self, job: String, members: Vec<Held>) {
         let posts = members.into_iter().map(|h| {
             let me = self.clone();
+            let job = job.as_str();
             async move {
                 let args = ExtenderBindingArgs {
                     pod_name: h.name.clone(),
@@ -570,25 +904,22 @@ impl Binder {
                     node: h.node.clone(),
                 };
                 let r = me.post(&args).await;
-                (h, r)
+                // Published and answered as each lands: a request should not wait for the
+                // whole gang's Bindings (a flush of 100 under load takes seconds, past
+                // kube-scheduler's httpTimeout), only for its own. The gang is whole either
+                // way: every Binding of the flush is posted.
+                me.landed(Some(job), &h.uid, &h.node, &r);
+                let outcome = if r.is_ok() { "completed" } else { "failed" };
+                me.inner
+                    .metrics
+                    .gang_binds
+                    .with_label_values(&[outcome])
+                    .inc();
+                let mut h = h;
+                h.answer(r);
             }
         });
-        let results = futures::future::join_all(posts).await;
-        let m = &self.inner.metrics;
-        let mut failed = false;
-        for (mut h, r) in results {
-            let outcome = if r.is_ok() { "completed" } else { "failed" };
-            m.gang_binds.with_label_values(&[outcome]).inc();
-            if r.is_err() {
-                failed = true;
-                self.uncommit(&job, &h.uid);
-                self.inner.scheduler.index().forget(&h.uid);
-            }
-            h.answer(r);
-        }
-        if failed {
-            self.inner.scheduler.request();
-        }
+        futures::future::join_all(posts).await;
     }
 
     /// Posts the Binding, retrying transient errors ([`retryable`], transport) a few times.
@@ -618,6 +949,9 @@ impl Binder {
                 .await;
             match r {
                 Ok(_) => break Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    break Err(BindError::Conflict(s.message));
+                }
                 Err(kube::Error::Api(s)) if !retryable(s.code) || attempt >= BIND_ATTEMPTS => {
                     break Err(BindError::Api(s.message));
                 }
@@ -636,7 +970,70 @@ impl Binder {
 
 #[cfg(test)]
 mod tests {
-    use super::retryable;
+    use super::{GangCounts, OnArrival, OnHoldTimeout, on_arrival, on_hold_timeout, retryable};
+    use std::time::Duration;
+
+    fn counts(min: usize, bound: usize, held: usize, gathered: usize) -> GangCounts {
+        GangCounts {
+            min,
+            bound,
+            held,
+            gathered,
+            ..GangCounts::default()
+        }
+    }
+
+    #[test]
+    fn an_arrival_flushes_once_the_members_asked_for_reach_min_member() {
+        // 3 of 4 asked: held, whatever binding ahead says, when nothing else is placed.
+        assert_eq!(on_arrival(counts(4, 1, 1, 1), false), OnArrival::Hold);
+        assert_eq!(on_arrival(counts(4, 1, 1, 1), true), OnArrival::Hold);
+        // Bound, held and gathered together reach minMember.
+        assert_eq!(
+            on_arrival(counts(4, 1, 2, 1), false),
+            OnArrival::Flush { ahead: false }
+        );
+        // With binding ahead on, a flush takes the placed members along.
+        assert_eq!(
+            on_arrival(counts(4, 1, 2, 1), true),
+            OnArrival::Flush { ahead: true }
+        );
+    }
+
+    #[test]
+    fn with_binding_ahead_the_first_arrival_of_a_placed_gang_flushes() {
+        // One of 100 asked, 99 placed and free to bind ahead: the gang is bound now.
+        let c = GangCounts {
+            min: 100,
+            held: 1,
+            ahead: 99,
+            placed: 99,
+            ..GangCounts::default()
+        };
+        assert_eq!(on_arrival(c, true), OnArrival::Flush { ahead: true });
+        // Off: it waits for kube-scheduler to ask for the rest.
+        assert_eq!(on_arrival(c, false), OnArrival::Hold);
+        // Placed, but one needs kube-scheduler first (not free to bind ahead): held.
+        let c = GangCounts { ahead: 98, ..c };
+        assert_eq!(on_arrival(c, true), OnArrival::Hold);
+    }
+
+    #[test]
+    fn a_timed_out_hold_gathers_only_while_the_gang_can_still_complete() {
+        let gather = Duration::from_secs(30);
+        // 2 asked + 2 still placed reach minMember 4: keep the placements gathered.
+        let c = GangCounts {
+            placed: 2,
+            ..counts(4, 0, 1, 1)
+        };
+        assert_eq!(on_hold_timeout(c, gather), OnHoldTimeout::Gather);
+        // One placement short (expired, re-planned or deleted): release now.
+        let c = GangCounts { placed: 1, ..c };
+        assert_eq!(on_hold_timeout(c, gather), OnHoldTimeout::Release);
+        // No gather window: always released.
+        let c = GangCounts { placed: 2, ..c };
+        assert_eq!(on_hold_timeout(c, Duration::ZERO), OnHoldTimeout::Release);
+    }
 
     #[test]
     fn binding_retries_server_errors_and_too_many_requests_only() {

@@ -16,7 +16,9 @@ pub struct ExtenderMetrics {
     /// `tephra_extender_request_duration_seconds{verb}`.
     pub duration: HistogramVec,
     /// `tephra_extender_gang_binds_total{outcome}`: `held`, `completed`, `timed_out`,
-    /// `gather_expired`, `failed` (the API refused the binding). No per-gang label: every
+    /// `gather_expired`, `failed` (the API refused the binding), `ahead` (members bound
+    /// before kube-scheduler asked), `joined` (requests answered from a Binding already
+    /// posted, not posted again; pods outside gangs included). No per-gang label: every
     /// gang ever scheduled would have kept its series for the life of the process (a
     /// thousand-job benchmark left 2,000); the gang is in the log lines and Events instead.
     pub gang_binds: IntCounterVec,
@@ -54,7 +56,7 @@ impl ExtenderMetrics {
             gang_binds: IntCounterVec::new(
                 Opts::new(
                     "tephra_extender_gang_binds_total",
-                    "Gang member binds by outcome (held, completed, timed_out, gather_expired, failed).",
+                    "Gang member binds by outcome (held, completed, timed_out, gather_expired, failed, ahead, joined).",
                 ),
                 &["outcome"],
             )?,

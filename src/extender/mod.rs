@@ -29,7 +29,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use binder::{BindError, Binder};
+pub use binder::{BindError, Binder, BinderOptions};
 pub use http::{NOT_THE_LEADER, router, router_for_leader};
 pub use metrics::ExtenderMetrics;
 
@@ -74,6 +74,9 @@ pub struct ExtenderOptions {
     pub bind_hold_timeout: Duration,
     /// `--bind-gather-timeout` (zero: placements released at the hold timeout).
     pub bind_gather_timeout: Duration,
+    /// `--bind-ahead`: a gang whose placed members reach `minMember` is bound whole at its
+    /// first bind request (see [`binder`]).
+    pub bind_ahead: bool,
     /// `--extender-plan-wait`.
     pub plan_wait: Duration,
 }
@@ -83,6 +86,7 @@ impl Default for ExtenderOptions {
         Self {
             bind_hold_timeout: DEFAULT_BIND_HOLD_TIMEOUT,
             bind_gather_timeout: DEFAULT_BIND_GATHER_TIMEOUT,
+            bind_ahead: true,
             plan_wait: DEFAULT_PLAN_WAIT,
         }
     }
@@ -131,8 +135,11 @@ impl Extender {
         let binder = Binder::new(
             client.clone(),
             scheduler.clone(),
-            options.bind_hold_timeout,
-            options.bind_gather_timeout,
+            BinderOptions {
+                hold_timeout: options.bind_hold_timeout,
+                gather_timeout: options.bind_gather_timeout,
+                bind_ahead: options.bind_ahead,
+            },
             metrics.clone(),
         );
         Ok(Self {

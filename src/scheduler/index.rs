@@ -945,7 +945,28 @@ fn constraints_of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Constraints {
         node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
         labels: BTreeMap::new(),
         anti_affinity,
+        needs_kube_scheduler: needs_kube_scheduler(spec),
     }
+}
+
+/// Whether the pod relies on kube-scheduler for more than the session checks: see
+/// [`Constraints::needs_kube_scheduler`].
+fn needs_kube_scheduler(spec: &k8s_openapi::api::core::v1::PodSpec) -> bool {
+    let volumes = spec
+        .volumes
+        .iter()
+        .flatten()
+        .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some());
+    let claims = spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty());
+    let pod_affinity = spec
+        .affinity
+        .as_ref()
+        .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some());
+    let spread = spec
+        .topology_spread_constraints
+        .as_ref()
+        .is_some_and(|t| !t.is_empty());
+    volumes || claims || pod_affinity || spread
 }
 
 /// What one watch event means for an index that replaces its contents on a relist.
@@ -984,6 +1005,40 @@ fn valid<K>(all: Vec<DeserializeGuard<K>>) -> Vec<K> {
 mod tests {
     use super::*;
     use crate::scheduler::testing::{pod, podgroup, running};
+
+    #[test]
+    fn pods_relying_on_kube_scheduler_before_binding_are_marked() {
+        let spec = |extra: serde_json::Value| -> k8s_openapi::api::core::v1::PodSpec {
+            let mut v = serde_json::json!({"containers": [{"name": "c"}]});
+            if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                o.extend(e.clone());
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        // Plain, a config map volume, node affinity: the session judges everything.
+        assert!(!constraints_of(&spec(serde_json::json!({}))).needs_kube_scheduler);
+        assert!(
+            !constraints_of(&spec(serde_json::json!({
+                "volumes": [{"name": "v", "configMap": {"name": "cm"}}],
+                "affinity": {"nodeAffinity": {}}
+            })))
+            .needs_kube_scheduler
+        );
+        for extra in [
+            serde_json::json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]}),
+            serde_json::json!({"volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}),
+            serde_json::json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": "g"}]}),
+            serde_json::json!({"affinity": {"podAntiAffinity": {}}}),
+            serde_json::json!({"affinity": {"podAffinity": {}}}),
+            serde_json::json!({"topologySpreadConstraints": [{"maxSkew": 1,
+                "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}),
+        ] {
+            assert!(
+                constraints_of(&spec(extra.clone())).needs_kube_scheduler,
+                "{extra}"
+            );
+        }
+    }
 
     #[test]
     fn a_gang_member_that_starts_running_is_a_change() {

@@ -96,6 +96,12 @@ pub struct Constraints {
     /// Required pod anti-affinity terms
     /// (`affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution`).
     pub anti_affinity: Vec<PodAffinityTerm>,
+    /// The pod uses something only kube-scheduler checks or prepares before its Binding:
+    /// PersistentVolumeClaims or generic ephemeral volumes (bound in kube-scheduler's
+    /// PreBind), resource claims, inter-pod (anti-)affinity or topology spread constraints
+    /// (judged by kube-scheduler's filters, not by the session). The binder never binds such
+    /// a pod ahead of its own bind request.
+    pub needs_kube_scheduler: bool,
 }
 
 /// One pod.
