@@ -74,6 +74,11 @@ extender_calls() {
   curl -sf "http://127.0.0.1:$metrics_port/metrics" \
     | awk -v v="verb=\"$1\"" '/^tephra_extender_requests_total\{/ && index($0, v) { s += $NF } END { print s + 0 }'
 }
+# Gang members the binder bound before kube-scheduler asked for them (--bind-ahead).
+bound_ahead() {
+  curl -sf "http://127.0.0.1:$metrics_port/metrics" \
+    | awk '/^tephra_extender_gang_binds_total\{/ && index($0, "outcome=\"ahead\"") { s += $NF } END { print s + 0 }'
+}
 # vcjob NAME REPLICAS CPU SUCCEED_AFTER: a one-task gang of REPLICAS pods that
 # all end Succeeded SUCCEED_AFTER after they start.
 vcjob() {
@@ -117,24 +122,27 @@ scenario() {
 
 # --- scenarios ----------------------------------------------------------------
 s_job_completes() {
-  local before_filter before_bind
-  before_filter=$(extender_calls filter) before_bind=$(extender_calls bind)
+  local before_filter before_bind before_ahead
+  before_filter=$(extender_calls filter) before_bind=$(extender_calls bind) before_ahead=$(bound_ahead)
   # tests/data's hello-gang: the master ends after 3 s, TaskCompleted ->
   # CompleteJob stops the two workers (which would run forever).
   sed 's|simulation.tephra.io/run-seconds: "2"|&\n            kwok.tephra.test/succeed-after: "3s"|' \
     "$repo_dir/tests/data/manifests/vcjob-run.yaml" | k apply -f - >/dev/null || { why="apply failed"; return 1; }
   wait_phase hello-gang Completed 90 || return 1
-  local filter bind
-  filter=$(extender_calls filter) bind=$(extender_calls bind)
-  if [ "$filter" -le "$before_filter" ] || [ "$bind" -lt $((before_bind + 3)) ]; then
-    why="tephra's extender metrics show no calls from kube-scheduler (filter $before_filter -> $filter, bind $before_bind -> $bind)"
+  local filter bind ahead
+  filter=$(extender_calls filter) bind=$(extender_calls bind) ahead=$(bound_ahead)
+  # Each of the 3 pods is bound through the extender: at its own bind call, or ahead of it
+  # at the first member's call (--bind-ahead).
+  if [ "$filter" -le "$before_filter" ] || [ "$bind" -le "$before_bind" ] \
+    || [ $((bind - before_bind + ahead - before_ahead)) -lt 3 ]; then
+    why="tephra's extender metrics show no calls from kube-scheduler (filter $before_filter -> $filter, bind $before_bind -> $bind, bound ahead $before_ahead -> $ahead)"
     return 1
   fi
   [ "$(k get vcjob hello-gang -o jsonpath='{.status.state.reason}')" = TaskCompleted ] \
     || { why="completed for '$(k get vcjob hello-gang -o jsonpath='{.status.state.reason}')', not TaskCompleted"; return 1; }
   wait_until 60 bash -c "[ \"\$(kubectl get pods -l volcano.sh/job-name=hello-gang,volcano.sh/task-spec=worker -o name | wc -l)\" = 0 ]" \
     || { why="the workers were not stopped"; return 1; }
-  echo "#   extender calls: filter $before_filter -> $filter, bind $before_bind -> $bind"
+  echo "#   extender calls: filter $before_filter -> $filter, bind $before_bind -> $bind, bound ahead $before_ahead -> $ahead"
 }
 
 s_invalid_refused() {
