@@ -82,6 +82,19 @@ fn counter_sum(page: &str, name: &str) -> f64 {
         .sum()
 }
 
+/// CPU seconds (user + system) `pid` has used so far, from `/proc/PID/stat`; `None` where
+/// there is no procfs. Less sensitive to other load on the machine than wall time.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name, which may itself hold spaces.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name.
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // SC_CLK_TCK is 100 on every Linux this runs on.
+    Some(ticks / 100.0)
+}
+
 fn main() {
     let jobs = env("TEPHRA_BENCH_JOBS", 1000);
     let pods = env("TEPHRA_BENCH_PODS", 4);
@@ -105,6 +118,8 @@ fn main() {
         let api: Api<Job> = Api::namespaced(client.clone(), "default");
         // `Embedded::start` waited for `/readyz`, which holds until the vcJob webhook's queue
         // cache has the built-in queues: every job below is admitted from the first one.
+        let pid = served.proc.pid();
+        let cpu_before = pid.and_then(cpu_seconds);
         let start = Instant::now();
         let created: Vec<Result<(), String>> = futures::stream::iter(0..jobs)
             .map(|i| {
@@ -184,6 +199,10 @@ fn main() {
         pods_task.abort();
         jobs_task.abort();
         let elapsed = start.elapsed();
+        let cpu = match (pid.and_then(cpu_seconds), cpu_before) {
+            (Some(after), Some(before)) => Some(after - before),
+            _ => None,
+        };
         let page = reqwest::get(format!("http://{metrics}/metrics"))
             .await
             .and_then(|r| r.error_for_status());
@@ -214,6 +233,9 @@ fn main() {
         println!("  all Running in      {:>8.2} s  ({running}/{jobs} jobs Running, {pod_count} pods)", elapsed.as_secs_f64());
         println!("  jobs/s              {:>8.1}", running as f64 / elapsed.as_secs_f64());
         println!("  pods/s              {:>8.1}", pod_count as f64 / elapsed.as_secs_f64());
+        if let Some(cpu) = cpu {
+            println!("  tephra CPU          {cpu:>8.2} s  ({:.2} ms per job)", cpu * 1000.0 / jobs as f64);
+        }
         println!("  controller writes   {:>8.2} per job (status writes {status} in all)", writes / jobs as f64);
         if running < jobs {
             eprintln!("timed out after {timeout:?}; jobs not Running (as the API lists them):");

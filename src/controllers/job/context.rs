@@ -370,11 +370,20 @@ impl Context {
 
     /// The version of a job pod the watch showed before `new` (`None`: first sight), and
     /// remembers `new`.
+    /// The watch listing the pod also settles its create: the shared store holds it now, so
+    /// the in-flight copy goes (else `pods_of` scans every pod of a burst until each job
+    /// happens to sync again).
     pub(crate) fn last_pod(&self, namespace: &str, name: &str, new: &Pod) -> Option<Pod> {
         super::index::job_of(new)?;
-        self.inflight()
-            .last_pods
-            .insert((namespace.to_string(), name.to_string()), new.clone())
+        let key = (namespace.to_string(), name.to_string());
+        let mut w = self.inflight();
+        if w.created
+            .get(&key)
+            .is_some_and(|c| c.metadata.uid == new.metadata.uid)
+        {
+            w.created.remove(&key);
+        }
+        w.last_pods.insert(key, new.clone())
     }
 
     /// A job pod is gone from the watch.
