@@ -362,17 +362,32 @@ impl Plugins {
         victims: &[usize],
         f: impl Fn(&dyn Plugin, &[usize]) -> Option<Vec<usize>>,
     ) -> Vec<usize> {
-        // Within a tier, the intersection of every opinion; the first tier with an opinion
-        // decides (Volcano's Preemptable/Reclaimable).
+        // Within a tier, the intersection of every opinion; the first tier that names victims
+        // decides (Volcano's Preemptable/Reclaimable). A tier where a plugin names none, or
+        // whose opinions have none in common, decides nothing and the next tier is asked: so a
+        // one-pod job the gang plugin keeps (it never leaves a job below `minMember`) can still
+        // be reclaimed when `proportion` or `capacity` finds its queue past its share, as in
+        // Volcano, while a job in a queue within its share stays. Critical pods, which a lower
+        // tier could then name, never reach this point (the actions leave them out).
         for tier in &self.tiers {
             let mut result: Option<Vec<usize>> = None;
             for s in tier.iter().filter(|s| gate(&s.option)) {
-                if let Some(v) = f(s.plugin.as_ref(), victims) {
-                    result = Some(match result {
-                        None => v,
-                        Some(prev) => prev.into_iter().filter(|x| v.contains(x)).collect(),
-                    });
+                let Some(v) = f(s.plugin.as_ref(), victims) else {
+                    continue;
+                };
+                if v.is_empty() {
+                    result = None;
+                    break;
                 }
+                let merged: Vec<usize> = match result {
+                    None => v,
+                    Some(prev) => prev.into_iter().filter(|x| v.contains(x)).collect(),
+                };
+                if merged.is_empty() {
+                    result = None;
+                    break;
+                }
+                result = Some(merged);
             }
             if let Some(r) = result {
                 return r;

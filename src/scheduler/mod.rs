@@ -34,6 +34,8 @@ pub mod session;
 pub mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_reclaim;
 
 pub use config::{ConfigError, SchedulerConf};
 pub use index::{ClusterIndex, Snapshot};

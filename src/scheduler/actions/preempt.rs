@@ -137,6 +137,8 @@ fn place_by_evicting(
                 task.node.as_deref() == Some(node_name.as_str())
                     && matches!(task.status, TaskStatus::Running | TaskStatus::Bound)
                     && task.preemptable
+                    // The conformance plugin's rule, kept whatever tier decides the victims.
+                    && !task.critical
                     && vj != usize::MAX
                     && vj != j
                     && match scope {

@@ -18,8 +18,10 @@ pub const NOT_ENOUGH_RESOURCES: &str = "NotEnoughResources";
 /// Reason of the Scheduled condition.
 pub const READY_REASON: &str = "tasks in gang are ready to be scheduled";
 
-/// Keeps victims while every victim job stays at or above its `minMember` (Volcano's rule; a
-/// gang of `minMember` 1 may lose every pod, which takes it whole).
+/// Keeps victims while every victim job stays at or above its `minMember` (Volcano's rule: a
+/// job keeps its `minMember` ready pods, so a job of one pod with `minMember` 1 is never a
+/// victim here; whether it may still be reclaimed is left to the next tier, see
+/// [`crate::scheduler::framework::Plugins::reclaimable`]).
 pub fn gang_safe_victims(st: &State, victims: &[usize]) -> Vec<usize> {
     let mut taken: HashMap<usize, u32> = HashMap::new();
     let mut out = Vec::new();
@@ -28,7 +30,7 @@ pub fn gang_safe_victims(st: &State, victims: &[usize]) -> Vec<usize> {
         let occupied = st.ready_task_num(j);
         let min = st.jobs[j].min_available.max(0) as u32;
         let already = taken.get(&j).copied().unwrap_or(0);
-        if occupied.saturating_sub(already + 1) >= min || (min <= 1 && occupied > already) {
+        if occupied > already && occupied - already > min {
             *taken.entry(j).or_default() += 1;
             out.push(v);
         }

@@ -16,7 +16,7 @@ use std::cmp::Ordering;
 use crate::api::scheduling::PodGroupPhase;
 use crate::scheduler::framework::Plugin;
 use crate::scheduler::model::TaskStatus;
-use crate::scheduler::resource::Resource;
+use crate::scheduler::resource::{EPSILON, PODS, Resource, share};
 use crate::scheduler::session::{QueueReport, SessionEvent, State};
 
 /// Per-queue bookkeeping.
@@ -60,12 +60,78 @@ pub struct Proportion {
 }
 
 /// `capacity`'s deserved shares: each queue's `spec.deserved`, capped by its real capability
-/// and raised to its guarantee (nothing declared: no share, the queue is best effort).
+/// and raised to its guarantee (nothing declared: no share, the queue is best effort). The
+/// share keeps the dimensions the queue declares and no others: capping by the real
+/// capability must not add its `pods` slot as a declared 0, or every queue holding a pod would
+/// be past its share in `pods` (sorted last, never allowed to reclaim, always a victim).
 fn declared_fill(attrs: &mut [QueueAttr], queues: &[crate::scheduler::model::QueueInfo]) {
     for (a, q) in attrs.iter_mut().zip(queues) {
         let declared = q.deserved.clone().unwrap_or_default();
-        a.deserved = declared.min_with(&a.real_capability).max_with(&a.guarantee);
+        let mut capped = Resource::new(
+            declared.milli_cpu.min(a.real_capability.milli_cpu),
+            declared.memory.min(a.real_capability.memory),
+        );
+        for (k, v) in &declared.scalars {
+            let cap = a
+                .real_capability
+                .scalars
+                .get(k)
+                .copied()
+                .unwrap_or(f64::INFINITY);
+            capped.scalars.insert(k.clone(), v.min(cap));
+        }
+        a.deserved = capped.max_with(&a.guarantee);
     }
+}
+
+/// Does `name` count when `capacity` compares a queue's amounts? Every pod asks one `pods`
+/// slot, which no queue declares, so Volcano leaves it out of these comparisons.
+fn counted(name: &str) -> bool {
+    name != PODS
+}
+
+/// The dimensions `req` asks for (cpu, memory, then scalars; `pods` left out), with their
+/// amounts.
+fn asked(req: &Resource) -> impl Iterator<Item = (&str, f64)> {
+    [("cpu", req.milli_cpu), ("memory", req.memory)]
+        .into_iter()
+        .chain(req.scalars.iter().map(|(k, v)| (k.as_str(), *v)))
+        .filter(|(k, v)| *v > 0.0 && counted(k))
+}
+
+/// `capacity`'s test for a queue that may reclaim: in at least one dimension the task asks
+/// for, what the queue would hold with it stays within its deserved share (dimensions where
+/// both are zero are left out). One dimension is enough: a queue short of its share in cpu
+/// may reclaim for a task that also needs memory it already has.
+fn within_in_some_dimension(used: &Resource, deserved: &Resource, req: &Resource) -> bool {
+    asked(req).any(|(k, _)| {
+        let (u, d) = (used.get(k), deserved.get(k));
+        !(u < EPSILON && d < EPSILON) && (u < d || (u - d).abs() < EPSILON)
+    })
+}
+
+/// `capacity`'s test for a victim's queue: it holds more than its deserved share in a
+/// dimension the victim uses and the share speaks of (cpu or memory declared above zero, a
+/// scalar declared at all).
+fn exceeds_in_some_dimension(allocated: &Resource, deserved: &Resource, req: &Resource) -> bool {
+    asked(req).any(|(k, _)| {
+        let relevant = match k {
+            "cpu" | "memory" => deserved.get(k) >= EPSILON,
+            other => deserved.scalars.contains_key(other),
+        };
+        relevant && allocated.get(k) > deserved.get(k)
+    })
+}
+
+/// The dimensions a vector holds an amount of (at least [`EPSILON`]).
+fn held(r: &Resource) -> impl Iterator<Item = &str> {
+    r.dimensions().filter(move |k| r.get(k) >= EPSILON)
+}
+
+/// Do the two vectors share a dimension both hold an amount of (`pods` counted only when
+/// `with_pods`)?
+fn intersect(a: &Resource, b: &Resource, with_pods: bool) -> bool {
+    held(a).any(|k| (with_pods || counted(k)) && b.get(k) >= EPSILON)
 }
 
 /// Water-fills `total` among queues by `weight`, each capped by real capability and request
@@ -197,7 +263,47 @@ impl Proportion {
 
     fn update_share(&mut self, q: usize) {
         let a = &mut self.attrs[q];
-        a.share = a.allocated.share_of(&a.deserved);
+        a.share = match self.source {
+            ShareSource::Weighted => a.allocated.share_of(&a.deserved),
+            // Over the declared dimensions only; a queue that declares nothing is best
+            // effort and counts as having its share, so it goes after every queue below its
+            // own.
+            ShareSource::Declared if a.deserved.is_empty() => 1.0,
+            ShareSource::Declared => held(&a.deserved)
+                .map(|k| share(a.allocated.get(k), a.deserved.get(k)))
+                .fold(0.0, f64::max),
+        };
+    }
+
+    /// `capacity`'s victims: per victim, in order, its queue keeps its guarantee without
+    /// it, and either the queue's share says nothing of what the victim uses or the queue
+    /// holds more than its share in a dimension the victim uses; a victim using none of what
+    /// the reclaimer asks for frees nothing it needs and is passed over. Each victim taken
+    /// counts against its queue for the next.
+    fn capacity_victims(&self, st: &State, reclaimer: usize, victims: &[usize]) -> Vec<usize> {
+        let mut allocated: Vec<Resource> = self.attrs.iter().map(|a| a.allocated.clone()).collect();
+        let wanted = &st.tasks[reclaimer].resreq;
+        let mut out = Vec::new();
+        for &v in victims {
+            let q = st.job_queue[st.task_job[v]];
+            let Some(a) = self.attrs.get(q) else {
+                continue;
+            };
+            let req = &st.tasks[v].resreq;
+            if !st.queues[q].reclaimable || !intersect(req, wanted, false) {
+                continue;
+            }
+            if !a.guarantee.less_equal(&allocated[q].minus(req)) {
+                continue;
+            }
+            if !intersect(req, &a.deserved, true)
+                || exceeds_in_some_dimension(&allocated[q], &a.deserved, req)
+            {
+                allocated[q].sub(req);
+                out.push(v);
+            }
+        }
+        out
     }
 }
 
@@ -401,7 +507,10 @@ impl Plugin for Proportion {
         }
     }
 
-    fn reclaimable(&self, st: &State, _: usize, victims: &[usize]) -> Option<Vec<usize>> {
+    fn reclaimable(&self, st: &State, reclaimer: usize, victims: &[usize]) -> Option<Vec<usize>> {
+        if self.source == ShareSource::Declared {
+            return Some(self.capacity_victims(st, reclaimer, victims));
+        }
         let mut allocated: Vec<Resource> = self.attrs.iter().map(|a| a.allocated.clone()).collect();
         let mut out = Vec::new();
         for &v in victims {
@@ -423,7 +532,11 @@ impl Plugin for Proportion {
     fn preemptive(&self, st: &State, q: usize, t: usize) -> Option<bool> {
         let a = self.attrs.get(q)?;
         let req = &st.tasks[t].resreq;
-        Some(a.allocated.plus(req).less_equal_in(&a.deserved, req))
+        let used = a.allocated.plus(req);
+        Some(match self.source {
+            ShareSource::Weighted => used.less_equal_in(&a.deserved, req),
+            ShareSource::Declared => within_in_some_dimension(&used, &a.deserved, req),
+        })
     }
 
     fn close(&mut self, st: &mut State) {
