@@ -146,6 +146,18 @@ impl std::fmt::Debug for CacheFeeds {
     }
 }
 
+/// Drops what no reader of the caches uses before an object is stored and handed to the
+/// subscribers: `metadata.managedFields`, the server-side apply bookkeeping. Nothing in tephra
+/// reads it, and on a pod it is about as large as everything else in the object: a pod
+/// created by the Job controller, bound by kube-scheduler and updated by its kubelet carries
+/// one entry per writer, each a tree of every field that writer set. An object read from a
+/// cache and written back keeps its managed fields on the server: the API server leaves them
+/// as they are when an update omits them (on purpose, for clients unaware of the field), and
+/// the embedded API keeps none.
+fn strip_unread<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
 /// Runs one reflector until `shutdown`, feeding the store and then every subscriber, and
 /// logging (not failing on) watch errors: the watcher's default backoff retries them, and the
 /// store keeps serving the last known state meanwhile.
@@ -161,7 +173,9 @@ fn spawn_reflector<K>(
     let kind = K::kind(&K::DynamicType::default()).to_string();
     let stream = reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(strip_unread),
     );
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -221,5 +235,63 @@ impl ClusterView for Caches {
     fn namespace_annotations(&self, name: &str) -> Option<BTreeMap<String, String>> {
         let ns = self.namespaces.get(&reflector::ObjectRef::new(name))?;
         Some(ns.metadata.annotations.clone().unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An object as the API server sends it: written by two managers.
+    fn with_managed_fields<K: DeserializeOwned>(kind: serde_json::Value) -> K {
+        let mut v = kind;
+        v["metadata"]["managedFields"] = serde_json::json!([
+            {"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1",
+             "time": "2026-12-01T00:00:00Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}}},
+            {"manager": "kube-scheduler", "operation": "Update", "apiVersion": "v1",
+             "subresource": "status", "time": "2026-12-01T00:00:01Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:status": {"f:conditions": {}}}}
+        ]);
+        match serde_json::from_value(v) {
+            Ok(k) => k,
+            Err(e) => panic!("test object does not decode: {e}"),
+        }
+    }
+
+    #[test]
+    fn cached_objects_lose_managed_fields_and_keep_everything_else() {
+        let pod = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                         "labels": {"app": "a"}, "annotations": {"scheduling.k8s.io/group-name": "pg"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}], "schedulerName": "volcano"},
+            "status": {"phase": "Pending"}
+        });
+        let mut got: Pod = with_managed_fields(pod.clone());
+        assert!(got.metadata.managed_fields.is_some());
+        strip_unread(&mut got);
+        let want: Pod = match serde_json::from_value(pod) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(got, want);
+
+        // Custom resources are cached through DeserializeGuard: the same holds for them.
+        let queue = serde_json::json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": "q", "resourceVersion": "3"},
+            "spec": {"weight": 2}
+        });
+        let mut got: DeserializeGuard<Queue> = with_managed_fields(queue);
+        strip_unread(&mut got);
+        match &got.0 {
+            Ok(q) => {
+                assert_eq!(q.metadata.managed_fields, None);
+                assert_eq!(q.metadata.resource_version.as_deref(), Some("3"));
+                assert_eq!(q.spec.weight, Some(2));
+            }
+            Err(e) => panic!("queue did not decode: {e}"),
+        }
     }
 }

@@ -24,7 +24,9 @@
 # pods, stamped as each event arrives), pods/s (pods bound over the time to the
 # last bind), and per process the CPU seconds used in that window (utime +
 # stime from /proc/PID/stat) and the peak resident memory (VmHWM from
-# /proc/PID/status, since the process started). A target that has not bound
+# /proc/PID/status, since the process started), with the resident memory at
+# the end and how much of it is file-backed (RssFile: the binary's pages read
+# so far, which any process sharing the file would share). A target that has not bound
 # every pod within VC_BENCH_TIMEOUT, or whose processes exited, is reported
 # NOT DONE with its counts.
 # Prints one table per target pair; results, logs and the schedulers' /metrics
@@ -115,23 +117,27 @@ for t in targets:
     if res[t]:
         print(f"{t}: API identity {res[t].get('identity', '?')}")
 print()
-print(f"{'target':8} {'process':24} {'CPU s':>7} {'peak RSS MiB':>13} {'RSS at end MiB':>15}")
+print(f"{'target':8} {'process':24} {'CPU s':>7} {'peak RSS MiB':>13} {'RSS at end MiB':>15} {'of which file-backed':>21}")
 groups = {"volcano": ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager"),
           "tephra": ("tephra", "kube-scheduler")}
 for t in targets:
     r = res[t]
     if not r:
         continue
-    sums = [0.0, 0.0, 0.0]
-    for name, cpu, hwm, rss in r["proc"]:
+    sums = [0.0, 0.0, 0.0, 0.0]
+    has_file = False  # results written before the file-backed column have none
+    for name, cpu, hwm, rss, *file in r["proc"]:
         if cpu == "exited":
             print(f"{t:8} {name:24} {'(exited before the end)':>37}")
             continue
-        print(f"{t:8} {name:24} {float(cpu):7.2f} {float(hwm):13.0f} {float(rss):15.0f}")
+        filed = f"{float(file[0]):21.0f}" if file and file[0] != "-" else f"{'-':>21}"
+        print(f"{t:8} {name:24} {float(cpu):7.2f} {float(hwm):13.0f} {float(rss):15.0f} {filed}")
         if name in groups.get(t, ()):
-            sums = [sums[0] + float(cpu), sums[1] + float(hwm), sums[2] + float(rss)]
+            fb = float(file[0]) if file and file[0] != "-" else 0.0
+            has_file = has_file or bool(file and file[0] != "-")
+            sums = [sums[0] + float(cpu), sums[1] + float(hwm), sums[2] + float(rss), sums[3] + fb]
     label = " + ".join(groups.get(t, ()))
-    print(f"{t:8} {'= ' + ('Volcano' if t == 'volcano' else 'tephra side'):24} {sums[0]:7.2f} {sums[1]:13.0f} {sums[2]:15.0f}   ({label})")
+    print(f"{t:8} {'= ' + ('Volcano' if t == 'volcano' else 'tephra side'):24} {sums[0]:7.2f} {sums[1]:13.0f} {sums[2]:15.0f} {(f'{sums[3]:.0f}' if has_file else '-'):>21}   ({label})")
 for t in targets:
     r = res[t]
     if r and r.get("notes"):
@@ -404,13 +410,14 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
   for p in "${procs[@]}"; do
     name=${p%%:*} pid=${p##*:}
     if [ ! -e "/proc/$pid/stat" ]; then
-      echo "proc=$name exited - -"
+      echo "proc=$name exited - - -"
       continue
     fi
     c1=$(cpu_ticks "$pid")
     echo "proc=$name $(awk -v a="${cpu0[$name]}" -v b="$c1" -v h="$clk" 'BEGIN { printf "%.2f", (b - a) / h }') \
 $(awk -v v="$(status_kib "$pid" VmHWM)" 'BEGIN { printf "%.1f", v / 1024 }') \
-$(awk -v v="$(status_kib "$pid" VmRSS)" 'BEGIN { printf "%.1f", v / 1024 }')"
+$(awk -v v="$(status_kib "$pid" VmRSS)" 'BEGIN { printf "%.1f", v / 1024 }') \
+$(awk -v v="$(status_kib "$pid" RssFile)" 'BEGIN { printf "%.1f", v / 1024 }')"
   done
 } >"$tout/result"
 # The CPU window ends here, within 0.5 s (one poll) of the last bind.

@@ -35,8 +35,9 @@ pub(crate) struct Inflight {
     /// Pods deleted (by uid) that the cache still lists.
     deleted: HashSet<String>,
     /// The last version the watch showed of each job pod, to tell what an update changed
-    /// (the shared store already holds the new one when subscribers run).
-    last_pods: HashMap<(String, String), Pod>,
+    /// (the shared store already holds the new one when subscribers run). Shared with the
+    /// store, not copied: a copy of every job pod doubled the memory the pods take.
+    last_pods: HashMap<(String, String), Arc<Pod>>,
     /// The last PodGroupPending message recorded per job, so the Event is recorded when the
     /// reason changes, not on every sync as Volcano does.
     pg_pending: HashMap<(String, String), String>,
@@ -373,8 +374,21 @@ impl Context {
     /// The watch listing the pod also settles its create: the shared store holds it now, so
     /// the in-flight copy goes (else `pods_of` scans every pod of a burst until each job
     /// happens to sync again).
-    pub(crate) fn last_pod(&self, namespace: &str, name: &str, new: &Pod) -> Option<Pod> {
+    ///
+    /// `new` is remembered as the shared store's own copy when the store holds this version
+    /// (it does for an `Apply`: subscribers run after the store took the event); only during
+    /// a relist, which the store applies at its end, is it copied.
+    pub(crate) fn last_pod(&self, namespace: &str, name: &str, new: &Pod) -> Option<Arc<Pod>> {
         super::index::job_of(new)?;
+        let shared = self
+            .caches
+            .pods()
+            .get(&ObjectRef::new(name).within(namespace))
+            .filter(|p| {
+                p.metadata.resource_version.is_some()
+                    && p.metadata.resource_version == new.metadata.resource_version
+            })
+            .unwrap_or_else(|| Arc::new(new.clone()));
         let key = (namespace.to_string(), name.to_string());
         let mut w = self.inflight();
         if w.created
@@ -383,7 +397,7 @@ impl Context {
         {
             w.created.remove(&key);
         }
-        w.last_pods.insert(key, new.clone())
+        w.last_pods.insert(key, shared)
     }
 
     /// A job pod is gone from the watch.
