@@ -371,6 +371,7 @@ impl Context {
 
     /// The version of a job pod the watch showed before `new` (`None`: first sight), and
     /// remembers `new`.
+    ///
     /// The watch listing the pod also settles its create: the shared store holds it now, so
     /// the in-flight copy goes (else `pods_of` scans every pod of a burst until each job
     /// happens to sync again).
