@@ -6,7 +6,7 @@
 //! Run with `cargo bench --bench jobs`; bounded by `TEPHRA_BENCH_TIMEOUT` seconds (default 300).
 //! `TEPHRA_BENCH_METRICS=FILE` writes tephra's metrics page at the end, to see where the calls went.
 
-#[path = "../tests/common/served.rs"]
+#[path = "../tests/it/common/served.rs"]
 #[allow(dead_code)]
 mod served;
 

@@ -4,7 +4,7 @@
 #                                             (the same groups inside a PrometheusRule)
 #                                           -> charts/tephra/files/tephra-rules.yaml
 #   manifests/monitoring/tephra-dashboard.json -> charts/tephra/files/tephra-dashboard.json
-#   manifests/crds/*.yaml (what `tephra crds` prints; tests/api_types.rs checks that)
+#   manifests/crds/*.yaml (what `tephra crds` prints; tests/it/api_types.rs checks that)
 #                                           -> charts/tephra/crds/
 # Usage: tests/install/sync.sh          rewrite the copies
 #        tests/install/sync.sh --check  change nothing; exit 1 naming every copy that differs

@@ -11,7 +11,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-mod common;
+use crate::common;
 use common::gangs::{Gang, by_gang, pg_phase};
 
 struct Served {

@@ -3,7 +3,7 @@
 //! tools run in `tests/install/render.sh` and `tests/install/monitoring.sh`):
 //!
 //! * `charts/tephra/crds/` is what `tephra crds` renders (the same bytes as `manifests/crds/`);
-//!   `TEPHRA_UPDATE_CRDS=1 cargo test --test install_files` rewrites it;
+//!   `TEPHRA_UPDATE_CRDS=1 cargo test --test it install_files::` rewrites it;
 //! * the chart's rule file and dashboard are `manifests/monitoring/`'s, and the PrometheusRule
 //!   of `manifests/monitoring/prometheusrule.yaml` holds exactly the groups of the rule file
 //!   (`tests/install/sync.sh` regenerates the copies);
@@ -49,7 +49,7 @@ fn chart_crds_are_what_tephra_crds_renders() {
         assert!(
             read(&dir.join(name)) == *text,
             "charts/tephra/crds/{name} differs from `tephra crds`; run \
-             `TEPHRA_UPDATE_CRDS=1 cargo test --test install_files` or tests/install/sync.sh"
+             `TEPHRA_UPDATE_CRDS=1 cargo test --test it install_files::` or tests/install/sync.sh"
         );
     }
 }

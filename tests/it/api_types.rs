@@ -9,13 +9,13 @@
 //! When the types change, regenerate the committed CRDs with
 //!
 //! ```text
-//! TEPHRA_UPDATE_CRDS=1 cargo test --test api_types crd
+//! TEPHRA_UPDATE_CRDS=1 cargo test --test it api_types::crd
 //! ```
 //!
 //! and commit `manifests/crds/`.
 
+use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
-mod common;
 
 use std::path::{Path, PathBuf};
 
@@ -522,14 +522,14 @@ fn crd_manifests_match_what_tephra_crds_renders() {
     assert_eq!(
         on_disk, expected,
         "manifests/crds/ holds other files than `tephra crds` renders; regenerate with \
-         `TEPHRA_UPDATE_CRDS=1 cargo test --test api_types crd` (and delete stale files)"
+         `TEPHRA_UPDATE_CRDS=1 cargo test --test it api_types::crd` (and delete stale files)"
     );
     for (name, text) in &files {
         let committed = read(&manifests_dir().join(name));
         assert!(
             committed == *text,
             "manifests/crds/{name} is out of date with the types in src/api/; regenerate with \
-             `TEPHRA_UPDATE_CRDS=1 cargo test --test api_types crd` and commit it"
+             `TEPHRA_UPDATE_CRDS=1 cargo test --test it api_types::crd` and commit it"
         );
     }
 

@@ -4,9 +4,9 @@
 //! the lease duration with every job finished once; SIGTERM hands over within 2 s.
 //!
 //! Short durations (lease 3 s, renew 2 s, retry 250 ms) keep it quick; the figures are printed
-//! (`cargo test --test leader_election -- --nocapture`).
+//! (`cargo test --test it leader_election:: -- --nocapture`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -471,7 +471,7 @@ fn rss_kib(pid: u32) -> Option<u64> {
 
 /// The figure for the README: resident memory of the leader and of a follower with a cluster of
 /// `TEPHRA_HA_NODES` nodes (5,000) and `TEPHRA_HA_PODS` bound pods (50,000) in the API. Heavy,
-/// so ignored by default: `cargo test --release --test leader_election -- --ignored --nocapture`.
+/// so ignored by default: `cargo test --release --test it leader_election:: -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: minutes and a few GiB at the full size"]
 async fn resident_memory_of_leader_and_follower() {

@@ -2,7 +2,7 @@
 //! planned below its `minMember`, no node is over-committed, no queue exceeds its capability,
 //! and the same snapshot always gives the same plan.
 //!
-//! `cargo test` runs 256 cases; `cargo test --test scheduler_properties -- --ignored` runs
+//! `cargo test` runs 256 cases; `cargo test --test it scheduler_properties:: -- --ignored` runs
 //! 4,096.
 
 use std::collections::BTreeMap;
@@ -215,7 +215,7 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
     #[test]
-    #[ignore = "long run: cargo test --test scheduler_properties -- --ignored"]
+    #[ignore = "long run: cargo test --test it scheduler_properties:: -- --ignored"]
     fn sessions_keep_gangs_whole_nodes_and_queues_within_bounds_long(spec in cluster()) {
         check(&spec)?;
     }

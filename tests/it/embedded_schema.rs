@@ -3,7 +3,7 @@
 //! `422 Invalid`, kube-apiserver's message and one `details.causes` entry per field; Volcano's
 //! own examples pass (against tephra's CRDs and, where this machine has them, Volcano's).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! invalid jobs denied) where the Volcano fixtures are present, bad input answered 400, and a
 //! seeded fuzzer that feeds random and mutated reviews to every path.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -15,7 +15,7 @@ use tephra::scheduler::{Scheduler, SchedulerConf, SchedulerOptions, config};
 use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 use tokio_util::sync::CancellationToken;
 
-mod common;
+use crate::common;
 use common::gangs::{Gang, by_gang, pg_phase};
 
 struct Cluster {

@@ -2,7 +2,7 @@
 //! uses against a real cluster (`Api<K>`, `watcher`, `reflector`, `Discovery`,
 //! `Api<DynamicObject>`), in process with no socket, plus one test over TCP.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -4,9 +4,9 @@
 //! webhook configuration and re-reads it as kube-apiserver does, while the serving certificate
 //! and then the CA rotate (lifetimes of seconds, set by flags). No handshake and no review may
 //! fail. The counts and rotation times are printed
-//! (`cargo test --test tls_self -- --nocapture`).
+//! (`cargo test --test it tls_self:: -- --nocapture`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

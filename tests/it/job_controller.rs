@@ -3,7 +3,7 @@
 //! user's tools use. Pods "run" by the kubelet stand-in's annotations
 //! (`simulation.tephra.io/run-seconds`, `simulation.tephra.io/exit-code`).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
