@@ -64,6 +64,9 @@ impl Decision {
     }
 }
 
+/// Why a pod of ours without `scheduling.k8s.io/group-name` gets no node.
+pub const NO_GROUP_YET: &str = "pod is in no PodGroup yet: waiting for the PodGroup controller to set scheduling.k8s.io/group-name";
+
 /// Decides a filter request for pod `uid` over `names`. `may_wait` is true while no session has
 /// run since the extender first saw this pod: a pod without a place then asks for one instead
 /// of failing.
@@ -81,6 +84,13 @@ pub fn decide(
         return Decision::fail_all(names, "pod is not known to the scheduler yet");
     };
     let Some(job) = task.job.as_deref() else {
+        if idx.is_ours(uid) {
+            // As Volcano's scheduler, which sees only pods in a PodGroup: a pod of ours without
+            // one waits for the PodGroup controller to make it and name it on the pod (that
+            // update requeues the pod in kube-scheduler). Placing it at once would run it
+            // outside any gang, and its PodGroup would show Pending while it runs.
+            return Decision::fail_all(names, NO_GROUP_YET);
+        }
         return predicates_only(task, names, idx);
     };
     if let Some(node) = task.node.as_deref().filter(|_| !task.assumed) {

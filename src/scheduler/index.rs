@@ -603,6 +603,11 @@ impl ClusterIndex {
         self.pods.get(uid).map(|e| &e.task)
     }
 
+    /// Is pod `uid` known and served by this service (its `schedulerName` is ours)?
+    pub fn is_ours(&self, uid: &str) -> bool {
+        self.pods.get(uid).is_some_and(|e| e.ours)
+    }
+
     /// The PodGroup of a job, if known.
     pub fn podgroup(&self, job: &str) -> Option<&Arc<PodGroup>> {
         self.podgroups.get(job)

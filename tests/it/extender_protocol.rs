@@ -177,13 +177,18 @@ async fn gang(c: &Client, name: &str, min: usize, size: usize, cpu: u32) -> Vec<
 }
 
 async fn pod(c: &Client, name: &str, group: Option<&str>, cpu: u32) -> Pod {
+    pod_of(c, "volcano", name, group, cpu).await
+}
+
+/// A pod of scheduler `scheduler`.
+async fn pod_of(c: &Client, scheduler: &str, name: &str, group: Option<&str>, cpu: u32) -> Pod {
     let mut annotations = json!({});
     if let Some(g) = group {
         annotations = json!({"scheduling.k8s.io/group-name": g});
     }
     let p: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": annotations},
-        "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+        "spec": {"schedulerName": scheduler, "restartPolicy": "Never",
             "containers": [{"name": "c", "image": "busybox",
                 "resources": {"requests": {"cpu": cpu.to_string()}}}]}
     }))
@@ -791,22 +796,40 @@ async fn without_a_gather_window_a_timed_out_hold_releases_at_once() {
     );
 }
 
+/// A pod of tephra's scheduler outside any PodGroup waits for the PodGroup controller (not
+/// running here) to put it in one, as Volcano's scheduler ignores such pods; a pod of another
+/// scheduler that reaches the extender gets every node that fits it and binds at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pods_outside_gangs_get_every_fitting_node_and_bind_at_once() {
+async fn pods_outside_gangs_wait_for_a_podgroup_unless_another_scheduler_owns_them() {
     let env = start(3, false).await;
-    let p = pod(&env.client, "solo", None, 1).await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while env.scheduler.index().task(&uid(&p)).is_none() {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let known = |p: &Pod| {
+        let (env, uid) = (&env, uid(p));
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while env.scheduler.index().task(&uid).is_none() {
+                assert!(Instant::now() < deadline, "pod {uid} never indexed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let ours = pod(&env.client, "solo", None, 1).await;
+    known(&ours).await;
+    let (_, r) = post(&env, "/scheduler/filter", names_body(&ours, &NODES)).await;
+    assert_eq!(r["NodeNames"], json!([]), "{r}");
+    for n in NODES {
+        assert_eq!(
+            r["FailedNodes"][n],
+            tephra::extender::filter::NO_GROUP_YET,
+            "{r}"
+        );
     }
+
+    let p = pod_of(&env.client, "default-scheduler", "theirs", None, 1).await;
+    known(&p).await;
     let (_, r) = post(&env, "/scheduler/filter", names_body(&p, &NODES)).await;
     assert_eq!(r["NodeNames"], json!(NODES), "{r}");
-    let big = pod(&env.client, "huge", None, 64).await;
-    while env.scheduler.index().task(&uid(&big)).is_none() {
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let big = pod_of(&env.client, "default-scheduler", "huge", None, 64).await;
+    known(&big).await;
     let (_, r) = post(&env, "/scheduler/filter", names_body(&big, &NODES)).await;
     assert_eq!(r["NodeNames"], json!([]), "{r}");
     assert_eq!(r["FailedNodes"]["node-2"], "Insufficient cpu");

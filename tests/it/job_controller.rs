@@ -970,3 +970,120 @@ async fn a_job_failing_past_max_requeue_is_terminated_with_an_event() {
         "retries of processing are not the job's restarts"
     );
 }
+
+/// Volcano's "Dynamic Job scale up and down" (jobp): a Running job of the svc plugin has its
+/// whole spec replaced with more, then fewer, replicas; as soon as the new minimum of pods is
+/// running, the hosts ConfigMap already lists exactly the new replicas (Volcano's spec reads it
+/// the moment its 100 ms poll sees the pods, so the list must not trail them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_a_svc_job_rewrites_its_hosts_before_the_new_pods_run() {
+    let (_s, c) = Embedded::start(&[]).await;
+    let spec = |min: i32, replicas: i32| {
+        let mut t = task("default", replicas, None, 0);
+        t["minAvailable"] = json!(min);
+        json!({"minAvailable": min, "plugins": {"svc": []}, "tasks": [t]})
+    };
+    create(&c, job("scaled", spec(2, 2))).await;
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let configmaps: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    let hosts = |n: usize| {
+        let names: Vec<String> = (0..n)
+            .map(|i| format!("scaled-default-{i}.scaled"))
+            .collect();
+        BTreeMap::from([
+            ("default.host".to_string(), names.join("\n")),
+            ("VC_DEFAULT_HOSTS".to_string(), names.join(",")),
+            ("VC_DEFAULT_NUM".to_string(), n.to_string()),
+        ])
+    };
+    let running = |min: usize| {
+        let c = c.clone();
+        async move {
+            eventually(30, &format!("{min} running pods"), || async {
+                let n = pods_of(&c, "scaled")
+                    .await
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .filter(|p| matches!(pod_phase(p), "Running" | "Succeeded"))
+                    .count();
+                (n >= min).then_some(())
+            })
+            .await
+        }
+    };
+    running(2).await;
+    for (min, replicas) in [(4, 4), (1, 1)] {
+        // As Volcano's e2eutil.UpdateJob: the spec as created (defaults and all), with new
+        // counts, replaces the whole spec.
+        let mut whole =
+            serde_json::to_value(&get(&c, "scaled").await.expect("the job exists").spec)
+                .unwrap_or_else(|e| panic!("{e}"));
+        whole["minAvailable"] = json!(min);
+        whole["tasks"][0]["replicas"] = json!(replicas);
+        whole["tasks"][0]["minAvailable"] = json!(min);
+        let ops: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "replace", "path": "/spec", "value": whole}
+        ]))
+        .unwrap_or_else(|e| panic!("{e}"));
+        jobs.patch(
+            "scaled",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::<()>::Json(ops),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("scaling to {replicas}: {e}"));
+        // As Volcano's spec: the first 100 ms poll that sees enough pods running reads the map.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        running(min as usize).await;
+        let cm = configmaps
+            .get("scaled-svc")
+            .await
+            .unwrap_or_else(|e| panic!("hosts ConfigMap: {e}"));
+        assert_eq!(
+            cm.data.unwrap_or_default(),
+            hosts(replicas as usize),
+            "hosts after scaling to {replicas}"
+        );
+    }
+}
+
+/// Volcano's "PG controller Create volcano rc" (jobp): a pod of the volcano scheduler outside
+/// any PodGroup runs only once the PodGroup controller has put it in one, so the moment it runs
+/// its PodGroup exists and has left Pending (Volcano's spec checks exactly then, once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_volcano_pod_runs_inside_its_podgroup() {
+    let (_s, c) = Embedded::start(&[]).await;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "plain", "namespace": "default", "labels": {"schedulerName": "volcano"}},
+        "spec": {"schedulerName": "volcano", "containers": [container("100m")]}
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .unwrap_or_else(|e| panic!("creating the pod: {e}"));
+    let running = eventually(30, "the pod running", || async {
+        let p = pods.get("plain").await.ok()?;
+        (pod_phase(&p) == "Running").then_some(p)
+    })
+    .await;
+    let groups = Api::<PodGroup>::namespaced(c.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing PodGroups: {e}"))
+        .items;
+    let group = running
+        .annotations()
+        .get("scheduling.k8s.io/group-name")
+        .cloned()
+        .unwrap_or_else(|| panic!("the running pod names no PodGroup: {running:?}"));
+    let pg = groups
+        .iter()
+        .find(|g| g.name_any() == group)
+        .unwrap_or_else(|| panic!("no PodGroup {group}; there are {groups:?}"));
+    let phase = pg.status.as_ref().and_then(|s| s.phase.clone());
+    assert!(
+        phase.as_ref().is_some_and(|p| p.as_str() != "Pending"),
+        "PodGroup {group} is {phase:?} while its pod runs"
+    );
+}
