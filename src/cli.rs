@@ -229,7 +229,9 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
 
     /// How often the scheduling session runs (Go duration: `500ms`, `1s`, `2m`); sessions also
-    /// run on demand when pods, gangs or capacity change.
+    /// run on demand when pods, gangs or capacity change. A gang's members beyond its
+    /// `minMember` are placed one period after the gang started, so gangs submitted within
+    /// one period all get their minimum first (as in Volcano).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub schedule_period: std::time::Duration,
 

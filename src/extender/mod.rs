@@ -27,7 +27,7 @@ pub mod protocol;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use binder::{BindError, Binder, BinderOptions};
 pub use http::{NOT_THE_LEADER, router, router_for_leader};
@@ -62,6 +62,10 @@ const UNSEEN: &str = "";
 
 /// Pods by uid: uid → (namespace, name).
 type PodsByUid = HashMap<String, (String, String)>;
+
+/// How long a placed pod that kube-scheduler parked may go unasked-for before it is nudged
+/// ([`Extender::spawn_nudger`]): time for kube-scheduler to get to it by itself.
+pub const PARKED_GRACE: Duration = Duration::from_millis(500);
 
 /// The annotation written on turned-down gang pods when their gang is placed
 /// ([`Extender::spawn_nudger`]).
@@ -112,6 +116,10 @@ pub struct Extender {
     replan_lock: tokio::sync::Mutex<()>,
     /// Gang pods whose filter failed: gang → uid → (namespace, name). See [`Extender::spawn_nudger`].
     rejected: Mutex<HashMap<String, PodsByUid>>,
+    /// Pod uid → when the filter last asked about it.
+    asked: Mutex<HashMap<String, Instant>>,
+    /// Pod uid → the placement (its time) it was nudged for: once per placement.
+    nudged: Mutex<HashMap<String, Instant>>,
     client: kube::Client,
 }
 
@@ -150,6 +158,8 @@ impl Extender {
             first_seen: Mutex::new(HashMap::new()),
             replan_lock: tokio::sync::Mutex::new(()),
             rejected: Mutex::new(HashMap::new()),
+            asked: Mutex::new(HashMap::new()),
+            nudged: Mutex::new(HashMap::new()),
             client,
         })
     }
@@ -188,6 +198,13 @@ impl Extender {
         let Some(names) = args.candidate_names() else {
             return error_result("the request has neither NodeNames nor Nodes".into());
         };
+        {
+            let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+            if asked.len() >= SEEN_LIMIT {
+                asked.clear();
+            }
+            asked.insert(uid.to_string(), Instant::now());
+        }
         let mut may_wait = self.may_wait(uid);
         let mut replanned = false;
         // Bounded: at most one wait for a session and one re-plan.
@@ -205,6 +222,11 @@ impl Extender {
                 } => {
                     if keep.is_empty() {
                         self.note_rejected(uid, &pod.metadata);
+                        tracing::debug!(
+                            pod = %format!("{}/{}", pod.metadata.namespace, pod.metadata.name),
+                            reason = failed.values().chain(unresolvable.values()).next().map(String::as_str).unwrap_or(""),
+                            "filter: no node"
+                        );
                     }
                     return answer(args, &names, &keep, failed, unresolvable);
                 }
@@ -294,6 +316,13 @@ impl Extender {
     /// annotation (`scheduling.tephra.io/plan: <session>`), an update of the pod itself that
     /// moves it back to kube-scheduler's active queue. This writes to the API after a session,
     /// never while kube-scheduler waits on an answer.
+    ///
+    /// kube-scheduler also parks pods it turned down itself, before asking the extender: its
+    /// own resource check fails while its view of the nodes is full (pods it assumed whose
+    /// binds then failed, members beyond a gang's minimum the plan later gave back). When a
+    /// session then places such a pod, the filter never hears of it. So a placed pod that
+    /// carries kube-scheduler's `Unschedulable` condition and that the filter has not been
+    /// asked about since [`PARKED_GRACE`] after its placement is nudged too, once per placement.
     pub fn spawn_nudger(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
         tokio::spawn(async move {
             let mut seen = self.scheduler.session_count();
@@ -303,11 +332,27 @@ impl Extender {
                     _ = self.scheduler.wait_session_after(seen, Duration::from_secs(1)) => {}
                 }
                 seen = self.scheduler.session_count();
+                let now = Instant::now();
                 let due: Vec<(String, String)> = {
                     let idx = self.scheduler.index();
+                    let mut due: Vec<(String, String)> = Vec::new();
+                    {
+                        let asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut nudged = self.nudged.lock().unwrap_or_else(|p| p.into_inner());
+                        nudged.retain(|uid, _| idx.assumed_node(uid).is_some());
+                        let placed_by = now.checked_sub(PARKED_GRACE).unwrap_or(now);
+                        for (uid, ns, name, since) in idx.parked_placements(placed_by) {
+                            if asked.get(&uid).is_some_and(|t| *t >= since)
+                                || nudged.get(&uid) == Some(&since)
+                            {
+                                continue;
+                            }
+                            nudged.insert(uid, since);
+                            due.push((ns, name));
+                        }
+                    }
                     let mut r = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
                     // Pods turned down before the index knew them are nudged once it does.
-                    let mut due: Vec<(String, String)> = Vec::new();
                     if let Some(unseen) = r.get_mut(UNSEEN) {
                         let known: Vec<String> = unseen
                             .keys()
@@ -335,6 +380,9 @@ impl Extender {
                     );
                     due
                 };
+                let mut due = due;
+                due.sort();
+                due.dedup();
                 if due.is_empty() {
                     continue;
                 }

@@ -40,7 +40,19 @@ pub struct Snapshot {
 #[derive(Clone, Debug)]
 struct Assumed {
     node: String,
+    /// When the placement was made.
+    since: Instant,
     expires: Instant,
+}
+
+/// A PodGroup phase a session decided (see [`ClusterIndex::decided_phases`]).
+#[derive(Clone, Debug)]
+struct Decided {
+    uid: String,
+    /// The phase the watch showed when it was decided.
+    from: Option<PodGroupPhase>,
+    phase: PodGroupPhase,
+    until: Instant,
 }
 
 /// Per-pod bookkeeping: the task and what it added to a node.
@@ -49,6 +61,9 @@ struct PodEntry {
     task: TaskInfo,
     /// Served by this service (its `schedulerName` is ours).
     ours: bool,
+    /// kube-scheduler marked it unschedulable (`PodScheduled=False`, reason `Unschedulable`):
+    /// it waits in kube-scheduler's unschedulable queue for an event that moves it.
+    parked: bool,
 }
 
 /// What changed since the last session, so the runner can decide whether an on-demand session
@@ -88,6 +103,13 @@ pub struct ClusterIndex {
     /// Pods a session evicted that the API has not shown deleting yet: uid → until when, and
     /// the status the pod would have otherwise (see [`ClusterIndex::assume_evicted`]).
     evicting: HashMap<String, (Instant, TaskStatus)>,
+    /// PodGroup phases sessions decided that the watch does not show yet, by job. See
+    /// [`ClusterIndex::decided_phases`].
+    decided: HashMap<JobId, Decided>,
+    /// See [`ClusterIndex::set_grow_delay`]; zero: members beyond the minimum at once.
+    grow_delay_ms: i64,
+    /// Job → when its members beyond the minimum may be placed (ms since the epoch).
+    grow_from: HashMap<JobId, i64>,
     changes: Changes,
     relist_pods: Option<Vec<Pod>>,
     relist_nodes: Option<Vec<Node>>,
@@ -139,6 +161,9 @@ impl ClusterIndex {
             priority_classes: HashMap::new(),
             assumed: HashMap::new(),
             evicting: HashMap::new(),
+            decided: HashMap::new(),
+            grow_delay_ms: 0,
+            grow_from: HashMap::new(),
             changes: Changes::default(),
             relist_pods: None,
             relist_nodes: None,
@@ -433,7 +458,9 @@ impl ClusterIndex {
                 .or_default()
                 .insert(task.uid.clone());
         }
-        self.pods.insert(task.uid.clone(), PodEntry { task, ours });
+        let parked = is_parked(pod);
+        self.pods
+            .insert(task.uid.clone(), PodEntry { task, ours, parked });
     }
 
     /// A pod was deleted.
@@ -493,6 +520,7 @@ impl ClusterIndex {
             uid.to_string(),
             Assumed {
                 node: node.to_string(),
+                since: now,
                 expires: now + ttl,
             },
         );
@@ -519,8 +547,14 @@ impl ClusterIndex {
             task.node = None;
             task.status = TaskStatus::Pending;
             task.assumed = false;
-            self.pods
-                .insert(uid.to_string(), PodEntry { task, ours: e.ours });
+            self.pods.insert(
+                uid.to_string(),
+                PodEntry {
+                    task,
+                    ours: e.ours,
+                    parked: e.parked,
+                },
+            );
             self.changes.capacity = true;
         }
         true
@@ -571,7 +605,14 @@ impl ClusterIndex {
                 let mut task = e.task;
                 task.status = underlying;
                 self.contribute(&task, true);
-                self.pods.insert(uid, PodEntry { task, ours: e.ours });
+                self.pods.insert(
+                    uid,
+                    PodEntry {
+                        task,
+                        ours: e.ours,
+                        parked: e.parked,
+                    },
+                );
                 self.changes.capacity = true;
             }
         }
@@ -596,6 +637,28 @@ impl ClusterIndex {
     /// The node a pod is assumed on, if any.
     pub fn assumed_node(&self, uid: &str) -> Option<&str> {
         self.assumed.get(uid).map(|a| a.node.as_str())
+    }
+
+    /// Pods placed by a session at or before `placed_by` that kube-scheduler has parked as
+    /// unschedulable (it turned them down itself, before asking the extender, when its own view
+    /// of the nodes was full): `(uid, namespace, name, when placed)`. Nothing moves such a pod
+    /// back to kube-scheduler's queue by itself; see the extender's nudger.
+    pub fn parked_placements(&self, placed_by: Instant) -> Vec<(String, String, String, Instant)> {
+        self.assumed
+            .iter()
+            .filter(|(_, a)| a.since <= placed_by)
+            .filter_map(|(uid, a)| {
+                let e = self.pods.get(uid)?;
+                (e.parked && e.task.assumed).then(|| {
+                    (
+                        uid.clone(),
+                        e.task.namespace.clone(),
+                        e.task.name.clone(),
+                        a.since,
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The task of a pod, by uid.
@@ -636,6 +699,15 @@ impl ClusterIndex {
             return;
         };
         let id = format!("{ns}/{name}");
+        if let Some(d) = self.decided.get(&id)
+            && (pg.metadata.uid.as_ref() != Some(&d.uid)
+                || pg.status.as_ref().and_then(|s| s.phase.as_ref()) != d.from.as_ref())
+        {
+            // The watch caught up with the decision, or someone changed the phase since, or
+            // this is another PodGroup: the watch's phase counts. (Only the phase it showed
+            // when the session decided, an event older than the write, keeps the decision.)
+            self.decided.remove(&id);
+        }
         let changed = self.podgroups.get(&id).is_none_or(|old| {
             old.spec != pg.spec || old.metadata.annotations != pg.metadata.annotations
         });
@@ -647,11 +719,85 @@ impl ClusterIndex {
         self.podgroups.insert(id, Arc::new(pg.clone()));
     }
 
+    /// Phases a session decided (`(namespace, name, uid, phase)` of each PodGroup whose status
+    /// it writes), taken as the PodGroups' phases by later sessions until the watch shows them
+    /// or `until`.
+    ///
+    /// Why: the writes land a moment after the session, and a session that read the older
+    /// phase meanwhile decided against the earlier one: a gang just admitted (Inqueue) read as
+    /// Pending was judged for admission again, refused once other gangs had grown into the room
+    /// it was admitted with, and written back to Pending; the room held for it was gone (Volcano's
+    /// "Schedule Multiple Jobs"). Volcano's scheduler cache takes its own status writes at once;
+    /// this is the same for the phase, the one field a session's decisions read.
+    pub fn decided_phases<'a>(
+        &mut self,
+        decided: impl IntoIterator<Item = (&'a str, &'a str, &'a str, &'a PodGroupPhase)>,
+        until: Instant,
+    ) {
+        for (ns, name, uid, phase) in decided {
+            let id = format!("{ns}/{name}");
+            let Some(pg) = self
+                .podgroups
+                .get(&id)
+                .filter(|pg| pg.metadata.uid.as_deref() == Some(uid))
+            else {
+                continue;
+            };
+            let from = pg.status.as_ref().and_then(|s| s.phase.clone());
+            if from.as_ref() == Some(phase) {
+                self.decided.remove(&id);
+            } else {
+                self.decided.insert(
+                    id,
+                    Decided {
+                        uid: uid.to_string(),
+                        from,
+                        phase: phase.clone(),
+                        until,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Members beyond a gang's minimum are placed only `delay` after a session first found
+    /// the gang ready (placed its minimum), `--schedule-period` in `tephra serve`.
+    ///
+    /// Why: Volcano runs a session once a period, so the gangs submitted within one period
+    /// are all admitted and given their minimum before any of them grows beyond it, and
+    /// gangs submitted together all start (Volcano's "Schedule Multiple Jobs": three jobs of
+    /// as many pods as the cluster has cpus, each needing 2). tephra places a gang as soon as
+    /// its pods exist, so the first gang's extra members would fill the cluster before the
+    /// next gang's PodGroup even existed. A gang still starts at once; only its growth waits,
+    /// one period at most, as it would in Volcano.
+    pub fn set_grow_delay(&mut self, delay: Duration) {
+        self.grow_delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+    }
+
+    /// A session found `job` ready at `now_ms`: the first time, its growth is allowed from one
+    /// grow delay later, which is returned (a session is due then).
+    pub fn gang_ready(&mut self, job: &str, now_ms: i64) -> Option<i64> {
+        if self.grow_delay_ms == 0 || self.grow_from.contains_key(job) {
+            return None;
+        }
+        let from = now_ms.saturating_add(self.grow_delay_ms);
+        self.grow_from.insert(job.to_string(), from);
+        Some(from)
+    }
+
+    /// Forgets decided phases older than `now` (a write that failed, or a PodGroup someone else
+    /// changed since: the watch's phase counts again).
+    pub fn expire_decided(&mut self, now: Instant) {
+        self.decided.retain(|_, d| d.until > now);
+    }
+
     /// A PodGroup was deleted.
     pub fn delete_podgroup(&mut self, pg: &PodGroup) {
         let ns = pg.metadata.namespace.as_deref().unwrap_or_default();
         if let Some(name) = pg.metadata.name.as_deref() {
             let id = format!("{ns}/{name}");
+            self.decided.remove(&id);
+            self.grow_from.remove(&id);
             self.podgroups.remove(&id);
             self.podgroup_seen.remove(&id);
             self.changes.capacity = true;
@@ -870,17 +1016,22 @@ impl ClusterIndex {
                 task_min_available: spec.min_task_member.clone().unwrap_or_default(),
                 priority,
                 min_resources: spec.min_resources.as_ref().map(Resource::from_list),
-                phase: pg
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.phase.clone())
-                    .unwrap_or(PodGroupPhase::Pending),
+                phase: match self.decided.get(id) {
+                    Some(d) if pg.metadata.uid.as_ref() == Some(&d.uid) => d.phase.clone(),
+                    _ => pg
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.phase.clone())
+                        .unwrap_or(PodGroupPhase::Pending),
+                },
                 created: secs(pg.metadata.creation_timestamp.as_ref()),
                 preemptable: truthy(annotations.and_then(|a| a.get(keys::PREEMPTABLE)))
                     .or_else(|| truthy(labels.and_then(|l| l.get(keys::PREEMPTABLE))))
                     .unwrap_or(false),
                 waiting_time: waiting_time(annotations),
                 seen: self.podgroup_seen.get(id).copied().unwrap_or(u64::MAX),
+                grow_from_ms: (self.grow_delay_ms > 0)
+                    .then(|| self.grow_from.get(id).copied().unwrap_or(i64::MAX)),
                 podgroup: pg.clone(),
                 tasks: job_task_idx,
             });
@@ -893,6 +1044,20 @@ impl ClusterIndex {
             default_priority,
         }
     }
+}
+
+/// Has kube-scheduler marked the pod unschedulable (`PodScheduled=False`, `Unschedulable`)?
+fn is_parked(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
+        })
 }
 
 fn constraints_of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Constraints {

@@ -191,6 +191,10 @@ pub struct JobInfo {
     /// in the same second (creation times have whole seconds) this is their creation order,
     /// where the uid would be a random one.
     pub seen: u64,
+    /// When members beyond `minMember` may be placed, ms since the epoch (`i64::MAX`: once
+    /// the gang has been placed and a period has passed); `None`: at once. See
+    /// [`crate::scheduler::index::ClusterIndex::set_grow_delay`].
+    pub grow_from_ms: Option<i64>,
     /// The object as last seen, for status comparison.
     pub podgroup: Arc<PodGroup>,
     /// Indices of its tasks in the session's task list.

@@ -138,7 +138,11 @@ impl Scheduler {
         }
         Ok(Self {
             inner: Arc::new(Inner {
-                index: Mutex::new(ClusterIndex::new(options.scheduler_names.clone())),
+                index: Mutex::new({
+                    let mut idx = ClusterIndex::new(options.scheduler_names.clone());
+                    idx.set_grow_delay(options.period);
+                    idx
+                }),
                 options,
                 plan: RwLock::new(Arc::new(Plan::default())),
                 sessions: watch::Sender::new(0),
@@ -290,6 +294,7 @@ impl Scheduler {
         let snapshot = {
             let mut idx = self.index();
             let expired = idx.expire_assumed(now);
+            idx.expire_decided(now);
             self.inner.metrics.placements_expired.inc_by(expired as u64);
             idx.take_changes();
             idx.snapshot()
@@ -304,6 +309,7 @@ impl Scheduler {
                 k8s_openapi::jiff::Timestamp::now(),
             ),
         );
+        let mut grow_wake = i64::MAX;
         {
             let mut idx = self.index();
             // What the watches brought while the session ran (a pod bound or started, a new
@@ -315,12 +321,25 @@ impl Scheduler {
             for e in &outcome.evictions {
                 idx.assume_evicted(&e.uid, self.inner.options.assume_ttl, now);
             }
+            idx.decided_phases(
+                outcome.podgroups.iter().filter_map(|u| {
+                    let phase = u.status.phase.as_ref()?;
+                    Some((u.namespace.as_str(), u.name.as_str(), u.uid.as_str(), phase))
+                }),
+                now + super::pending::WRITTEN_TTL,
+            );
             // Capacity and pods the plan now holds are accounted; do not wake for them.
             idx.take_changes();
             idx.restore_changes(during);
             let mut ready = lock(&self.inner.ready_gangs);
-            let now_s = k8s_openapi::jiff::Timestamp::now().as_second();
+            let now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
+            let now_s = now_ms / 1000;
             for (job, v) in &outcome.plan.gangs {
+                if *v == Verdict::Ready
+                    && let Some(from) = idx.gang_ready(job, now_ms)
+                {
+                    grow_wake = grow_wake.min(from);
+                }
                 if *v == Verdict::Ready
                     && ready.insert(job.clone())
                     && let Some(pg) = idx.podgroup(job)
@@ -337,7 +356,7 @@ impl Scheduler {
         *self.inner.plan.write().unwrap_or_else(|p| p.into_inner()) =
             Arc::new(outcome.plan.clone());
         self.inner.wake_at_ms.store(
-            outcome.wake_at_ms.unwrap_or(i64::MAX),
+            outcome.wake_at_ms.unwrap_or(i64::MAX).min(grow_wake),
             std::sync::atomic::Ordering::Relaxed,
         );
         let ms = start.elapsed().as_secs_f64() * 1000.0;
@@ -361,6 +380,12 @@ impl Scheduler {
             ms = format!("{ms:.1}"),
             placed = outcome.plan.placements.len(),
             podgroups = outcome.podgroups.len(),
+            phases = %outcome
+                .podgroups
+                .iter()
+                .map(|u| format!("{}/{}:{}", u.namespace, u.name, u.status.phase.as_ref().map_or("", |p| p.as_str())))
+                .collect::<Vec<_>>()
+                .join(","),
             "session"
         );
         outcome

@@ -483,6 +483,126 @@ fn an_admitted_gang_whose_pods_are_not_created_yet_keeps_its_minimum() {
 }
 
 #[test]
+fn with_a_grow_delay_a_gang_starts_at_once_and_grows_a_delay_after_it_started() {
+    // Three gangs of 16 needing 2 on 16 cpu, the third not created yet: with the delay, the
+    // first two start with their minimum only, so the third still finds its room.
+    let mut w = World::default()
+        .nodes(4, 4, 16)
+        .gang("ns", "mqj-1", "default", 16, 2, 1000, 1024, "Inqueue")
+        .gang("ns", "mqj-2", "default", 16, 2, 1000, 1024, "Inqueue");
+    w.index.set_grow_delay(std::time::Duration::from_secs(1));
+    let t0 = now();
+    let out = run_session(
+        w.index.snapshot(),
+        &SchedulerConf::builtin(),
+        "s1",
+        t0.clone(),
+    );
+    let placed = placed_by_gang(&out.plan);
+    assert_eq!(placed.get("ns/mqj-1"), Some(&2), "{placed:?}");
+    assert_eq!(placed.get("ns/mqj-2"), Some(&2), "{placed:?}");
+    // The runner notes the gangs ready; growth is due one delay later, and a session then.
+    let t0_ms = t0.0.as_millisecond();
+    assert_eq!(w.index.gang_ready("ns/mqj-1", t0_ms), Some(t0_ms + 1000));
+    assert_eq!(
+        w.index.gang_ready("ns/mqj-1", t0_ms + 5),
+        None,
+        "noted once"
+    );
+    w.index.gang_ready("ns/mqj-2", t0_ms);
+    let at = std::time::Instant::now();
+    for (uid, p) in &out.plan.placements {
+        w.index
+            .assume(uid, &p.node, std::time::Duration::from_secs(30), at);
+    }
+    // Half a delay later nothing grows, and the session asks to be woken when it may.
+    let half = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        t0.0 + k8s_openapi::jiff::SignedDuration::from_millis(500),
+    );
+    let out = run_session(w.index.snapshot(), &SchedulerConf::builtin(), "s2", half);
+    assert!(out.plan.placements.is_empty(), "{:?}", out.plan.placements);
+    assert_eq!(out.wake_at_ms, Some(t0_ms + 1000));
+    // The third gang arrives meanwhile and starts; once the delay is over the first two grow
+    // into what is left.
+    w = w.gang("ns", "mqj-3", "default", 16, 2, 1000, 1024, "Inqueue");
+    let out = run_session(
+        w.index.snapshot(),
+        &SchedulerConf::builtin(),
+        "s3",
+        half_again(&t0, 600),
+    );
+    assert_eq!(placed_by_gang(&out.plan).get("ns/mqj-3"), Some(&2));
+    for (uid, p) in &out.plan.placements {
+        w.index
+            .assume(uid, &p.node, std::time::Duration::from_secs(30), at);
+    }
+    w.index.gang_ready("ns/mqj-3", t0_ms + 600);
+    let out = run_session(
+        w.index.snapshot(),
+        &SchedulerConf::builtin(),
+        "s4",
+        half_again(&t0, 1000),
+    );
+    let grown = placed_by_gang(&out.plan);
+    assert_eq!(
+        grown.get("ns/mqj-1").unwrap_or(&0) + grown.get("ns/mqj-2").unwrap_or(&0),
+        10,
+        "{grown:?}"
+    );
+    assert_eq!(grown.get("ns/mqj-3"), None, "its own delay is not over");
+}
+
+fn half_again(
+    t0: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    ms: i64,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        t0.0 + k8s_openapi::jiff::SignedDuration::from_millis(ms),
+    )
+}
+
+#[test]
+fn a_decided_phase_counts_until_the_watch_shows_it() {
+    // A session admitted the gang (Inqueue); the watch still shows Pending. The next session
+    // must not judge the gang for admission again.
+    let mut w = World::default()
+        .nodes(1, 4, 16)
+        .gang("ns", "g", "default", 0, 2, 1000, 1024, "Pending");
+    let pg = w.index.podgroup("ns/g").expect("the PodGroup").clone();
+    let uid = pg.metadata.uid.clone().unwrap_or_default();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let inqueue = crate::api::scheduling::PodGroupPhase::Inqueue;
+    w.index
+        .decided_phases([("ns", "g", uid.as_str(), &inqueue)], until);
+    let job = |w: &World| {
+        w.index
+            .snapshot()
+            .jobs
+            .into_iter()
+            .find(|j| j.id == "ns/g")
+            .expect("the job")
+    };
+    assert_eq!(job(&w).phase, inqueue);
+    // An older event (still Pending) keeps the decision; the written phase ends it.
+    w.index.apply_podgroup(&pg);
+    assert_eq!(job(&w).phase, inqueue);
+    w.index
+        .apply_podgroup(&super::testing::with_phase((*pg).clone(), "Running"));
+    assert_eq!(
+        job(&w).phase,
+        crate::api::scheduling::PodGroupPhase::Running
+    );
+    // Expired, the watch's phase counts again.
+    w.index
+        .decided_phases([("ns", "g", uid.as_str(), &inqueue)], until);
+    w.index.expire_decided(until);
+    assert_eq!(
+        job(&w).phase,
+        crate::api::scheduling::PodGroupPhase::Running
+    );
+}
+
+#[test]
 fn without_the_enqueue_action_no_room_is_held_for_gangs_without_pods() {
     // Nothing bounds what allocate admits then, so an empty gang holds nothing.
     let w = World::default()

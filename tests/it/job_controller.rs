@@ -1087,3 +1087,66 @@ async fn a_plain_volcano_pod_runs_inside_its_podgroup() {
         "PodGroup {group} is {phase:?} while its pod runs"
     );
 }
+
+/// Volcano's "Schedule Multiple Jobs" (schedulingbase): three jobs created back to back, each
+/// as many one-cpu pods as the cluster has cpus with a minimum of 2, all start: no job's pods
+/// beyond its minimum take the room another job was admitted with; then they fill the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_jobs_as_big_as_the_cluster_all_start() {
+    // Two nodes of 8 cpu: 16 one-cpu pods fill them.
+    let (_s, c) = Embedded::start(&["--embedded-nodes", "2"]).await;
+    let spec = || {
+        let mut t = task("t", 16, None, 0);
+        t["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("1");
+        json!({"minAvailable": 2, "tasks": [t]})
+    };
+    for name in ["mqj-1", "mqj-2", "mqj-3"] {
+        create(&c, job(name, spec())).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut running = BTreeMap::new();
+        for name in ["mqj-1", "mqj-2", "mqj-3"] {
+            let pods = pods_of(&c, name).await;
+            let n = pods.iter().filter(|p| pod_phase(p) == "Running").count();
+            running.insert(name, (n, pods.len()));
+        }
+        if running.values().all(|(n, _)| *n >= 2) {
+            // Then the gangs grow into the rest of the cluster.
+            eventually(30, "all 16 cpus in use", || async {
+                let mut n = 0;
+                for name in ["mqj-1", "mqj-2", "mqj-3"] {
+                    n += pods_of(&c, name)
+                        .await
+                        .iter()
+                        .filter(|p| pod_phase(p) == "Running")
+                        .count();
+                }
+                (n == 16).then_some(())
+            })
+            .await;
+            break;
+        }
+        if Instant::now() >= deadline {
+            let groups: Vec<String> = Api::<PodGroup>::namespaced(c.clone(), "default")
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+                .iter()
+                .map(|g| format!("{} {:?}", g.name_any(), g.status))
+                .collect();
+            let mut why = Vec::new();
+            for (name, _) in running.iter().filter(|(_, (n, _))| *n < 2) {
+                for p in pods_of(&c, name).await.iter().take(3) {
+                    let conditions = p.status.as_ref().and_then(|s| s.conditions.clone());
+                    why.push(format!("{}: {conditions:?}", p.name_any()));
+                }
+            }
+            panic!(
+                "after 60 s, (running, pods) by job: {running:?}; podgroups: {groups:#?}; pods short of their minimum: {why:#?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

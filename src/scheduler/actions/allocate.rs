@@ -202,6 +202,19 @@ pub fn allocate_job(
     let mut candidates: Option<Candidates> = None;
     let mut last_node: Option<usize> = None;
     while let Some(t) = tasks.pop() {
+        if let Some(from) = ssn.state.jobs[j].grow_from_ms
+            && ssn.state.now_ms < from
+            && ssn.plugins.job_ready(&ssn.state, j)
+        {
+            // Growing beyond the minimum waits a period after the gang started
+            // (`ClusterIndex::set_grow_delay`); a session is due then.
+            if from != i64::MAX {
+                let w = ssn.state.wake_at_ms.map_or(from, |w| w.min(from));
+                ssn.state.wake_at_ms = Some(w);
+            }
+            tasks.clear();
+            break;
+        }
         if let Some(h) = held
             && ssn.plugins.job_ready(&ssn.state, j)
             && !leaves_held_room(&ssn.state, t, h)
