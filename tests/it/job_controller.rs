@@ -1012,7 +1012,7 @@ async fn scaling_a_svc_job_rewrites_its_hosts_before_the_new_pods_run() {
         }
     };
     running(2).await;
-    for (min, replicas) in [(4, 4), (1, 1)] {
+    for (min, replicas) in [(4, 4), (1, 1), (0, 0), (2, 2)] {
         // As Volcano's e2eutil.UpdateJob: the spec as created (defaults and all), with new
         // counts, replaces the whole spec.
         let mut whole =
