@@ -333,7 +333,7 @@ impl Extender {
                 }
                 seen = self.scheduler.session_count();
                 let now = Instant::now();
-                let due: Vec<(String, String)> = {
+                let mut due: Vec<(String, String)> = {
                     let idx = self.scheduler.index();
                     let mut due: Vec<(String, String)> = Vec::new();
                     {
@@ -380,7 +380,7 @@ impl Extender {
                     );
                     due
                 };
-                let mut due = due;
+                // A pod both turned down and parked is nudged once.
                 due.sort();
                 due.dedup();
                 if due.is_empty() {

@@ -529,7 +529,7 @@ fn with_a_grow_delay_a_gang_starts_at_once_and_grows_a_delay_after_it_started() 
         w.index.snapshot(),
         &SchedulerConf::builtin(),
         "s3",
-        half_again(&t0, 600),
+        after_ms(&t0, 600),
     );
     assert_eq!(placed_by_gang(&out.plan).get("ns/mqj-3"), Some(&2));
     for (uid, p) in &out.plan.placements {
@@ -541,7 +541,7 @@ fn with_a_grow_delay_a_gang_starts_at_once_and_grows_a_delay_after_it_started() 
         w.index.snapshot(),
         &SchedulerConf::builtin(),
         "s4",
-        half_again(&t0, 1000),
+        after_ms(&t0, 1000),
     );
     let grown = placed_by_gang(&out.plan);
     assert_eq!(
@@ -552,7 +552,7 @@ fn with_a_grow_delay_a_gang_starts_at_once_and_grows_a_delay_after_it_started() 
     assert_eq!(grown.get("ns/mqj-3"), None, "its own delay is not over");
 }
 
-fn half_again(
+fn after_ms(
     t0: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
     ms: i64,
 ) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
