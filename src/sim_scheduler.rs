@@ -153,6 +153,29 @@ impl State {
         q.active.push_back(uid.to_string());
     }
 
+    /// Assumes pod `uid` on `node` at the end of its scheduling cycle; `false` ends the cycle
+    /// instead. A pod bound while its cycle ran (tephra's binder binds the members of a gang
+    /// that gathered ahead of kube-scheduler) is already counted on its node: as
+    /// kube-scheduler's cache refuses to assume a pod it holds, it is not counted twice, which
+    /// would leave the node looking fuller than it is for as long as the pod lives.
+    fn assume(&mut self, uid: &str, node: &str) -> bool {
+        let Some(mut p) = self
+            .pods
+            .get(uid)
+            .filter(|p| p.node.is_none() && p.pending)
+            .cloned()
+        else {
+            self.queues.in_flight.remove(uid);
+            self.queues.updated_in_flight.remove(uid);
+            return false;
+        };
+        p.node = Some(node.to_string());
+        p.assumed = true;
+        self.contribute(&p, true);
+        self.pods.insert(uid.to_string(), p);
+        true
+    }
+
     /// kube-scheduler's MoveAllToActiveOrBackoffQueue on a cluster event.
     fn flush_unschedulable(&mut self) {
         let uids: Vec<String> = self.queues.unschedulable.keys().cloned().collect();
@@ -535,6 +558,10 @@ impl Sim {
                     .unschedulable
                     .insert(uid.to_string(), Instant::now());
             }
+            tracing::debug!(
+                pod = st.pods.get(uid).and_then(|p| p.pod.metadata.name.as_deref()).unwrap_or(uid),
+                %message, error, updated, "kube-scheduler stand-in: no node"
+            );
             let write = st.last_message.get(uid) != Some(&message);
             st.last_message.insert(uid.to_string(), message.clone());
             (st.pods.get(uid).map(|p| p.pod.clone()), write)
@@ -696,16 +723,8 @@ impl Sim {
             }
         };
         // Assume, then bind in its own task (the binding cycle).
-        {
-            let mut st = lock(&self.state);
-            let Some(mut p) = st.pods.get(&uid).cloned() else {
-                st.queues.in_flight.remove(&uid);
-                return;
-            };
-            p.node = Some(node.clone());
-            p.assumed = true;
-            st.contribute(&p, true);
-            st.pods.insert(uid.clone(), p);
+        if !lock(&self.state).assume(&uid, &node) {
+            return;
         }
         let me = self.clone();
         tokio::spawn(async move { me.bind(uid, pod, node).await });
@@ -724,6 +743,7 @@ impl Sim {
             Ok(res) => Some(res.error),
             Err(e) => Some(e),
         };
+        tracing::debug!(pod = %format!("{}/{}", args.pod_namespace, args.pod_name), node = %args.node, error = ?err, "kube-scheduler stand-in: bind");
         match err {
             None => {
                 let mut st = lock(&self.state);
@@ -732,7 +752,9 @@ impl Sim {
                 st.queues.attempts.remove(&uid);
             }
             Some(e) => {
-                // Forget the assumption; the pod retries after its backoff.
+                // Forget the assumption; the pod retries after its backoff. The room it held
+                // is free again, so the pods parked meanwhile move, as kube-scheduler's binding
+                // cycle error handling does (an assigned pod deleted, as far as they can tell).
                 {
                     let mut st = lock(&self.state);
                     if let Some(mut p) = st.pods.get(&uid).cloned()
@@ -742,6 +764,7 @@ impl Sim {
                         p.node = None;
                         p.assumed = false;
                         st.pods.insert(uid.clone(), p);
+                        st.flush_unschedulable();
                     }
                 }
                 self.failed(&uid, format!("binding rejected: {e}"), true)
@@ -820,5 +843,58 @@ async fn schedule_loop(sim: Arc<Sim>, shutdown: CancellationToken) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, cpu: &str) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "status": {
+                "allocatable": {"cpu": cpu, "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}]
+            }
+        }))
+        .expect("node")
+    }
+
+    fn pending_pod(name: &str) -> SimPod {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+        }))
+        .expect("pod");
+        SimPod {
+            req: pod_request(&pod),
+            pod: Arc::new(pod),
+            node: None,
+            assumed: false,
+            pending: true,
+        }
+    }
+
+    #[test]
+    fn a_pod_bound_during_its_cycle_is_not_counted_twice() {
+        let mut st = State::default();
+        apply_node(&mut st, &node("n1", "2"));
+        st.pods.insert("a".into(), pending_pod("a"));
+        st.pods.insert("b".into(), pending_pod("b"));
+        // "b" is bound by someone else while its scheduling cycle runs; the watch shows it.
+        let mut b = st.pods["b"].clone();
+        b.node = Some("n1".into());
+        b.pending = false;
+        st.contribute(&b, true);
+        st.pods.insert("b".into(), b);
+        st.queues.in_flight.insert("b".into());
+
+        assert!(!st.assume("b", "n1"), "a bound pod is not assumed again");
+        assert!(!st.queues.in_flight.contains("b"));
+        assert!(st.assume("a", "n1"));
+        let n1 = &st.nodes["n1"];
+        assert_eq!(n1.used.milli_cpu, 2000.0);
+        assert_eq!(n1.pods, 2);
     }
 }

@@ -386,6 +386,7 @@ impl Extender {
                 if due.is_empty() {
                     continue;
                 }
+                tracing::debug!(pods = ?due, "nudging");
                 let session = self.scheduler.plan().session_id.clone();
                 let patch = serde_json::json!({
                     "metadata": { "annotations": { NUDGE_ANNOTATION: session } }

@@ -1113,19 +1113,32 @@ async fn three_jobs_as_big_as_the_cluster_all_start() {
         }
         if running.values().all(|(n, _)| *n >= 2) {
             // Then the gangs grow into the rest of the cluster.
-            eventually(30, "all 16 cpus in use", || async {
-                let mut n = 0;
+            let full = Instant::now() + Duration::from_secs(30);
+            loop {
+                let mut pods = Vec::new();
                 for name in ["mqj-1", "mqj-2", "mqj-3"] {
-                    n += pods_of(&c, name)
-                        .await
-                        .iter()
-                        .filter(|p| pod_phase(p) == "Running")
-                        .count();
+                    pods.extend(pods_of(&c, name).await);
                 }
-                (n == 16).then_some(())
-            })
-            .await;
-            break;
+                if pods.iter().filter(|p| pod_phase(p) == "Running").count() == 16 {
+                    return;
+                }
+                if Instant::now() >= full {
+                    let states: Vec<String> = pods
+                        .iter()
+                        .map(|p| {
+                            let st = p.status.as_ref();
+                            let scheduled = st
+                                .and_then(|s| s.conditions.as_ref())
+                                .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+                                .map(|c| format!("{} {:?}", c.status, c.message));
+                            let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+                            format!("{} {} {node:?} {scheduled:?}", p.name_any(), pod_phase(p))
+                        })
+                        .collect();
+                    panic!("not all 16 cpus in use after 30 s: {states:#?}");
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
         if Instant::now() >= deadline {
             let groups: Vec<String> = Api::<PodGroup>::namespaced(c.clone(), "default")
