@@ -977,7 +977,7 @@ async fn a_job_failing_past_max_requeue_is_terminated_with_an_event() {
 /// the moment its 100 ms poll sees the pods, so the list must not trail them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_a_svc_job_rewrites_its_hosts_before_the_new_pods_run() {
-    let (_s, c) = Embedded::start(&[]).await;
+    let (server, c) = Embedded::start(&[]).await;
     let spec = |min: i32, replicas: i32| {
         let mut t = task("default", replicas, None, 0);
         t["minAvailable"] = json!(min);
@@ -1012,7 +1012,25 @@ async fn scaling_a_svc_job_rewrites_its_hosts_before_the_new_pods_run() {
         }
     };
     running(2).await;
+    let configmap_writes = || {
+        let addr = server.metrics.clone();
+        async move {
+            let page = reqwest::get(format!("http://{addr}/metrics"))
+                .await
+                .and_then(|r| r.error_for_status())
+                .unwrap_or_else(|e| panic!("metrics: {e}"))
+                .text()
+                .await
+                .unwrap_or_else(|e| panic!("metrics: {e}"));
+            page.lines()
+                .find(|l| l.starts_with("tephra_job_writes_total{op=\"configmap\"}"))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        }
+    };
     for (min, replicas) in [(4, 4), (1, 1), (0, 0), (2, 2)] {
+        let writes_before = configmap_writes().await;
         // As Volcano's e2eutil.UpdateJob: the spec as created (defaults and all), with new
         // counts, replaces the whole spec.
         let mut whole =
@@ -1043,6 +1061,12 @@ async fn scaling_a_svc_job_rewrites_its_hosts_before_the_new_pods_run() {
             cm.data.unwrap_or_default(),
             hosts(replicas as usize),
             "hosts after scaling to {replicas}"
+        );
+        // One API call rewrites the map: its hosts must be in place before the new pods.
+        assert_eq!(
+            configmap_writes().await - writes_before,
+            1,
+            "ConfigMap writes for scaling to {replicas}"
         );
     }
 }

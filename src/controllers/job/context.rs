@@ -345,17 +345,17 @@ impl Context {
         }
     }
 
-    /// Whether `data` is what this controller last wrote into ConfigMap `namespace/name`.
-    pub(crate) fn config_map_current(
+    /// What this controller last wrote into ConfigMap `namespace/name` (`None`: it has not
+    /// written it since it started, or the job was deleted since).
+    pub(crate) fn config_map_written(
         &self,
         namespace: &str,
         name: &str,
-        data: &std::collections::BTreeMap<String, String>,
-    ) -> bool {
+    ) -> Option<std::collections::BTreeMap<String, String>> {
         self.inflight()
             .config_maps
             .get(&(namespace.to_string(), name.to_string()))
-            .is_some_and(|d| d == data)
+            .cloned()
     }
 
     pub(crate) fn remember_config_map(

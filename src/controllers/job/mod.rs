@@ -400,6 +400,11 @@ async fn worker(ctx: Arc<Context>, i: usize, queue: WorkQueue<Request>) {
             .reconcile
             .with_label_values(&[NAME])
             .observe(start.elapsed().as_secs_f64());
+        tracing::debug!(
+            job = %req.key(), event = %req.event, action = ?req.action,
+            pod = req.pod.as_deref().unwrap_or(""), ms = start.elapsed().as_millis(),
+            ok = result.is_ok(), "job request handled"
+        );
         match result {
             Ok(()) => queue.forget(&req),
             Err(e) => handle_error(&ctx, &queue, &req, e).await,

@@ -243,12 +243,25 @@ impl Context {
             Owned::ConfigMap(cm) => {
                 let name = cm.name_any();
                 let data = cm.data.clone().unwrap_or_default();
-                if self.config_map_current(ns, &name, &data) {
+                let written = self.config_map_written(ns, &name);
+                if written.as_ref() == Some(&data) {
                     return Ok(());
                 }
                 let api: Api<ConfigMap> = Api::namespaced(c, ns);
                 self.count("configmap");
-                let r = match api.create(&pp, &cm).await {
+                // Written before, so it exists: one unconditional update (no resourceVersion,
+                // which ConfigMaps allow) instead of a create refused with 409, a read and an
+                // update. A scaled job's hosts are rewritten before its new pods are made, and
+                // Volcano's scaling specs read the map about 100 ms after the change.
+                let first = if written.is_some() {
+                    match api.replace(&name, &pp, &cm).await {
+                        Err(e) if code(&e) == Some(404) => api.create(&pp, &cm).await,
+                        r => r,
+                    }
+                } else {
+                    api.create(&pp, &cm).await
+                };
+                let r = match first {
                     Err(e) if code(&e) == Some(409) => match api.get(&name).await {
                         Ok(mut cur) if cur.data.as_ref() != Some(&data) => {
                             cur.data = Some(data.clone());

@@ -154,6 +154,8 @@ pub struct Embedded {
     pub proc: Proc,
     /// The embedded API's URL.
     pub api_url: String,
+    /// The metrics listener's address (`host:port`).
+    pub metrics: String,
 }
 
 impl Embedded {
@@ -189,6 +191,13 @@ impl Embedded {
         let c = client(&api_url);
         ready(&c).await;
         readyz(&metrics).await;
-        (Self { proc, api_url }, c)
+        (
+            Self {
+                proc,
+                api_url,
+                metrics,
+            },
+            c,
+        )
     }
 }
