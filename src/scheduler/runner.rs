@@ -39,6 +39,12 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(20);
 
 /// At most this many status writes in flight at once.
 const WRITE_CONCURRENCY: usize = 16;
+/// After a session the loop rests this many times as long as the session took. Sessions cost
+/// O(cluster) each, so in a burst they are cheaper in fewer, larger batches: with 1 (rest as
+/// long as it ran) the 1,000-job bench ran 291 sessions and tephra used 25–28 ms of CPU per
+/// job; with 2, 170 sessions and 19.4 ms; with 3, 130 sessions and no further gain
+/// (`benches/README.md`, `jobs`).
+const REST_PER_SESSION: u32 = 2;
 
 /// At most this many Events recorded at once (see `write`).
 const EVENT_CONCURRENCY: usize = 1;
@@ -616,8 +622,9 @@ impl Scheduler {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             // Sessions no longer wait for their writes, so in a burst of watch events they could
             // run back to back and take a core from the API and the controllers they plan for.
-            // After a session the loop rests as long as the session took: at most half the
-            // time goes to sessions, and a waiting filter is answered within about two.
+            // After a session the loop rests [`REST_PER_SESSION`] times as long as the session
+            // took: at most a third of the time goes to sessions, and a waiting filter is
+            // answered within about three.
             let mut rested = tokio::time::Instant::now();
             loop {
                 let trigger = tokio::select! {
@@ -652,7 +659,7 @@ impl Scheduler {
                 };
                 self.hand_over(&outcome);
                 let now = tokio::time::Instant::now();
-                rested = now + (now - started);
+                rested = now + (now - started) * REST_PER_SESSION;
             }
         })
     }
