@@ -244,35 +244,115 @@ pub fn webhook_matches(
     osel.selects_all() || matches(new) || matches(a.old)
 }
 
+/// Group, version and kind (or resource) as an AdmissionReview names them.
+#[derive(Clone, Copy, serde::Serialize)]
+struct GroupVersion<'a> {
+    group: &'a str,
+    version: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource: Option<&'a str>,
+}
+
+/// `request` of an AdmissionReview, borrowing the objects: a review is serialized once per
+/// webhook call, and copying the object (and the old one) into a `Value` first was a deep copy
+/// of every pod created.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewRequest<'a> {
+    uid: &'a str,
+    kind: GroupVersion<'a>,
+    resource: GroupVersion<'a>,
+    request_kind: GroupVersion<'a>,
+    request_resource: GroupVersion<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sub_resource: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_sub_resource: Option<&'a str>,
+    name: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    namespace: &'a str,
+    operation: &'static str,
+    user_info: UserInfo,
+    object: Option<&'a Value>,
+    old_object: Option<&'a Value>,
+    dry_run: bool,
+    options: OptionsKind,
+}
+
+#[derive(serde::Serialize)]
+struct UserInfo {
+    username: &'static str,
+    groups: [&'static str; 2],
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OptionsKind {
+    kind: &'static str,
+    api_version: &'static str,
+}
+
+/// An AdmissionReview request, ready to serialize; see [`review_request`].
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Review<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    request: ReviewRequest<'a>,
+}
+
 /// Builds the AdmissionReview request. Pure.
-pub fn review_request(uid: &str, a: &Attributes<'_>, object: Option<&Value>) -> Value {
-    let kind = json!({"group": a.res.group, "version": a.version, "kind": a.res.kind});
-    let resource = json!({"group": a.res.group, "version": a.version, "resource": a.res.plural});
+pub fn review_request<'a>(
+    uid: &'a str,
+    a: &'a Attributes<'_>,
+    object: Option<&'a Value>,
+) -> Review<'a> {
+    let kind = GroupVersion {
+        group: &a.res.group,
+        version: a.version,
+        kind: Some(&a.res.kind),
+        resource: None,
+    };
+    let resource = GroupVersion {
+        group: &a.res.group,
+        version: a.version,
+        kind: None,
+        resource: Some(&a.res.plural),
+    };
     let options_kind = match a.op {
         Operation::Create => "CreateOptions",
         Operation::Update => "UpdateOptions",
         Operation::Delete => "DeleteOptions",
     };
-    let mut req = json!({
-        "uid": uid,
-        "kind": kind, "resource": resource,
-        "requestKind": kind, "requestResource": resource,
-        "name": a.name,
-        "operation": a.op.as_str(),
-        "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
-        "object": object.cloned().unwrap_or(Value::Null),
-        "oldObject": a.old.cloned().unwrap_or(Value::Null),
-        "dryRun": a.dry_run,
-        "options": {"kind": options_kind, "apiVersion": "meta.k8s.io/v1"},
-    });
-    if !a.namespace.is_empty() {
-        req["namespace"] = json!(a.namespace);
+    Review {
+        api_version: "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        request: ReviewRequest {
+            uid,
+            kind,
+            resource,
+            request_kind: kind,
+            request_resource: resource,
+            sub_resource: a.sub,
+            request_sub_resource: a.sub,
+            name: a.name,
+            namespace: a.namespace,
+            operation: a.op.as_str(),
+            user_info: UserInfo {
+                username: "system:admin",
+                groups: ["system:masters", "system:authenticated"],
+            },
+            object,
+            old_object: a.old,
+            dry_run: a.dry_run,
+            options: OptionsKind {
+                kind: options_kind,
+                api_version: "meta.k8s.io/v1",
+            },
+        },
     }
-    if let Some(s) = a.sub {
-        req["subResource"] = json!(s);
-        req["requestSubResource"] = json!(s);
-    }
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
 }
 
 /// What a webhook answered.
@@ -785,8 +865,25 @@ mod tests {
         let reg = Registry::new();
         let pods = reg.lookup("", "v1", "pods").unwrap();
         let a = attrs(&pods, Operation::Create, None);
-        let r = review_request("uid-1", &a, Some(&json!({"metadata": {}})));
+        let object = json!({"metadata": {"name": "p"}});
+        let r = serde_json::to_value(review_request("uid-1", &a, Some(&object))).unwrap();
+        assert_eq!(r["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(r["kind"], "AdmissionReview");
+        assert_eq!(
+            r["request"]["requestKind"],
+            json!({"group": "", "version": "v1", "kind": "Pod"})
+        );
+        assert_eq!(
+            r["request"]["requestResource"],
+            json!({"group": "", "version": "v1", "resource": "pods"})
+        );
+        assert_eq!(r["request"]["object"], object);
+        assert_eq!(
+            r["request"]["options"],
+            json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"})
+        );
+        assert_eq!(r["request"]["userInfo"]["username"], "system:admin");
+        assert!(r["request"].get("subResource").is_none());
         assert_eq!(r["request"]["uid"], "uid-1");
         assert_eq!(r["request"]["kind"]["kind"], "Pod");
         assert_eq!(r["request"]["resource"]["resource"], "pods");
