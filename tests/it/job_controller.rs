@@ -1071,6 +1071,61 @@ async fn scaling_a_svc_job_rewrites_its_hosts_before_the_new_pods_run() {
     }
 }
 
+/// A svc job scaled while it is still Pending (its gang cannot be placed) gets its hosts
+/// rewritten at once, not only once it runs: Volcano's scaling specs scale a job the moment
+/// its pods run, which can be before the controller has seen them run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaling_a_pending_svc_job_rewrites_its_hosts() {
+    let (_s, c) = Embedded::start(&[]).await;
+    let mut t = task("default", 3, None, 0);
+    // More cpu than the cluster has: the gang is never admitted and the job stays Pending.
+    t["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("1000");
+    create(
+        &c,
+        job(
+            "stuck",
+            json!({"minAvailable": 3, "plugins": {"svc": []}, "tasks": [t]}),
+        ),
+    )
+    .await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    let num = |n: &'static str| {
+        let configmaps = configmaps.clone();
+        async move {
+            eventually(20, &format!("VC_DEFAULT_NUM {n}"), || async {
+                let cm = configmaps.get("stuck-svc").await.ok()?;
+                (cm.data?.get("VC_DEFAULT_NUM")?.as_str() == n).then_some(())
+            })
+            .await
+        }
+    };
+    num("3").await;
+    let current = get(&c, "stuck").await.expect("the job exists");
+    assert_eq!(current.phase(), Some(&JobPhase::Pending));
+    let mut whole = serde_json::to_value(&current.spec).unwrap_or_else(|e| panic!("{e}"));
+    whole["minAvailable"] = json!(2);
+    whole["tasks"][0]["replicas"] = json!(2);
+    whole["tasks"][0]["minAvailable"] = json!(2);
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "replace", "path": "/spec", "value": whole}
+    ]))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<Job>::namespaced(c.clone(), "default")
+        .patch(
+            "stuck",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::<()>::Json(ops),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("scaling: {e}"));
+    num("2").await;
+    assert_eq!(
+        get(&c, "stuck").await.and_then(|j| j.phase().cloned()),
+        Some(JobPhase::Pending),
+        "the job is still Pending: the hosts followed the spec before it ran"
+    );
+}
+
 /// Volcano's "PG controller Create volcano rc" (jobp): a pod of the volcano scheduler outside
 /// any PodGroup runs only once the PodGroup controller has put it in one, so the moment it runs
 /// its PodGroup exists and has left Pending (Volcano's spec checks exactly then, once).

@@ -310,7 +310,14 @@ async fn sync_job(
         }
         for p in &plugins {
             let key = plugins::controlled_key(p.name());
+            // tephra: a plugin already set up follows the spec here too (Volcano only does so
+            // once the job runs). A job scaled while Pending — its pods made, the controller
+            // not yet through their Running events — would otherwise keep the old hosts until
+            // its next sync in Running, after its new pods were made.
             if controlled.contains_key(&key) {
+                for o in p.on_job_update(&job).map_err(JobError::Plugin)? {
+                    ctx.apply_owned(&ns, o).await?;
+                }
                 continue;
             }
             for o in p.on_job_add(&job).map_err(JobError::Plugin)? {
