@@ -67,6 +67,61 @@ type PodsByUid = HashMap<String, (String, String)>;
 /// ([`Extender::spawn_nudger`]): time for kube-scheduler to get to it by itself.
 pub const PARKED_GRACE: Duration = Duration::from_millis(500);
 
+/// How many times one placement that kube-scheduler keeps parking is nudged; the gaps double
+/// from [`PARKED_GRACE`] (0.5 s, 1 s, 2 s, 4 s), so the last comes about 8 s after the first.
+pub const PARKED_NUDGES: u32 = 5;
+
+/// The nudges of one parked placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Nudges {
+    /// The placement (when it was made).
+    since: Instant,
+    /// How many so far.
+    count: u32,
+    /// When the last was sent.
+    last: Instant,
+}
+
+/// Which parked placements to nudge at `now`, and notes them in `nudged`. Pure.
+///
+/// `parked`: (uid, namespace, name, placed at) of placed pods that carry kube-scheduler's
+/// `Unschedulable` condition, placed [`PARKED_GRACE`] ago or more; `asked`: when the filter
+/// was last asked about each pod. A pod the filter was asked about since its placement (or
+/// since its last nudge) is on its way. Otherwise it is nudged again while kube-scheduler
+/// keeps parking it by its own checks (its view of the nodes can lag the plan by a bind or
+/// two), with doubling gaps, at most [`PARKED_NUDGES`] times per placement.
+fn due_parked(
+    parked: Vec<(String, String, String, Instant)>,
+    asked: &HashMap<String, Instant>,
+    nudged: &mut HashMap<String, Nudges>,
+    now: Instant,
+) -> Vec<(String, String)> {
+    let mut due = Vec::new();
+    for (uid, ns, name, since) in parked {
+        let prev = nudged.get(&uid).copied().filter(|n| n.since == since);
+        let last = prev.map_or(since, |n| n.last);
+        if asked.get(&uid).is_some_and(|t| *t >= last) {
+            continue;
+        }
+        let count = prev.map_or(0, |n| n.count);
+        if count >= PARKED_NUDGES
+            || count > 0 && now.saturating_duration_since(last) < PARKED_GRACE * (1 << (count - 1))
+        {
+            continue;
+        }
+        nudged.insert(
+            uid,
+            Nudges {
+                since,
+                count: count + 1,
+                last: now,
+            },
+        );
+        due.push((ns, name));
+    }
+    due
+}
+
 /// The annotation written on turned-down gang pods when their gang is placed
 /// ([`Extender::spawn_nudger`]).
 pub const NUDGE_ANNOTATION: &str = "scheduling.tephra.io/plan";
@@ -118,8 +173,8 @@ pub struct Extender {
     rejected: Mutex<HashMap<String, PodsByUid>>,
     /// Pod uid → when the filter last asked about it.
     asked: Mutex<HashMap<String, Instant>>,
-    /// Pod uid → the placement (its time) it was nudged for: once per placement.
-    nudged: Mutex<HashMap<String, Instant>>,
+    /// Pod uid → the nudges of its parked placement ([`due_parked`]).
+    nudged: Mutex<HashMap<String, Nudges>>,
     client: kube::Client,
 }
 
@@ -322,7 +377,8 @@ impl Extender {
     /// binds then failed, members beyond a gang's minimum the plan later gave back). When a
     /// session then places such a pod, the filter never hears of it. So a placed pod that
     /// carries kube-scheduler's `Unschedulable` condition and that the filter has not been
-    /// asked about since [`PARKED_GRACE`] after its placement is nudged too, once per placement.
+    /// asked about since [`PARKED_GRACE`] after its placement is nudged too, and again with
+    /// doubling gaps while kube-scheduler keeps parking it ([`due_parked`]).
     pub fn spawn_nudger(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
         tokio::spawn(async move {
             let mut seen = self.scheduler.session_count();
@@ -341,15 +397,12 @@ impl Extender {
                         let mut nudged = self.nudged.lock().unwrap_or_else(|p| p.into_inner());
                         nudged.retain(|uid, _| idx.assumed_node(uid).is_some());
                         let placed_by = now.checked_sub(PARKED_GRACE).unwrap_or(now);
-                        for (uid, ns, name, since) in idx.parked_placements(placed_by) {
-                            if asked.get(&uid).is_some_and(|t| *t >= since)
-                                || nudged.get(&uid) == Some(&since)
-                            {
-                                continue;
-                            }
-                            nudged.insert(uid, since);
-                            due.push((ns, name));
-                        }
+                        due.extend(due_parked(
+                            idx.parked_placements(placed_by),
+                            &asked,
+                            &mut nudged,
+                            now,
+                        ));
                     }
                     let mut r = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
                     // Pods turned down before the index knew them are nudged once it does.
@@ -486,4 +539,69 @@ fn answer(
         }
     }
     r
+}
+
+#[cfg(test)]
+mod nudge_tests {
+    use super::*;
+
+    fn parked(uid: &str, since: Instant) -> Vec<(String, String, String, Instant)> {
+        vec![(uid.into(), "ns".into(), uid.into(), since)]
+    }
+
+    #[test]
+    fn a_placement_kube_scheduler_keeps_parking_is_nudged_again_with_doubling_gaps() {
+        let t0 = Instant::now();
+        let asked = HashMap::new();
+        let mut nudged = HashMap::new();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut sent = Vec::new();
+        // Polled every 100 ms for 20 s after the placement at t0.
+        for ms in (500..20_000).step_by(100) {
+            if !due_parked(parked("p", t0), &asked, &mut nudged, at(ms)).is_empty() {
+                sent.push(ms);
+            }
+        }
+        assert_eq!(sent, vec![500, 1000, 2000, 4000, 8000]);
+    }
+
+    #[test]
+    fn a_pod_the_filter_was_asked_about_since_its_last_nudge_is_left_alone() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut nudged = HashMap::new();
+        let mut asked = HashMap::from([("p".to_string(), at(100))]);
+        // Asked after its placement: on its way, no nudge.
+        assert!(due_parked(parked("p", t0), &asked, &mut nudged, at(600)).is_empty());
+        // Asked before the placement only: nudged.
+        asked.insert("p".into(), t0 - Duration::from_millis(1));
+        assert_eq!(
+            due_parked(parked("p", t0), &asked, &mut nudged, at(600)),
+            vec![("ns".to_string(), "p".to_string())]
+        );
+        // Asked after that nudge: left alone, however long it stays parked.
+        asked.insert("p".into(), at(700));
+        assert!(due_parked(parked("p", t0), &asked, &mut nudged, at(5_000)).is_empty());
+    }
+
+    #[test]
+    fn a_new_placement_starts_its_nudges_afresh() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let asked = HashMap::new();
+        let mut nudged = HashMap::new();
+        for ms in [500, 1000, 2000, 4000, 8000] {
+            assert_eq!(
+                due_parked(parked("p", t0), &asked, &mut nudged, at(ms)).len(),
+                1
+            );
+        }
+        assert!(due_parked(parked("p", t0), &asked, &mut nudged, at(60_000)).is_empty());
+        // Placed again (a later session): nudged at once.
+        let again = at(60_000);
+        assert_eq!(
+            due_parked(parked("p", again), &asked, &mut nudged, at(60_500)).len(),
+            1
+        );
+    }
 }
