@@ -12,6 +12,7 @@ use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::JobConfig;
+use super::coalesce::Coalescer;
 use super::delay::DelayedActions;
 use super::index::JobPodIndex;
 use super::metrics::JobMetrics;
@@ -57,6 +58,8 @@ pub(crate) fn older(cached: Option<&str>, written: Option<&str>) -> bool {
 #[derive(Clone, Debug)]
 pub struct Router {
     queues: Vec<WorkQueue<Request>>,
+    /// Stamps of the queued requests, and the syncs that cover them.
+    pub(crate) coalescer: Arc<Coalescer>,
 }
 
 /// FNV-32 (the original, multiply-then-xor; not FNV-1a) of `bytes`, as Volcano's `genHash`
@@ -82,6 +85,7 @@ impl Router {
             queues: (0..workers.max(1))
                 .map(|_| WorkQueue::new(shutdown.clone()))
                 .collect(),
+            coalescer: Arc::default(),
         }
     }
 
@@ -90,8 +94,10 @@ impl Router {
         &self.queues[worker_of(&req.key(), self.queues.len())]
     }
 
-    /// Queues a request on its job's worker.
+    /// Queues a request on its job's worker, stamped so that a sync of the job starting
+    /// after this covers it (see [`Coalescer`]).
     pub fn add(&self, req: Request) {
+        self.coalescer.queued(&req);
         self.queue_of(&req).add(req);
     }
 

@@ -86,8 +86,18 @@ pub(crate) fn ttl_deadline(job: &Job) -> Option<k8s_openapi::jiff::Timestamp> {
 
 /// Processes one request: cancels delayed actions the request makes moot, deletes a job whose
 /// TTL ran out, matches policies, and either registers a delayed action or executes.
-pub(crate) async fn process(ctx: &Arc<Context>, req: &Request) -> Result<(), JobError> {
+///
+/// `queued` is the request's stamp from [`super::context::Router::add`]: a plain sync request
+/// that a later successful sync of the job already covered is dropped (see
+/// [`super::coalesce`]).
+pub(crate) async fn process(
+    ctx: &Arc<Context>,
+    req: &Request,
+    queued: Option<super::coalesce::Ticket>,
+) -> Result<(), JobError> {
     ctx.delays.cancel_for(req);
+    // Taken before the caches are read: whatever was queued before this is in what we read.
+    let ticket = ctx.router.coalescer.sync_starting();
     let Some(job) = ctx.job(&req.namespace, &req.job) else {
         return Ok(());
     };
@@ -150,6 +160,18 @@ pub(crate) async fn process(ctx: &Arc<Context>, req: &Request) -> Result<(), Job
         }
         return Ok(());
     }
+    let plain_sync = decision.action == Action::SyncJob && req.action.is_none();
+    if plain_sync && queued.is_some_and(|q| ctx.router.coalescer.covered(&key, q, job.phase())) {
+        ctx.metrics.coalesced.inc();
+        return Ok(());
+    }
+    // Only a sync proper (not a kill some phases answer SyncJob with) covers later requests.
+    let phase = job.phase().cloned();
+    let covers = plain_sync
+        && matches!(
+            state::step(phase.as_ref(), &Action::SyncJob).work,
+            Work::Sync
+        );
     if decision.action != Action::SyncJob {
         let msg = format!("Start to execute action {}", decision.action);
         ctx.event(
@@ -161,6 +183,9 @@ pub(crate) async fn process(ctx: &Arc<Context>, req: &Request) -> Result<(), Job
         .await;
     }
     execute(ctx, job, &decision.action, req).await?;
+    if covers {
+        ctx.router.coalescer.synced(&key, ticket, phase.as_ref());
+    }
     if decision.action.is_user_job_action() {
         ctx.delays.cleanup_after(&key, &decision.action, req);
     }

@@ -23,6 +23,9 @@ pub struct JobMetrics {
     /// `tephra_job_writes_total{op}`: API writes by the controller (`create-pod`,
     /// `delete-pod`, `mark-pod`, `status`, `podgroup`, ...), for "writes per job".
     pub writes: IntCounterVec,
+    /// `tephra_job_requests_coalesced_total`: sync requests dropped because a later sync of
+    /// the job had already seen what they were queued for.
+    pub coalesced: IntCounter,
 }
 
 impl std::fmt::Debug for JobMetrics {
@@ -87,6 +90,10 @@ impl JobMetrics {
             ),
             &["op"],
         )?;
+        let coalesced = IntCounter::new(
+            "tephra_job_requests_coalesced_total",
+            "Job sync requests dropped because a later sync of the job already covered them.",
+        )?;
         registry.register(Box::new(completed.clone()))?;
         registry.register(Box::new(failed.clone()))?;
         registry.register(Box::new(pod_creation_latency.clone()))?;
@@ -94,6 +101,7 @@ impl JobMetrics {
         registry.register(Box::new(transitions.clone()))?;
         registry.register(Box::new(requeues.clone()))?;
         registry.register(Box::new(writes.clone()))?;
+        registry.register(Box::new(coalesced.clone()))?;
         Ok(Self {
             completed,
             failed,
@@ -102,6 +110,7 @@ impl JobMetrics {
             transitions,
             requeues,
             writes,
+            coalesced,
         })
     }
 }

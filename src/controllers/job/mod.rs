@@ -14,6 +14,7 @@
 //! Everything but the edge is pure code over plain objects, tested without a cluster.
 
 pub mod build;
+mod coalesce;
 mod commands;
 mod context;
 pub mod delay;
@@ -277,7 +278,9 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
                     let key = (job.namespace().unwrap_or_default(), job.name_any());
                     set_phase_gauge(&ctx, seen.get(&key), None);
                     seen.remove(&key);
-                    ctx.delays.forget_job(&format!("{}/{}", key.0, key.1));
+                    let job_key = format!("{}/{}", key.0, key.1);
+                    ctx.delays.forget_job(&job_key);
+                    ctx.router.coalescer.forget_job(&job_key);
                     ctx.forget_job(&key.0, &key.1);
                     let queue = job.spec.queue().to_string();
                     let _ = ctx.metrics.completed.remove_label_values(&[&key.1, &queue]);
@@ -391,10 +394,11 @@ async fn worker(ctx: Arc<Context>, i: usize, queue: WorkQueue<Request>) {
             ctx.router.add(req);
             continue;
         }
+        let queued = ctx.router.coalescer.take(&req);
         let start = Instant::now();
         let result = tokio::select! {
             () = ctx.shutdown.cancelled() => { queue.done(&req); return; }
-            r = process_fresh(&ctx, &req) => r,
+            r = process_fresh(&ctx, &req, queued) => r,
         };
         ctx.base
             .reconcile
@@ -414,10 +418,14 @@ async fn worker(ctx: Arc<Context>, i: usize, queue: WorkQueue<Request>) {
 }
 
 /// [`execute::process`], retried on fresh data when the job changed underneath.
-async fn process_fresh(ctx: &Arc<Context>, req: &Request) -> Result<(), JobError> {
+async fn process_fresh(
+    ctx: &Arc<Context>,
+    req: &Request,
+    queued: Option<coalesce::Ticket>,
+) -> Result<(), JobError> {
     let mut attempt = 0;
     loop {
-        match execute::process(ctx, req).await {
+        match execute::process(ctx, req, queued).await {
             Err(JobError::Conflict(_)) if attempt < 3 => {
                 attempt += 1;
                 ctx.refresh_job(&req.namespace, &req.job).await?;
