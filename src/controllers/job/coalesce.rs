@@ -126,52 +126,89 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_request_queued_before_a_successful_sync_is_covered() {
+    /// What happens to one pod event request of job `ns/j`, in order.
+    #[derive(Clone)]
+    enum Step {
+        /// The request is queued (stamped).
+        Queue,
+        /// A sync of the job starts (takes a ticket).
+        Start,
+        /// The sync started `n`-th (0-based) succeeds, having run in the phase given.
+        Done(usize, Option<JobPhase>),
+        /// The job is deleted.
+        Forget,
+    }
+
+    /// Plays `steps`, then picks the request up and asks whether it is covered while the job
+    /// is in phase `now`.
+    fn covered_after(steps: &[Step], now: Option<JobPhase>) -> bool {
         let c = Coalescer::default();
         let r = pod_event("j-w-0");
-        c.queued(&r);
-        let t = c.sync_starting();
-        c.synced("ns/j", t, Some(&JobPhase::Pending));
+        let mut started = Vec::new();
+        for step in steps {
+            match step {
+                Step::Queue => c.queued(&r),
+                Step::Start => started.push(c.sync_starting()),
+                Step::Done(n, phase) => c.synced("ns/j", started[*n], phase.as_ref()),
+                Step::Forget => c.forget_job("ns/j"),
+            }
+        }
         let stamp = c.take(&r).expect("stamped");
-        assert!(c.covered("ns/j", stamp, Some(&JobPhase::Pending)));
-        assert_eq!(c.stamped(), 0);
+        assert_eq!(c.stamped(), 0, "a picked-up request keeps no stamp");
+        c.covered("ns/j", stamp, now.as_ref())
+    }
+
+    use JobPhase::{Pending, Running};
+    use Step::{Done, Forget, Queue, Start};
+
+    #[test]
+    fn a_request_queued_before_a_successful_sync_is_covered() {
+        assert!(covered_after(
+            &[Queue, Start, Done(0, Some(Pending))],
+            Some(Pending)
+        ));
     }
 
     #[test]
     fn a_request_queued_after_the_sync_started_is_not_covered() {
-        let c = Coalescer::default();
-        let t = c.sync_starting();
-        let r = pod_event("j-w-0");
-        c.queued(&r);
-        c.synced("ns/j", t, Some(&JobPhase::Pending));
-        let stamp = c.take(&r).expect("stamped");
-        assert!(!c.covered("ns/j", stamp, Some(&JobPhase::Pending)));
+        assert!(!covered_after(
+            &[Start, Queue, Done(0, Some(Pending))],
+            Some(Pending)
+        ));
     }
 
     #[test]
     fn a_sync_in_another_phase_does_not_cover() {
         // The sync moved the job Pending → Running; the Running rule has not run on these
         // pods yet, so the request must.
-        let c = Coalescer::default();
-        let r = pod_event("j-w-0");
-        c.queued(&r);
-        let t = c.sync_starting();
-        c.synced("ns/j", t, Some(&JobPhase::Pending));
-        let stamp = c.take(&r).expect("stamped");
-        assert!(!c.covered("ns/j", stamp, Some(&JobPhase::Running)));
+        assert!(!covered_after(
+            &[Queue, Start, Done(0, Some(Pending))],
+            Some(Running)
+        ));
     }
 
     #[test]
     fn requeued_while_waiting_takes_the_later_stamp() {
-        let c = Coalescer::default();
-        let r = pod_event("j-w-0");
-        c.queued(&r);
-        let t = c.sync_starting();
-        c.queued(&r); // the same request again, after the sync began: a newer event
-        c.synced("ns/j", t, Some(&JobPhase::Pending));
-        let stamp = c.take(&r).expect("stamped");
-        assert!(!c.covered("ns/j", stamp, Some(&JobPhase::Pending)));
+        // The same request queued again after the sync began stands for a newer event.
+        let steps = [Queue, Start, Queue, Done(0, Some(Pending))];
+        assert!(!covered_after(&steps, Some(Pending)));
+    }
+
+    #[test]
+    fn an_older_sync_finishing_late_does_not_replace_a_newer_one() {
+        let steps = [
+            Start,
+            Queue,
+            Start,
+            Done(1, Some(Running)),
+            Done(0, Some(Running)),
+        ];
+        assert!(covered_after(&steps, Some(Running)));
+    }
+
+    #[test]
+    fn a_forgotten_job_covers_nothing() {
+        assert!(!covered_after(&[Queue, Start, Done(0, None), Forget], None));
     }
 
     #[test]
@@ -187,30 +224,5 @@ mod tests {
         c.synced("ns/j", t2, Some(&JobPhase::Running));
         let stamp = c.take(&other).expect("stamped");
         assert!(!c.covered("ns/k", stamp, Some(&JobPhase::Running)));
-    }
-
-    #[test]
-    fn an_older_sync_finishing_late_does_not_replace_a_newer_one() {
-        let c = Coalescer::default();
-        let old = c.sync_starting();
-        let r = pod_event("j-w-0");
-        c.queued(&r);
-        let new = c.sync_starting();
-        c.synced("ns/j", new, Some(&JobPhase::Running));
-        c.synced("ns/j", old, Some(&JobPhase::Running));
-        let stamp = c.take(&r).expect("stamped");
-        assert!(c.covered("ns/j", stamp, Some(&JobPhase::Running)));
-    }
-
-    #[test]
-    fn a_forgotten_job_covers_nothing() {
-        let c = Coalescer::default();
-        let r = pod_event("j-w-0");
-        c.queued(&r);
-        let t = c.sync_starting();
-        c.synced("ns/j", t, None);
-        c.forget_job("ns/j");
-        let stamp = c.take(&r).expect("stamped");
-        assert!(!c.covered("ns/j", stamp, None));
     }
 }
