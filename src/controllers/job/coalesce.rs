@@ -6,8 +6,9 @@
 //! the subscribers run). So a plain-sync request queued before a sync of the same job
 //! started, and still waiting when that sync succeeded, asks for nothing that sync did not
 //! already see: it can be dropped. Under a burst (a 100-pod gang's pods bound and started
-//! within a second) that turns hundreds of status writes per job into a few, and the jobs
-//! sharing the worker are not kept waiting behind them.
+//! within a second) that turns hundreds of syncs per job into a few, and the jobs sharing
+//! the worker are not kept waiting behind them. (Status writes were already few: a sync
+//! writes only when the counts changed.)
 //!
 //! Only syncs whose outcome the request would repeat count: the same job phase (a sync in
 //! another phase applies another rule to the same pods, so the request runs) and a sync that
