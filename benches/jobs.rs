@@ -5,6 +5,9 @@
 //! and the Job controller's API writes per job (from its `tephra_job_writes_total` series).
 //! Run with `cargo bench --bench jobs`; bounded by `TEPHRA_BENCH_TIMEOUT` seconds (default 300).
 //! `TEPHRA_BENCH_METRICS=FILE` writes tephra's metrics page at the end, to see where the calls went.
+//! `TEPHRA_BENCH_PODGROUPS=1` also follows PodGroups (made, admitted) to see where a slow start
+//! waits; off by default, as the extra watch loads the server being measured.
+//! `TEPHRA_BENCH_SERVE_ARGS` adds flags to `tephra serve` (space-separated), to compare settings.
 
 #[path = "../tests/it/common/served.rs"]
 #[allow(dead_code)]
@@ -19,8 +22,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
-use tephra::api::Job;
 use tephra::api::batch::JobPhase;
+use tephra::api::scheduling::PodGroupPhase;
+use tephra::api::{Job, PodGroup};
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -55,6 +59,8 @@ fn job(i: u64, pods: u64) -> Job {
 struct Progress {
     pods: HashMap<String, (bool, bool)>,
     running_jobs: HashSet<String>,
+    /// PodGroups and whether each has left Pending (followed with `TEPHRA_BENCH_PODGROUPS`).
+    podgroups: HashMap<String, bool>,
 }
 
 /// Feeds every event of `api`'s watch into `progress` through `apply(progress, object, gone)`.
@@ -108,18 +114,17 @@ fn main() {
     rt.block_on(async move {
         let metrics_port = served::free_port();
         let metrics = format!("127.0.0.1:{metrics_port}");
-        let (served, client) = served::Embedded::start(&[
-            "--embedded-nodes",
-            &nodes,
-            "--metrics-listen",
-            &metrics,
-        ])
-        .await;
+        let extra = std::env::var("TEPHRA_BENCH_SERVE_ARGS").unwrap_or_default();
+        let mut args = vec!["--embedded-nodes", &nodes, "--metrics-listen", &metrics];
+        args.extend(extra.split_whitespace());
+        let (served, client) = served::Embedded::start(&args).await;
         let api: Api<Job> = Api::namespaced(client.clone(), "default");
         // `Embedded::start` waited for `/readyz`, which holds until the vcJob webhook's queue
         // cache has the built-in queues: every job below is admitted from the first one.
         let pid = served.proc.pid();
         let cpu_before = pid.and_then(cpu_seconds);
+        // The bench's own watches decode every pod event on the same cores: reported apart.
+        let own_before = cpu_seconds(std::process::id());
         let start = Instant::now();
         let created: Vec<Result<(), String>> = futures::stream::iter(0..jobs)
             .map(|i| {
@@ -166,19 +171,31 @@ fn main() {
                 p.running_jobs.remove(&key);
             }
         }));
+        let pgs_task = (env("TEPHRA_BENCH_PODGROUPS", 0) == 1).then(|| {
+            let pg_api: Api<PodGroup> = Api::namespaced(client.clone(), "default");
+            tokio::spawn(follow(pg_api, progress.clone(), |p: &mut Progress, pg: &PodGroup, gone| {
+                let key = pg.metadata.name.clone().unwrap_or_default();
+                if gone {
+                    p.podgroups.remove(&key);
+                } else {
+                    p.podgroups.insert(key, pg.phase() != PodGroupPhase::Pending);
+                }
+            }))
+        });
         // When every pod existed (the Job controller's part), was bound (the scheduler and the
         // kube-scheduler stand-in) and every job was Running (with the kubelet's starts).
         let (mut all_created, mut all_bound) = (None, None);
         let mut next_line = Duration::ZERO;
-        println!("  {:>6}  {:>6} {:>6} {:>6}  {:>6}", "t (s)", "pods", "bound", "run", "jobs");
+        println!("  {:>6}  {:>6} {:>6} {:>6}  {:>6}  {:>6} {:>6}", "t (s)", "pods", "bound", "run", "jobs", "pgs", "admit");
         let (running, pod_count) = loop {
-            let (pod_count, bound, run, running) = match progress.lock() {
+            let (pod_count, bound, run, running, pgs, admitted) = match progress.lock() {
                 Ok(p) => {
                     let bound = p.pods.values().filter(|(b, _)| *b).count() as u64;
                     let run = p.pods.values().filter(|(_, r)| *r).count() as u64;
-                    (p.pods.len() as u64, bound, run, p.running_jobs.len() as u64)
+                    let admitted = p.podgroups.values().filter(|a| **a).count();
+                    (p.pods.len() as u64, bound, run, p.running_jobs.len() as u64, p.podgroups.len(), admitted)
                 }
-                Err(_) => (0, 0, 0, 0),
+                Err(_) => (0, 0, 0, 0, 0, 0),
             };
             let now = start.elapsed();
             if all_created.is_none() && pod_count >= jobs * pods {
@@ -188,7 +205,7 @@ fn main() {
                 all_bound = Some(now);
             }
             if now >= next_line {
-                println!("  {:>6.1}  {pod_count:>6} {bound:>6} {run:>6}  {running:>6}", now.as_secs_f64());
+                println!("  {:>6.1}  {pod_count:>6} {bound:>6} {run:>6}  {running:>6}  {pgs:>6} {admitted:>6}", now.as_secs_f64());
                 next_line += Duration::from_secs(1);
             }
             if (running == jobs && pod_count >= jobs * pods) || now > timeout {
@@ -198,11 +215,15 @@ fn main() {
         };
         pods_task.abort();
         jobs_task.abort();
+        if let Some(t) = pgs_task {
+            t.abort();
+        }
         let elapsed = start.elapsed();
         let cpu = match (pid.and_then(cpu_seconds), cpu_before) {
             (Some(after), Some(before)) => Some(after - before),
             _ => None,
         };
+        let own = cpu_seconds(std::process::id()).zip(own_before).map(|(a, b)| a - b);
         let page = reqwest::get(format!("http://{metrics}/metrics"))
             .await
             .and_then(|r| r.error_for_status());
@@ -235,6 +256,9 @@ fn main() {
         println!("  pods/s              {:>8.1}", pod_count as f64 / elapsed.as_secs_f64());
         if let Some(cpu) = cpu {
             println!("  tephra CPU          {cpu:>8.2} s  ({:.2} ms per job)", cpu * 1000.0 / jobs as f64);
+        }
+        if let Some(own) = own {
+            println!("  bench's own CPU     {own:>8.2} s  (its watches and submissions)");
         }
         println!("  controller writes   {:>8.2} per job (status writes {status} in all)", writes / jobs as f64);
         if running < jobs {
