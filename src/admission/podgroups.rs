@@ -1,4 +1,4 @@
-//! `/podgroups/mutate` (CREATE) and `/podgroups/validate` (CREATE, UPDATE).
+//! `/podgroups/mutate` (CREATE) and `/podgroups/validate` (CREATE; UPDATE answered too).
 
 use serde_json::Value;
 
@@ -95,9 +95,10 @@ fn queue_problem(queue: &str, view: &dyn ClusterView) -> Option<String> {
 
 /// `/podgroups/validate`: the queue exists and is Open; network topology names one tier kind.
 ///
-/// UPDATE is served too (Volcano registers CREATE only). PodGroups have no status subresource,
-/// so the scheduler's status writes arrive here as updates: only what changed is checked, so a
-/// queue closed after the PodGroup was made never blocks its status.
+/// UPDATE is answered too, for configurations that register it; the shipped ones register
+/// CREATE only, as Volcano's, because PodGroups have no status subresource and every status
+/// write of the scheduler would come here as an update. For an UPDATE only what changed is
+/// checked, so a queue closed after the PodGroup was made never blocks its status.
 pub fn validate(req: &Request, view: &dyn ClusterView, _cfg: &AdmissionConfig) -> Decision {
     let pg: PodGroup = match decode(req) {
         Ok(p) => p,
