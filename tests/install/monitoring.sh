@@ -97,12 +97,13 @@ sed 's/name: hello-gang/name: too-big/; s/cpu: 500m/cpu: "20"/' "$JOB" | "${K[@]
 "${K[@]}" wait --for=jsonpath='{.status.state.phase}'=Completed vcjob/hello-gang --timeout=60s >/dev/null || fail "hello-gang did not complete"
 "${K[@]}" wait --for=jsonpath='{.status.state.phase}'=Running vcjob/long --timeout=60s >/dev/null || fail "long did not start"
 ok "vcJobs: hello-gang Completed, long Running, too-big waiting"
-# What kube-apiserver or kube-scheduler would never send: counted as errors.
-code=$(curl -sk -o /dev/null -w '%{http_code}' -X POST "https://127.0.0.1:$HTTPS_PORT/jobs/validate" -d 'not json')
-[ "$code" = 400 ] || fail "a malformed AdmissionReview got $code, want 400"
-# Sent a few times over several scrapes: a rate needs the counter to rise between two samples,
-# and with binding ahead a small gang's extender calls can all fall before the first one.
+# What kube-apiserver or kube-scheduler would never send: counted as errors. Sent a few times
+# over several scrapes: a rate needs the counter to rise between two samples, and the jobs'
+# reviews (CREATE only) and, with binding ahead, a small gang's extender calls can all fall
+# before the first one.
 for _ in 1 2 3; do
+  code=$(curl -sk -o /dev/null -w '%{http_code}' -X POST "https://127.0.0.1:$HTTPS_PORT/jobs/validate" -d 'not json')
+  [ "$code" = 400 ] || fail "a malformed AdmissionReview got $code, want 400"
   code=$(curl -sk -o /dev/null -w '%{http_code}' -X POST "https://127.0.0.1:$HTTPS_PORT/scheduler/filter" -d 'not json')
   [ "$code" = 400 ] || fail "a malformed filter call got $code, want 400"
   sleep 1.5
