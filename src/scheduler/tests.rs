@@ -717,3 +717,22 @@ tiers:
         (a, b)
     );
 }
+
+#[test]
+fn a_queue_is_not_starved_by_an_unrelated_running_gang() {
+    // 24 idle cpu but for 600m of a running gang in `default` (no memory asked), and one small
+    // gang in each of two queues of weights 1 and 3: both gangs start. The lighter queue used
+    // to be left short of its own request by the share division (its share converged
+    // geometrically and the rounds were cut off), so its second pod never had room.
+    let w = World::default()
+        .nodes(3, 8, 32)
+        .queue("wq-a", 1)
+        .queue("wq-b", 3)
+        .running_gang("ns", "deploy", "default", 3, 200, 0, 3)
+        .gang("ns", "ja", "wq-a", 2, 2, 500, 64, "Inqueue")
+        .gang("ns", "jb", "wq-b", 2, 2, 500, 64, "Inqueue");
+    let out = session(&w);
+    let placed = placed_by_gang(&out.plan);
+    assert_eq!(placed.get("ns/ja"), Some(&2), "{:?}", out.plan.gangs);
+    assert_eq!(placed.get("ns/jb"), Some(&2), "{:?}", out.plan.gangs);
+}
