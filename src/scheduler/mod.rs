@@ -31,6 +31,7 @@ pub mod replan;
 pub mod resource;
 pub mod runner;
 pub mod session;
+pub mod sim;
 pub mod testing;
 #[cfg(test)]
 mod tests;

@@ -86,6 +86,10 @@ pub struct JobState {
     /// The enqueue action considered the job and refused it this session (`job_fit_error`
     /// says why).
     pub enqueue_refused: bool,
+    /// The allocate action passed over a task of the job for its queue's share (the queue was
+    /// overused, or the task did not fit within the share): the job may borrow in the lending
+    /// pass.
+    pub held_back_by_share: bool,
 }
 
 impl JobState {
@@ -143,6 +147,9 @@ pub struct State {
     /// The session's time, milliseconds since the epoch (time-dependent plugins read it, never
     /// the clock, so a session stays a function of its inputs).
     pub now_ms: i64,
+    /// The allocate action's lending pass is running: queues may take room beyond their
+    /// deserved share, up to their capability (see [`crate::scheduler::actions::allocate`]).
+    pub lending: bool,
     /// The earliest later time at which a time-dependent plugin would decide otherwise on the
     /// same snapshot (an sla waiting time running out), milliseconds since the epoch: the
     /// runner holds a session for then even when nothing else changes.
@@ -228,6 +235,7 @@ impl State {
             has_enqueue: conf.has_action("enqueue"),
             queue_report: HashMap::new(),
             now_ms,
+            lending: false,
             wake_at_ms: None,
         }
     }
@@ -285,6 +293,16 @@ impl State {
             }
         }
         r
+    }
+
+    /// The job's pods still without a node (Pending, placed by no statement): the `N` of
+    /// `N/M tasks in gang unschedulable`, never more than its pods `M`.
+    pub fn unplaced(&self, j: usize) -> usize {
+        self.jobs[j]
+            .tasks
+            .iter()
+            .filter(|&&t| self.tasks[t].status == TaskStatus::Pending)
+            .count()
     }
 
     /// Pending tasks that request nothing.

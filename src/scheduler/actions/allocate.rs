@@ -82,11 +82,44 @@ fn leaves_held_room(st: &State, t: usize, held: &Resource) -> bool {
     held.plus(&st.tasks[t].resreq).less_equal_in(&free, held)
 }
 
-/// Runs the action.
+/// Runs the action: a pass within every queue's deserved share, then, for the gangs that
+/// pass held back only for their queue's share, a pass that lends them room no queue within
+/// its share took.
+///
+/// Why the second pass: Volcano caps every queue at its deserved share, computed from what the
+/// queues ask for. When a queue's share is not a whole number of its pods (a gang of three
+/// 2-cpu pods in a queue that deserves 5.75 cpu) or the queue entitled to the rest cannot use
+/// it (its pods do not fit the nodes that have it), that rest stays idle while gangs wait for
+/// it, until pods finish and the shares are computed again. A user sees an idle cluster and a
+/// Pending job. The loan is only of room left after every queue has had its turn within its
+/// share, so the shares still decide who goes first; with `reclaim` configured, a queue below
+/// its share takes a loan back as it takes back anything held beyond a deserved share.
 pub fn run(ssn: &mut Session) {
+    let held = held_for_unborn_gangs(&ssn.state);
+    let mut cursor = 0usize;
+    let (by_queue, worksheets) = collect(ssn, |_| true);
+    pass(ssn, by_queue, worksheets, held.as_ref(), &mut cursor);
+    let (by_queue, worksheets) = collect(ssn, |js| js.held_back_by_share);
+    if worksheets.is_empty() {
+        return;
+    }
+    ssn.state.lending = true;
+    pass(ssn, by_queue, worksheets, held.as_ref(), &mut cursor);
+    ssn.state.lending = false;
+}
+
+/// The admitted jobs with pending tasks that `wanted` picks, by queue, and each job's tasks in
+/// order (popped from the end).
+fn collect(
+    ssn: &mut Session,
+    wanted: impl Fn(&crate::scheduler::session::JobState) -> bool,
+) -> (BTreeMap<usize, Vec<usize>>, BTreeMap<usize, Vec<usize>>) {
     let mut by_queue: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut worksheets: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for j in 0..ssn.state.jobs.len() {
+        if !wanted(&ssn.state.job_state[j]) {
+            continue;
+        }
         if ssn.state.jobs[j].is_pending() {
             if ssn.state.has_enqueue {
                 continue;
@@ -119,14 +152,26 @@ pub fn run(ssn: &mut Session) {
         worksheets.insert(j, tasks);
         by_queue.entry(q).or_default().push(j);
     }
-    let held = held_for_unborn_gangs(&ssn.state);
+    (by_queue, worksheets)
+}
+
+/// One pass over the queues (fairest first) and their jobs.
+fn pass(
+    ssn: &mut Session,
+    mut by_queue: BTreeMap<usize, Vec<usize>>,
+    mut worksheets: BTreeMap<usize, Vec<usize>>,
+    held: Option<&Resource>,
+    cursor: &mut usize,
+) {
     let mut queues: Vec<usize> = by_queue.keys().copied().collect();
-    let mut cursor = 0usize;
     // Every pass either drops a queue, drops a job or places at least one task: bounded.
     while let Some(q) = pop_best(&mut queues, |a, b| {
         ssn.plugins.queue_order(&ssn.state, a, b)
     }) {
         if ssn.plugins.overused(&ssn.state, q) {
+            for &j in by_queue.get(&q).into_iter().flatten() {
+                ssn.state.job_state[j].held_back_by_share = true;
+            }
             continue;
         }
         let Some(jobs) = by_queue.get_mut(&q) else {
@@ -136,7 +181,28 @@ pub fn run(ssn: &mut Session) {
             continue;
         };
         let mut tasks = worksheets.remove(&j).unwrap_or_default();
-        let turn = allocate_job(ssn, j, &mut tasks, &mut cursor, held.as_ref());
+        let mixed = mixed_requests(&ssn.state, &tasks);
+        let original = mixed.then(|| tasks.clone());
+        let mut turn = allocate_job(ssn, j, &mut tasks, cursor, held);
+        if let (Turn::Discarded, Some(original)) = (&turn, original) {
+            // A gang of unlike pods can fail in its own order where another order fits: largest
+            // first (a small pod took the one node a large one needed) and, when it needs fewer
+            // pods than it has, smallest first (its minimum made of the pods that fit). Each is
+            // tried once.
+            let some = ssn.state.jobs[j].min_available.max(0) as usize;
+            for order in [Order::LargestFirst, Order::SmallestFirst] {
+                if order == Order::SmallestFirst && some >= original.len() {
+                    continue;
+                }
+                let mut again = original.clone();
+                by_size(ssn, &mut again, order);
+                turn = allocate_job(ssn, j, &mut again, cursor, held);
+                tasks = again;
+                if !matches!(turn, Turn::Discarded) {
+                    break;
+                }
+            }
+        }
         if let Turn::Ready(stmt) = turn {
             ssn.commit(stmt);
             if !tasks.is_empty() {
@@ -150,6 +216,43 @@ pub fn run(ssn: &mut Session) {
             queues.push(q);
         }
     }
+}
+
+/// Do the tasks ask for different amounts?
+fn mixed_requests(st: &State, tasks: &[usize]) -> bool {
+    tasks
+        .windows(2)
+        .any(|w| st.tasks[w[0]].resreq != st.tasks[w[1]].resreq)
+}
+
+/// Which pods of a gang to try first when its own order failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    LargestFirst,
+    SmallestFirst,
+}
+
+/// Orders a worksheet (popped from the end) by size within the job's task order by priority:
+/// largest first is first-fit decreasing, which packs where the job's own order may not;
+/// smallest first makes a minimum of the pods most likely to fit.
+fn by_size(ssn: &Session, tasks: &mut [usize], order: Order) {
+    let st = &ssn.state;
+    let size = |t: usize| {
+        let r = &st.tasks[t].resreq;
+        (r.milli_cpu, r.memory)
+    };
+    tasks.sort_by(|&a, &b| {
+        let (sa, sb) = (size(a), size(b));
+        let by_size = sa.0.total_cmp(&sb.0).then(sa.1.total_cmp(&sb.1));
+        st.tasks[a]
+            .priority
+            .cmp(&st.tasks[b].priority)
+            .then(match order {
+                Order::LargestFirst => by_size,
+                Order::SmallestFirst => by_size.reverse(),
+            })
+            .then_with(|| ssn.plugins.task_order(st, b, a))
+    });
 }
 
 /// Volcano's `NeedContinueAllocating`: after a task found no node, is it still worth trying
@@ -216,10 +319,11 @@ pub fn allocate_job(
             break;
         }
         if let Some(h) = held
-            && ssn.plugins.job_ready(&ssn.state, j)
+            && (ssn.state.lending || ssn.plugins.job_ready(&ssn.state, j))
             && !leaves_held_room(&ssn.state, t, h)
         {
-            // Growing beyond the minimum would take room promised to an admitted gang.
+            // Growing beyond the minimum, or borrowing, would take room promised to an
+            // admitted gang.
             tasks.clear();
             break;
         }
@@ -227,11 +331,18 @@ pub fn allocate_job(
             // Volcano skips such a task without a word; the user is told which queue is full.
             let name = ssn.state.tasks[t].name.clone();
             let queue = ssn.state.queues[q].name.clone();
-            ssn.state.job_state[j].fit_errors.insert(
+            let limit = if ssn.state.lending {
+                "its capability less the other queues' guarantees"
+            } else {
+                "its deserved share"
+            };
+            let js = &mut ssn.state.job_state[j];
+            js.held_back_by_share = true;
+            js.fit_errors.insert(
                 t,
                 FitErrors {
                     err: Some(format!(
-                        "queue {queue} has no room for task {name} within its deserved share"
+                        "queue {queue} has no room for task {name} within {limit}"
                     )),
                     ..FitErrors::default()
                 },

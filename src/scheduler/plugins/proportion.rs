@@ -40,6 +40,8 @@ pub struct QueueAttr {
     pub guarantee: Resource,
     /// Dominant share of deserved.
     pub share: f64,
+    /// Gangs waiting for admission (phase Pending) and their `minResources`, in job order.
+    pub waiting: Vec<(usize, Resource)>,
 }
 
 /// Where a queue's deserved share comes from.
@@ -375,6 +377,24 @@ impl Proportion {
     }
 }
 
+impl Proportion {
+    /// Another queue than `q` with a gang waiting for admission that its deserved share has
+    /// room for (beside what it holds and has admitted): its name.
+    fn waiting_within_share(&self, st: &State, q: usize) -> Option<String> {
+        self.attrs.iter().enumerate().find_map(|(o, a)| {
+            if o == q || a.waiting.is_empty() || !st.queues[o].is_open() {
+                return None;
+            }
+            let mut held = a.allocated.plus(&a.inqueue);
+            held.sub(&a.elastic);
+            a.waiting
+                .iter()
+                .any(|(_, min)| held.plus(min).less_equal_in(&a.deserved, min))
+                .then(|| st.queues[o].name.clone())
+        })
+    }
+}
+
 impl Plugin for Proportion {
     fn name(&self) -> &'static str {
         match self.source {
@@ -432,6 +452,23 @@ impl Plugin for Proportion {
                 } else if task.status == TaskStatus::Pending && !task.gated {
                     a.request.add(&task.resreq);
                 }
+            }
+            if st.has_enqueue
+                && job.is_pending()
+                && let Some(min) = &job.min_resources
+            {
+                // A gang waiting for admission asks for its minimum, whether or not its pods
+                // exist yet (a vcJob's are made only once it is admitted). Volcano counts only
+                // the pods, so a queue backlogged with jobs asks for no more than the few it
+                // has admitted, and its weight never shows in the shares.
+                let pods: Resource = job
+                    .tasks
+                    .iter()
+                    .map(|&t| &st.tasks[t])
+                    .filter(|t| t.status == TaskStatus::Pending && !t.gated)
+                    .fold(Resource::zero(), |acc, t| acc.plus(&t.resreq));
+                a.request.add(&min.minus(&pods));
+                a.waiting.push((j, min.clone()));
             }
             let job_alloc = &st.job_state[j].allocated;
             if let Some(min) = &job.min_resources {
@@ -492,8 +529,8 @@ impl Plugin for Proportion {
         self.attrs[a].share.partial_cmp(&self.attrs[b].share)
     }
 
-    fn overused(&self, _: &State, q: usize) -> Option<bool> {
-        if self.source == ShareSource::Declared {
+    fn overused(&self, st: &State, q: usize) -> Option<bool> {
+        if self.source == ShareSource::Declared || st.lending {
             return None;
         }
         let a = self.attrs.get(q)?;
@@ -506,9 +543,11 @@ impl Plugin for Proportion {
         }
         let a = self.attrs.get(q)?;
         let req = &st.tasks[t].resreq;
+        // Lending: room left after every queue had its turn within its share may go to a
+        // queue up to its capability.
         let limit = match self.source {
-            ShareSource::Weighted => &a.deserved,
-            ShareSource::Declared => &a.real_capability,
+            ShareSource::Weighted if !st.lending => &a.deserved,
+            _ => &a.real_capability,
         };
         Some(a.allocated.plus(req).less_equal_in(limit, req))
     }
@@ -530,6 +569,21 @@ impl Plugin for Proportion {
         want.add(&a.inqueue);
         want.sub(&a.elastic);
         if want.less_equal_in(&a.real_capability, &min) {
+            if self.source == ShareSource::Weighted
+                && !want.less_equal_in(&a.deserved, &min)
+                && let Some(other) = self.waiting_within_share(st, q)
+            {
+                // Admission room goes to queues within their share first: a queue at its
+                // share would otherwise admit its whole backlog (it stays first in the
+                // queue order, which admissions do not change) and hold the room the other
+                // queues' gangs need to be admitted at all.
+                st.job_state[j].job_fit_error = Some(format!(
+                    "queue {} is at its deserved share {} while queue {other} waits for room within its own",
+                    st.queues[q].name,
+                    a.deserved.only_dims_of(&min),
+                ));
+                return -1;
+            }
             return 1;
         }
         let missing = want.minus(&a.real_capability).only_dims_of(&min);
@@ -556,6 +610,7 @@ impl Plugin for Proportion {
         let q = st.job_queue[j];
         if let (Some(a), Some(min)) = (self.attrs.get_mut(q), &st.jobs[j].min_resources) {
             a.inqueue.add(min);
+            a.waiting.retain(|(k, _)| *k != j);
         }
     }
 

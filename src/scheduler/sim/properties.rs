@@ -1,0 +1,563 @@
+//! The guarantees, each a named check over what a session saw (its snapshot) and decided (its
+//! outcome), and, for those that speak of time, over the sessions so far. A check returns the
+//! violations it finds with the evidence a reader needs; [`Checker`] runs them all after every
+//! session of a simulation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use super::engine::{SessionRecord, Sim};
+use crate::scheduler::config::SchedulerConf;
+use crate::scheduler::model::{JobInfo, NodeInfo, TaskInfo, TaskStatus};
+use crate::scheduler::outcome::{Verdict, run_session};
+use crate::scheduler::plugins::predicates::untolerated;
+use crate::scheduler::resource::{EPSILON, Resource};
+
+/// A guarantee broken, with what shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The property's name (the function that checks it).
+    pub property: &'static str,
+    /// The session it was found after.
+    pub session: u32,
+    /// Simulated ms.
+    pub at_ms: i64,
+    /// What was seen.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} broken after session {} at {} ms: {}",
+            self.property, self.session, self.at_ms, self.detail
+        )
+    }
+}
+
+/// Sessions a gang that could start may wait before *no starvation* calls it starved: one to
+/// admit it, one after its pods exist, and one more for a placement made while its pods were
+/// still arriving.
+pub const STARVATION_BOUND: u32 = 3;
+
+/// Runs every check after every session and keeps what spans sessions.
+#[derive(Debug, Default)]
+pub struct Checker {
+    /// Consecutive sessions each gang could have started and did not.
+    could_start: BTreeMap<String, u32>,
+    /// Every violation found so far.
+    pub violations: Vec<Violation>,
+    /// Skip the determinism re-run (it doubles the cost of a session).
+    pub skip_reproducibility: bool,
+}
+
+impl Checker {
+    /// Checks one session; returns how many violations it added.
+    pub fn check(&mut self, sim: &Sim, rec: &SessionRecord) -> usize {
+        let before = self.violations.len();
+        let view = View::new(rec);
+        let mut found = Vec::new();
+        found.extend(no_partial_gang(&view));
+        found.extend(no_node_overcommitted(&view));
+        found.extend(no_queue_over_capability(&view));
+        found.extend(work_conserving(&view));
+        found.extend(self.no_starvation(&view));
+        if !self.skip_reproducibility {
+            found.extend(reproducible(&view, sim.conf()));
+        }
+        for (property, detail) in found {
+            self.violations.push(Violation {
+                property,
+                session: rec.number,
+                at_ms: rec.at_ms,
+                detail,
+            });
+        }
+        self.violations.len() - before
+    }
+
+    /// *No starvation*: a gang that fits whole on the free capacity (per node), whose queue
+    /// is open and has room for it within its capability, and for which no gang of higher
+    /// priority waits, starts within [`STARVATION_BOUND`] sessions. Volcano promises no
+    /// bound; a user expects a job that fits an idle cluster to run.
+    fn no_starvation(&mut self, v: &View) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (j, job) in v.jobs().iter().enumerate() {
+            if !v.waiting(j) {
+                continue;
+            }
+            let higher_waiting = v
+                .jobs()
+                .iter()
+                .enumerate()
+                .any(|(k, o)| k != j && v.waiting(k) && o.priority > job.priority);
+            let could = !higher_waiting
+                && v.queue_open(j)
+                && v.within_capability(j, &v.gang_need(j))
+                && v.fits_free(j);
+            if !could {
+                continue;
+            }
+            seen.insert(job.id.clone());
+            let n = self.could_start.entry(job.id.clone()).or_default();
+            *n += 1;
+            if *n == STARVATION_BOUND + 1 {
+                out.push((
+                    "no_starvation",
+                    format!(
+                        "{} could have started for {} sessions and did not: {}",
+                        job.id,
+                        *n,
+                        v.reason(j)
+                    ),
+                ));
+            }
+        }
+        self.could_start.retain(|k, _| seen.contains(k));
+        out
+    }
+}
+
+/// A session's snapshot with its placements applied: what the cluster holds once the plan is
+/// bound.
+struct View<'a> {
+    rec: &'a SessionRecord,
+    /// Node → used after the placements.
+    used: Vec<Resource>,
+    /// Pod uid → node, for this session's placements.
+    placed: BTreeMap<&'a str, &'a str>,
+    /// Queue name → allocated after the placements.
+    queue_allocated: BTreeMap<String, Resource>,
+}
+
+impl<'a> View<'a> {
+    fn new(rec: &'a SessionRecord) -> Self {
+        let s = &rec.snapshot;
+        let node_ix: BTreeMap<&str, usize> = s
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i))
+            .collect();
+        let mut used: Vec<Resource> = s.nodes.iter().map(|n| n.used.clone()).collect();
+        let placed: BTreeMap<&str, &str> = rec
+            .outcome
+            .plan
+            .placements
+            .iter()
+            .map(|(uid, p)| (uid.as_str(), p.node.as_str()))
+            .collect();
+        let mut queue_allocated: BTreeMap<String, Resource> = BTreeMap::new();
+        for job in &s.jobs {
+            let qa = queue_allocated.entry(job.queue.clone()).or_default();
+            for &t in &job.tasks {
+                let task = &s.tasks[t];
+                if task.status.is_allocated() || placed.contains_key(task.uid.as_str()) {
+                    qa.add(&task.resreq);
+                }
+            }
+        }
+        for task in &s.tasks {
+            if let Some(n) = placed.get(task.uid.as_str())
+                && let Some(&i) = node_ix.get(n)
+            {
+                used[i].add(&task.resreq);
+                used[i].add(&crate::scheduler::session::pods_capacity(1));
+            }
+        }
+        Self {
+            rec,
+            used,
+            placed,
+            queue_allocated,
+        }
+    }
+
+    fn jobs(&self) -> &[JobInfo] {
+        &self.rec.snapshot.jobs
+    }
+
+    fn task(&self, t: usize) -> &TaskInfo {
+        &self.rec.snapshot.tasks[t]
+    }
+
+    /// Placed or holding a node after this session.
+    fn holds(&self, t: usize) -> bool {
+        let task = self.task(t);
+        task.status.is_allocated()
+            || task.status == TaskStatus::Succeeded
+            || self.placed.contains_key(task.uid.as_str())
+    }
+
+    /// A gang with pods that is short of its minimum after the session.
+    fn waiting(&self, j: usize) -> bool {
+        let job = &self.jobs()[j];
+        if matches!(
+            self.rec.outcome.plan.gangs.get(&job.id),
+            None | Some(Verdict::Ready)
+        ) {
+            return false;
+        }
+        let holding = job.tasks.iter().filter(|&&t| self.holds(t)).count() as i64;
+        let pending = job
+            .tasks
+            .iter()
+            .filter(|&&t| self.task(t).status == TaskStatus::Pending && !self.holds(t))
+            .count() as i64;
+        holding < job.min_available as i64 && holding + pending >= job.min_available as i64
+    }
+
+    /// The pending pods a waiting gang still needs for its minimum (the smallest ones).
+    fn gang_need_tasks(&self, j: usize) -> Vec<usize> {
+        let job = &self.jobs()[j];
+        let holding = job.tasks.iter().filter(|&&t| self.holds(t)).count();
+        let short = (job.min_available.max(0) as usize).saturating_sub(holding);
+        let mut pending: Vec<usize> = job
+            .tasks
+            .iter()
+            .copied()
+            .filter(|&t| self.task(t).status == TaskStatus::Pending && !self.holds(t))
+            .collect();
+        pending.sort_by(|a, b| {
+            let (ra, rb) = (&self.task(*a).resreq, &self.task(*b).resreq);
+            ra.milli_cpu
+                .total_cmp(&rb.milli_cpu)
+                .then(ra.memory.total_cmp(&rb.memory))
+        });
+        pending.truncate(short);
+        pending
+    }
+
+    fn gang_need(&self, j: usize) -> Resource {
+        self.gang_need_tasks(j)
+            .iter()
+            .fold(Resource::zero(), |acc, &t| acc.plus(&self.task(t).resreq))
+    }
+
+    fn queue_open(&self, j: usize) -> bool {
+        let q = &self.jobs()[j].queue;
+        self.rec
+            .snapshot
+            .queues
+            .iter()
+            .find(|x| &x.name == q)
+            .is_some_and(|x| x.is_open())
+    }
+
+    /// The queue's allocation with `need` stays within its capability (declared dimensions)
+    /// and, where the proportion plugin runs, within its real capability: the cluster less
+    /// the other queues' guarantees, which are kept for them (Volcano's `realCapability`).
+    fn within_capability(&self, j: usize, need: &Resource) -> bool {
+        let q = &self.jobs()[j].queue;
+        let Some(info) = self.rec.snapshot.queues.iter().find(|x| &x.name == q) else {
+            return false;
+        };
+        let after = self
+            .queue_allocated
+            .get(q)
+            .cloned()
+            .unwrap_or_default()
+            .plus(need);
+        if let Some(r) = self.rec.outcome.figures.queues.get(q)
+            && !after.less_equal_in(&r.real_capability, need)
+        {
+            return false;
+        }
+        let Some(cap) = &info.capability else {
+            return true;
+        };
+        cap.dimensions()
+            .filter(|d| cap.get(d) > 0.0)
+            .all(|d| after.get(d) <= cap.get(d) + EPSILON)
+    }
+
+    /// The queue's allocation with `need` stays within its deserved share as the session
+    /// computed it.
+    fn within_deserved(&self, j: usize, need: &Resource) -> bool {
+        let q = &self.jobs()[j].queue;
+        let Some(report) = self.rec.outcome.figures.queues.get(q) else {
+            return true;
+        };
+        let after = self
+            .queue_allocated
+            .get(q)
+            .cloned()
+            .unwrap_or_default()
+            .plus(need);
+        after.less_equal_in(&report.deserved, need)
+    }
+
+    /// Another queue than the gang's wants room it is entitled to: it has a pending pod that
+    /// its allocation, with the pod, keeps within its own deserved share (a waiting gang or a
+    /// running gang's members beyond its minimum).
+    fn others_want_room(&self, j: usize) -> bool {
+        let q = &self.jobs()[j].queue;
+        self.jobs().iter().any(|other| {
+            other.queue != *q
+                && other.tasks.iter().any(|&t| {
+                    let task = self.task(t);
+                    task.status == TaskStatus::Pending
+                        && !self.holds(t)
+                        && self
+                            .rec
+                            .outcome
+                            .figures
+                            .queues
+                            .get(&other.queue)
+                            .is_some_and(|r| {
+                                self.queue_allocated
+                                    .get(&other.queue)
+                                    .cloned()
+                                    .unwrap_or_default()
+                                    .plus(&task.resreq)
+                                    .less_equal_in(&r.deserved, &task.resreq)
+                            })
+                })
+        })
+    }
+
+    /// Could the pods the gang needs be placed on the free capacity, node by node (first fit,
+    /// largest first: a fit found proves one exists)?
+    fn fits_free(&self, j: usize) -> bool {
+        let mut tasks = self.gang_need_tasks(j);
+        tasks.sort_by(|a, b| {
+            self.task(*b)
+                .resreq
+                .milli_cpu
+                .total_cmp(&self.task(*a).resreq.milli_cpu)
+        });
+        let nodes = &self.rec.snapshot.nodes;
+        let mut used = self.used.clone();
+        // Room other admitted gangs were promised: what they still lack of their minimum.
+        let mut reserved = Resource::zero();
+        for (k, job) in self.jobs().iter().enumerate() {
+            if k != j
+                && self.phase_after(k) == crate::api::scheduling::PodGroupPhase::Inqueue
+                && let Some(min) = &job.min_resources
+            {
+                let held = job
+                    .tasks
+                    .iter()
+                    .filter(|&&t| self.holds(t))
+                    .fold(Resource::zero(), |acc, &t| acc.plus(&self.task(t).resreq));
+                reserved.add(&min.minus(&held));
+            }
+        }
+        let free_total = nodes
+            .iter()
+            .zip(&used)
+            .filter(|(n, _)| n.ready && !n.unschedulable)
+            .fold(Resource::zero(), |acc, (n, u)| {
+                acc.plus(&n.allocatable.minus(u))
+            });
+        let need = self.gang_need(j);
+        if !need.less_equal_in(&free_total.minus(&reserved), &need) {
+            return false;
+        }
+        for t in tasks {
+            let task = self.task(t);
+            let Some(n) = (0..nodes.len()).find(|&n| node_fits(&nodes[n], &used[n], task)) else {
+                return false;
+            };
+            used[n].add(&task.resreq);
+            used[n].add(&crate::scheduler::session::pods_capacity(1));
+        }
+        true
+    }
+
+    /// The gang's phase once the session's status writes land.
+    fn phase_after(&self, j: usize) -> crate::api::scheduling::PodGroupPhase {
+        let job = &self.jobs()[j];
+        self.rec
+            .outcome
+            .podgroups
+            .iter()
+            .find(|u| u.uid == job.uid)
+            .and_then(|u| u.status.phase.clone())
+            .unwrap_or_else(|| job.phase.clone())
+    }
+
+    /// The gang's verdict message.
+    fn reason(&self, j: usize) -> String {
+        match self.rec.outcome.plan.gangs.get(&self.jobs()[j].id) {
+            Some(Verdict::Waiting(m)) => m.clone(),
+            Some(Verdict::Ready) => "ready".into(),
+            None => "no verdict".into(),
+        }
+    }
+}
+
+/// The task fits the node's room `allocatable − used` and its predicates (readiness, cordon,
+/// node selector, taints, pod slots).
+fn node_fits(node: &NodeInfo, used: &Resource, task: &TaskInfo) -> bool {
+    if !node.ready || node.unschedulable {
+        return false;
+    }
+    let c = &task.constraints;
+    if c.node_selector
+        .iter()
+        .any(|(k, v)| node.labels.get(k) != Some(v))
+    {
+        return false;
+    }
+    if untolerated(&node.taints, &c.tolerations).is_some() {
+        return false;
+    }
+    let after = used
+        .plus(&task.resreq)
+        .plus(&crate::scheduler::session::pods_capacity(1));
+    after.less_equal_in(
+        &node.allocatable,
+        &task
+            .resreq
+            .plus(&crate::scheduler::session::pods_capacity(1)),
+    )
+}
+
+/// *No partial gang*: a session places pods of a gang only when, with them, the gang holds at
+/// least its `minMember` (Volcano's gang plugin: `JobReady` before a statement commits).
+fn no_partial_gang(v: &View) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for job in v.jobs() {
+        let placed = job
+            .tasks
+            .iter()
+            .filter(|&&t| v.placed.contains_key(v.task(t).uid.as_str()))
+            .count();
+        if placed == 0 {
+            continue;
+        }
+        let holding = job.tasks.iter().filter(|&&t| v.holds(t)).count();
+        if (holding as i64) < job.min_available as i64 {
+            out.push((
+                "no_partial_gang",
+                format!(
+                    "{} was given {placed} pods and holds {holding} of its minimum {}",
+                    job.id, job.min_available
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// *No node over-committed*: after the placements, what a node's pods request stays within
+/// its allocatable in every dimension (pods slots included).
+fn no_node_overcommitted(v: &View) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for (n, used) in v.rec.snapshot.nodes.iter().zip(&v.used) {
+        if let Some(d) = used.first_exceeding(&n.allocatable) {
+            let placed_here = v.placed.values().any(|p| *p == n.name);
+            if placed_here {
+                out.push((
+                    "no_node_overcommitted",
+                    format!(
+                        "node {} holds {} of {} allocatable ({d})",
+                        n.name, used, n.allocatable
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// *No queue over its capability*: a queue given pods this session holds, with them, no more
+/// than its `spec.capability` in the dimensions the capability declares.
+fn no_queue_over_capability(v: &View) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for q in &v.rec.snapshot.queues {
+        let Some(cap) = &q.capability else { continue };
+        let given = v.jobs().iter().any(|j| {
+            j.queue == q.name
+                && j.tasks
+                    .iter()
+                    .any(|&t| v.placed.contains_key(v.task(t).uid.as_str()))
+        });
+        let alloc = v.queue_allocated.get(&q.name).cloned().unwrap_or_default();
+        let over = cap
+            .dimensions()
+            .filter(|d| cap.get(d) > 0.0)
+            .find(|d| alloc.get(d) > cap.get(d) + EPSILON);
+        if given && let Some(d) = over {
+            out.push((
+                "no_queue_over_capability",
+                format!(
+                    "queue {} holds {alloc} against its capability {cap} ({d})",
+                    q.name
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// *Work conservation*: no session ends with a waiting gang that fits whole on the free
+/// capacity (node by node, with the predicates) in an open queue with room for it within its
+/// capability and its deserved share, or within its capability alone when no other queue
+/// wants room within its own share (the room is nobody else's). Volcano's allocate action tries every job of
+/// every queue that is not overused, so a gang passed over is a decision some rule made.
+fn work_conserving(v: &View) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for (j, job) in v.jobs().iter().enumerate() {
+        if !v.waiting(j) || !v.queue_open(j) {
+            continue;
+        }
+        let need = v.gang_need(j);
+        if !v.within_capability(j, &need) {
+            continue;
+        }
+        if !v.within_deserved(j, &need) && v.others_want_room(j) {
+            continue;
+        }
+        if v.fits_free(j) {
+            out.push((
+                "work_conserving",
+                format!(
+                    "{} waits for {need} though it fits the free capacity: {}",
+                    job.id,
+                    v.reason(j)
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// *Reproducible plans*: the same snapshot and configuration decide the same placements and
+/// verdicts (the session is a function of its inputs; the plan does not depend on hash order
+/// or the clock).
+fn reproducible(v: &View, conf: &SchedulerConf) -> Vec<(&'static str, String)> {
+    let again = run_session(
+        v.rec.snapshot.clone(),
+        conf,
+        &format!("s{}", v.rec.number),
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_millisecond(super::engine::EPOCH_MS + v.rec.at_ms)
+                .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        ),
+    );
+    let a = &v.rec.outcome.plan;
+    let b = &again.plan;
+    if a.placements != b.placements || a.gangs != b.gangs {
+        let diff: Vec<String> = a
+            .placements
+            .iter()
+            .filter(|(k, p)| b.placements.get(*k) != Some(p))
+            .map(|(_, p)| format!("{}/{} on {}", p.namespace, p.name, p.node))
+            .take(5)
+            .collect();
+        return vec![(
+            "reproducible",
+            format!(
+                "the same snapshot decided differently ({} against {} placements; first differing: {})",
+                a.placements.len(),
+                b.placements.len(),
+                diff.join(", ")
+            ),
+        )];
+    }
+    Vec::new()
+}
