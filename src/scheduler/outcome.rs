@@ -185,8 +185,53 @@ fn phase_of(st: &State, j: usize, unschedulable: bool) -> PodGroupPhase {
     PodGroupPhase::Inqueue
 }
 
-/// Compares statuses the way Volcano's job updater does: condition times and transition ids do
-/// not count as a change.
+/// Has the gang fewer pods than its `minMember`, with nothing else against it? Then it waits
+/// for its pods to be made (a vcJob's are made once it is admitted), not for room.
+fn awaits_its_pods(st: &State, j: usize) -> bool {
+    let job = &st.jobs[j];
+    let js = &st.job_state[j];
+    (job.tasks.len() as i64) < job.min_available as i64
+        && !js.enqueue_refused
+        && js
+            .job_fit_error
+            .as_deref()
+            .is_none_or(|e| e.starts_with("Not enough valid tasks"))
+}
+
+/// The verdict of a waiting gang that has no condition from the gang plugin: one without pods
+/// yet (refused admission, or admitted and waiting for them).
+fn waiting_message(st: &State, j: usize) -> String {
+    let job = &st.jobs[j];
+    if awaits_its_pods(st, j) {
+        return format!(
+            "waiting for its pods: {} of minMember {} exist",
+            job.tasks.len(),
+            job.min_available
+        );
+    }
+    format!(
+        "{}/{} tasks in gang unschedulable: {}",
+        st.unplaced(j),
+        job.tasks.len(),
+        st.fit_error(j)
+    )
+}
+
+/// The gang is scheduled: an `Unschedulable` condition still `True` from an earlier wait is
+/// set `False`, so `kubectl describe pg` does not go on showing a stale reason.
+fn settle_unschedulable(status: &mut PodGroupStatus, now: &Time) {
+    for c in status.conditions.iter_mut().flatten() {
+        if c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable")
+            && c.status.as_deref() == Some("True")
+        {
+            c.status = Some("False".into());
+            c.reason = Some("Scheduled".into());
+            c.message = Some("pod group is ready".into());
+            c.last_transition_time = Some(now.clone());
+        }
+    }
+}
+
 /// Reason of the Unschedulable condition of a gang the enqueue step holds back.
 pub const NOT_ENQUEUED_REASON: &str = "NotEnqueued";
 
@@ -220,6 +265,8 @@ fn clear_not_enqueued(status: &mut PodGroupStatus, over: bool) {
     }
 }
 
+/// Compares statuses the way Volcano's job updater does: condition times and transition ids do
+/// not count as a change.
 pub(crate) fn same_status(a: &PodGroupStatus, b: &PodGroupStatus) -> bool {
     let strip = |s: &PodGroupStatus| {
         let mut s = s.clone();
@@ -319,6 +366,13 @@ fn close(st: &State, now: Time) -> Outcome {
         let not_enqueued =
             not_enqueued_condition(job.tasks.is_empty() && phase == PodGroupPhase::Pending, js);
         clear_not_enqueued(&mut status, not_enqueued.is_none());
+        if js
+            .condition
+            .as_ref()
+            .is_some_and(|(type_, _, _)| type_ == "Scheduled")
+        {
+            settle_unschedulable(&mut status, &now);
+        }
         if let Some((type_, reason, message)) = js.condition.as_ref().or(not_enqueued.as_ref()) {
             let cond = PodGroupCondition {
                 type_: Some(PodGroupConditionType::from(type_.as_str())),
@@ -356,14 +410,7 @@ fn close(st: &State, now: Time) -> Outcome {
                 .as_ref()
                 .filter(|(t, _, _)| t == "Unschedulable")
                 .map(|(_, _, m)| m.clone())
-                .unwrap_or_else(|| {
-                    format!(
-                        "{}/{} tasks in gang unschedulable: {}",
-                        job.min_available.max(0),
-                        job.tasks.len(),
-                        st.fit_error(j)
-                    )
-                });
+                .unwrap_or_else(|| waiting_message(st, j));
             Verdict::Waiting(message)
         };
         if let Verdict::Waiting(_) = &verdict {
@@ -400,22 +447,13 @@ fn close(st: &State, now: Time) -> Outcome {
             });
         }
         match (&verdict, &phase) {
+            // A gang still waiting for its own pods to be made is not in trouble: no Warning
+            // (its condition says what it waits for).
             (
                 Verdict::Waiting(message),
                 PodGroupPhase::Pending | PodGroupPhase::Inqueue | PodGroupPhase::Unknown,
-            ) if !job.tasks.is_empty() || js.job_fit_error.is_some() => {
-                let pending = job
-                    .tasks
-                    .iter()
-                    .filter(|&&t| st.tasks[t].status == TaskStatus::Pending)
-                    .count();
-                let message = match message.split_once(" tasks in gang unschedulable: ") {
-                    Some((_, why)) => format!(
-                        "{pending}/{} tasks in gang unschedulable: {why}",
-                        job.tasks.len()
-                    ),
-                    None => message.clone(),
-                };
+            ) if !awaits_its_pods(st, j) => {
+                let message = message.clone();
                 out.events.push(GangEvent {
                     namespace: job.namespace.clone(),
                     name: job.name.clone(),

@@ -269,6 +269,35 @@ impl Resource {
     }
 }
 
+impl Resource {
+    /// The named dimensions with their amounts, zero ones included (`cpu 0, nvidia.com/gpu 0`),
+    /// for messages that must name what is short.
+    pub fn describe(&self, dims: &[&str]) -> String {
+        dims.iter()
+            .map(|d| match *d {
+                "cpu" => {
+                    let v = self.milli_cpu;
+                    if v % 1000.0 == 0.0 {
+                        format!("cpu {}", v / 1000.0)
+                    } else {
+                        format!("cpu {v:.0}m")
+                    }
+                }
+                "memory" => format!("memory {}", human_bytes(self.memory)),
+                other => format!("{other} {}", self.get(other) / 1000.0),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The dimensions `self` asks for (above zero; the `pods` slot left out).
+    pub fn asked_dims(&self) -> Vec<&str> {
+        self.dimensions()
+            .filter(|d| *d != PODS && self.get(d) >= EPSILON)
+            .collect()
+    }
+}
+
 /// Reads like `kubectl describe`: `cpu 16, memory 32Gi, nvidia.com/gpu 2`; zero dimensions
 /// (other than cpu) and the `pods` slot are left out.
 impl fmt::Display for Resource {

@@ -63,10 +63,10 @@ fn two_gangs_that_cannot_both_fit_one_goes_whole_the_other_waits_whole() {
     let Verdict::Waiting(msg) = &out.plan.gangs[waiting[0]] else {
         unreachable!()
     };
-    // Volcano's count: one task found a node before the gang was undone.
+    // Pods without a node of the pods it has: all three (the one that found a node was undone).
     assert!(
         msg.starts_with(
-            "2/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable"
+            "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable"
         ),
         "{msg}"
     );
@@ -735,4 +735,141 @@ fn a_queue_is_not_starved_by_an_unrelated_running_gang() {
     let placed = placed_by_gang(&out.plan);
     assert_eq!(placed.get("ns/ja"), Some(&2), "{:?}", out.plan.gangs);
     assert_eq!(placed.get("ns/jb"), Some(&2), "{:?}", out.plan.gangs);
+}
+
+// ----- what a waiting gang is told -----
+
+fn warnings(out: &Outcome) -> Vec<&str> {
+    out.events
+        .iter()
+        .filter(|e| e.type_ == "Warning")
+        .map(|e| e.message.as_str())
+        .collect()
+}
+
+#[test]
+fn a_gang_waiting_for_its_own_pods_is_told_so_without_a_warning() {
+    // Admitted, 2 of its minMember 3 pods made so far (the Job controller is making them).
+    let w = World::default()
+        .nodes(1, 8, 16)
+        .gang("ns", "a", "default", 2, 3, 1000, 64, "Inqueue");
+    let out = session(&w);
+    assert_eq!(
+        out.plan.gangs["ns/a"],
+        Verdict::Waiting("2/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 3 minAvailable; Pending: 2 Unschedulable. Origin reason is: Not enough valid tasks for gang-scheduling, valid: 2, min: 3".into())
+    );
+    assert!(warnings(&out).is_empty(), "{:?}", warnings(&out));
+    // Admitted with no pod yet.
+    let w = World::default()
+        .nodes(1, 8, 16)
+        .gang("ns", "b", "default", 0, 2, 1000, 64, "Inqueue");
+    let out = session(&w);
+    assert_eq!(
+        out.plan.gangs["ns/b"],
+        Verdict::Waiting("waiting for its pods: 0 of minMember 2 exist".into())
+    );
+    assert!(warnings(&out).is_empty(), "{:?}", warnings(&out));
+}
+
+#[test]
+fn the_counts_of_a_waiting_gang_are_of_its_pods() {
+    // 4 pods of 3 cpu on 8 cpu, minMember 3: two fit, the gang cannot start. The condition
+    // and the Event both count the pods without a node of the pods the gang has.
+    let w = World::default()
+        .nodes(1, 8, 16)
+        .gang("ns", "a", "default", 4, 3, 3000, 64, "Inqueue");
+    let out = session(&w);
+    let Verdict::Waiting(msg) = &out.plan.gangs["ns/a"] else {
+        panic!("{:?}", out.plan.gangs)
+    };
+    assert!(
+        msg.starts_with("4/4 tasks in gang unschedulable: "),
+        "{msg}"
+    );
+    assert_eq!(warnings(&out), vec![msg.as_str()]);
+}
+
+#[test]
+fn a_scheduled_gang_no_longer_shows_an_old_unschedulable_condition() {
+    let mut w = World::default().nodes(1, 8, 16);
+    let mut pg = super::testing::with_phase(
+        super::testing::podgroup("ns", "a", "default", 2, Some((2000, 128))),
+        "Inqueue",
+    );
+    pg.status.get_or_insert_default().conditions =
+        Some(vec![crate::api::scheduling::PodGroupCondition {
+            type_: Some("Unschedulable".into()),
+            status: Some("True".into()),
+            reason: Some("NotEnoughResources".into()),
+            message: Some("2/2 tasks in gang unschedulable: 2 Insufficient cpu".into()),
+            ..Default::default()
+        }]);
+    w.index.apply_podgroup(&pg);
+    for i in 0..2 {
+        w.index
+            .apply_pod(&super::testing::pod("ns", &format!("a-{i}"), "a", 1000, 64));
+    }
+    let out = session(&w);
+    let update = out
+        .podgroups
+        .iter()
+        .find(|u| u.name == "a")
+        .expect("status");
+    let conds = update.status.conditions.as_ref().expect("conditions");
+    let unsched = conds
+        .iter()
+        .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable"))
+        .expect("kept, as history");
+    assert_eq!(unsched.status.as_deref(), Some("False"));
+    assert_eq!(unsched.message.as_deref(), Some("pod group is ready"));
+}
+
+#[test]
+fn a_gang_asking_for_what_no_node_has_is_told_which() {
+    let mut w = World::default().nodes(3, 8, 32);
+    let pg: crate::api::PodGroup = serde_json::from_value(serde_json::json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"namespace": "ns", "name": "gpu", "uid": "pg-gpu",
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"minMember": 1, "queue": "default",
+                 "minResources": {"cpu": "1", "nvidia.com/gpu": "1"}},
+        "status": {"phase": "Pending"}
+    }))
+    .expect("podgroup");
+    w.index.apply_podgroup(&pg);
+    let out = session(&w);
+    let ev = out
+        .events
+        .iter()
+        .find(|e| e.reason == "Unschedulable")
+        .expect("an enqueue event");
+    assert_eq!(
+        ev.message,
+        "the gang needs cpu 1, nvidia.com/gpu 1, and no usable node has nvidia.com/gpu"
+    );
+}
+
+#[test]
+fn a_gang_short_of_one_resource_is_told_of_that_one() {
+    // 8 cpu, 16Gi: a gang of 2 × (1 cpu, 12Gi) is short of memory only.
+    let w = World::default().nodes(1, 8, 16).gang(
+        "ns",
+        "big",
+        "default",
+        2,
+        2,
+        1000,
+        12 * 1024,
+        "Pending",
+    );
+    let out = session(&w);
+    let ev = out
+        .events
+        .iter()
+        .find(|e| e.reason == "Unschedulable")
+        .expect("an enqueue event");
+    assert_eq!(
+        ev.message,
+        "resource in cluster is overused: the gang needs cpu 2, memory 24Gi, the cluster has memory 19.2Gi left for gangs (overcommit factor 1.2)"
+    );
 }

@@ -1,6 +1,7 @@
 //! `gang`: a job is valid only with enough tasks, ready only when `minMember` are placed, and
 //! never left below `minMember` by an eviction; at session close every job gets its
-//! `Scheduled` or `Unschedulable` condition (`N/M tasks in gang unschedulable: ...`).
+//! `Scheduled` or `Unschedulable` condition (`N/M tasks in gang unschedulable: ...`, N of its M
+//! pods without a node).
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -117,22 +118,9 @@ impl Plugin for Gang {
             if releasing_only && scheduled >= job.min_available as i64 {
                 continue;
             }
-            let schedulable_pending = job
-                .tasks
-                .iter()
-                .filter(|&&t| {
-                    st.tasks[t].status == TaskStatus::Pending
-                        && st
-                            .last_tx
-                            .get(&t)
-                            .is_some_and(|tx| tx.status.is_allocated())
-                })
-                .count() as i64;
-            let unready = (job.min_available as i64
-                - (st.ready_task_num(j) as i64 + schedulable_pending))
-                .max(0);
             let message = format!(
-                "{unready}/{} tasks in gang unschedulable: {}",
+                "{}/{} tasks in gang unschedulable: {}",
+                st.unplaced(j),
                 job.tasks.len(),
                 st.fit_error(j)
             );

@@ -3,7 +3,7 @@
 
 use crate::scheduler::config::PluginOption;
 use crate::scheduler::framework::Plugin;
-use crate::scheduler::resource::Resource;
+use crate::scheduler::resource::{EPSILON, Resource};
 use crate::scheduler::session::{SessionEvent, State};
 
 /// The plugin.
@@ -65,11 +65,32 @@ impl Plugin for Overcommit {
         if self.inqueue.plus(&min).less_equal_in(&self.idle, &min) {
             return 1;
         }
-        let left = self.idle.minus(&self.inqueue).only_dims_of(&min);
-        let message = format!(
-            "resource in cluster is overused: the gang needs {min}, the cluster has {left} left for gangs (overcommit factor {})",
-            self.factor
-        );
+        let asked = min.asked_dims();
+        let absent: Vec<&str> = asked
+            .iter()
+            .copied()
+            .filter(|d| st.total.get(d) < EPSILON)
+            .collect();
+        let message = if absent.is_empty() {
+            // Only the dimensions that are short: a gang short of memory is not told of cpu.
+            let left = self.idle.minus(&self.inqueue);
+            let want = self.inqueue.plus(&min);
+            let short: Vec<&str> = asked
+                .iter()
+                .copied()
+                .filter(|d| want.get(d) > self.idle.get(d) + EPSILON)
+                .collect();
+            format!(
+                "resource in cluster is overused: the gang needs {min}, the cluster has {} left for gangs (overcommit factor {})",
+                left.describe(&short),
+                self.factor
+            )
+        } else {
+            format!(
+                "the gang needs {min}, and no usable node has {}",
+                absent.join(", ")
+            )
+        };
         st.events.push(SessionEvent {
             job: j,
             type_: "Normal",
