@@ -82,7 +82,8 @@ fn declared_fill(attrs: &mut [QueueAttr], queues: &[crate::scheduler::model::Que
                 .unwrap_or(f64::INFINITY);
             capped.scalars.insert(k.clone(), v.min(cap));
         }
-        a.deserved = capped.max_with(&a.guarantee);
+        // The guarantee raises the share only up to the real capability, as in the fill.
+        a.deserved = capped.max_with(&a.guarantee.min_with(&a.real_capability));
     }
 }
 
@@ -140,7 +141,8 @@ fn intersect(a: &Resource, b: &Resource, with_pods: bool) -> bool {
 /// and raised to its guarantee. Pure, and the heart of queue fairness.
 ///
 /// Each dimension is filled on its own and exactly: with a common level `λ`, a queue deserves
-/// `w·λ` clamped to `[guarantee, max(guarantee, min(real capability, request))]`, and `λ` is
+/// `w·λ` clamped to `[g, max(g, min(real capability, request))]` with `g` its guarantee within
+/// its real capability, and `λ` is
 /// the level at which the shares add up to the total (or unbounded, when every queue can have
 /// all it asks for). This is the fixed point Volcano's proportion plugin reaches by repeated
 /// rounds of handing out the remainder by weight; computing it directly matters because those
@@ -168,8 +170,12 @@ pub fn water_fill(total: &Resource, attrs: &mut [QueueAttr], weights: &[i32]) {
             .iter()
             .zip(weights)
             .map(|(a, w)| {
-                let lo = a.guarantee.get(d).max(0.0);
-                let hi = a.request.get(d).min(a.real_capability.get(d)).max(lo);
+                // A guarantee above the capability (the webhook refuses one, but a queue
+                // may predate it) is kept only up to the capability: never over-commit a
+                // queue's limit to honour its floor.
+                let cap = a.real_capability.get(d);
+                let lo = a.guarantee.get(d).max(0.0).min(cap);
+                let hi = a.request.get(d).min(cap).max(lo);
                 (weights_of(*w), lo, hi)
             })
             .collect();
@@ -826,8 +832,9 @@ mod tests {
         }
 
         proptest! {
-            /// The fill as a specification: every queue gets at least its guarantee and at most
-            /// what it asks for within its capability (or its guarantee, if more); the shares
+            /// The fill as a specification: every queue gets at least its guarantee (within its
+            /// capability) and at most what it asks for within its capability (or that
+            /// guarantee, if more); the shares
             /// never add up to more than the total unless the guarantees alone do; room is left
             /// over only when every queue has all it may have (work conservation); and two
             /// queues both short of their bounds hold shares in proportion to their weights.
@@ -846,11 +853,12 @@ mod tests {
                 let weights: Vec<i32> = qs.iter().map(|q| q.0).collect();
                 water_fill(&total, &mut attrs, &weights);
                 let got: Vec<f64> = attrs.iter().map(|a| a.deserved.milli_cpu).collect();
-                let hi: Vec<f64> = qs.iter().map(|(_, r, c, g)| r.min(*c).max(*g)).collect();
-                let guarantees: f64 = qs.iter().map(|q| q.3).sum();
+                let lo: Vec<f64> = qs.iter().map(|(_, _, c, g)| g.min(*c)).collect();
+                let hi: Vec<f64> = qs.iter().zip(&lo).map(|((_, r, c, _), l)| r.min(*c).max(*l)).collect();
+                let guarantees: f64 = lo.iter().sum();
                 let sum: f64 = got.iter().sum();
                 for i in 0..qs.len() {
-                    prop_assert!(got[i] >= qs[i].3 - 1e-6, "below guarantee: {got:?}");
+                    prop_assert!(got[i] >= lo[i] - 1e-6, "below guarantee: {got:?}");
                     prop_assert!(got[i] <= hi[i] + 1e-6, "above its bound: {got:?}");
                 }
                 prop_assert!(sum <= total.milli_cpu.max(guarantees) + 1e-6, "{sum} > total");
@@ -861,7 +869,7 @@ mod tests {
                 }
                 for i in 0..qs.len() {
                     for j in 0..qs.len() {
-                        let inside = |k: usize| got[k] > qs[k].3 + 1e-6 && got[k] < hi[k] - 1e-6;
+                        let inside = |k: usize| got[k] > lo[k] + 1e-6 && got[k] < hi[k] - 1e-6;
                         if inside(i) && inside(j) {
                             let (a, b) = (got[i] / qs[i].0 as f64, got[j] / qs[j].0 as f64);
                             prop_assert!((a - b).abs() < 1e-3, "not by weight: {got:?}");
