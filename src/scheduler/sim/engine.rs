@@ -133,6 +133,8 @@ pub struct Sim {
     pub intervals: Vec<Interval>,
     /// Allocatable millicores of the usable nodes.
     pub total_milli_cpu: f64,
+    /// Counts arrivals and finished jobs: the demand changes when it does.
+    demand_epoch: u64,
 }
 
 impl Sim {
@@ -203,6 +205,7 @@ impl Sim {
             bind_free_ms: 0,
             intervals: Vec::new(),
             total_milli_cpu,
+            demand_epoch: 0,
         })
     }
 
@@ -219,6 +222,12 @@ impl Sim {
     /// Simulated ms now.
     pub fn now_ms(&self) -> i64 {
         self.now_ms
+    }
+
+    /// Changes each time a job arrives or finishes: two sessions of the same epoch saw the
+    /// same demand.
+    pub fn demand_epoch(&self) -> u64 {
+        self.demand_epoch
     }
 
     /// Sessions run so far.
@@ -303,6 +312,7 @@ impl Sim {
                 let pg = podgroup_object(&self.jobs[j].spec);
                 self.index.apply_podgroup(&pg);
                 self.jobs[j].podgroup = Some(pg);
+                self.demand_epoch += 1;
             }
             let mut finished = Vec::new();
             for (i, p) in self.jobs[j].pods.iter().enumerate() {
@@ -339,6 +349,7 @@ impl Sim {
             return;
         }
         job.finished_ms = Some(self.now_ms);
+        self.demand_epoch += 1;
         for p in &job.pods {
             self.index.delete_pod(&p.pod);
         }
@@ -505,12 +516,6 @@ impl Sim {
             self.jobs[j].pods[i].state = PodState::Placed(node.clone());
             self.binds.push_back((j, i, node));
         }
-        for e in &outcome.evictions {
-            let Some(&(j, i)) = by_uid.get(&e.uid) else {
-                continue;
-            };
-            self.evict(j, i);
-        }
         let now_ms = EPOCH_MS + self.now_ms;
         let mut wake = outcome.wake_at_ms.unwrap_or(i64::MAX);
         for (job, v) in &outcome.plan.gangs {
@@ -524,6 +529,14 @@ impl Sim {
         // What the session accounted for does not call for another one; what follows from
         // its writes (pods for admitted gangs, binds) does.
         self.index.take_changes();
+        // Evictions come back through the watch (the pod deleted, then made again by its
+        // job controller): news for the next session.
+        for e in &outcome.evictions {
+            let Some(&(j, i)) = by_uid.get(&e.uid) else {
+                continue;
+            };
+            self.evict(j, i);
+        }
         self.make_pods_for_admitted();
         self.bind_due();
         if self.index.peek_changes().any() {

@@ -41,11 +41,20 @@ impl fmt::Display for Violation {
 /// still arriving.
 pub const STARVATION_BOUND: u32 = 3;
 
+/// Sessions a gang of a queue below its guarantee may wait before *guarantee restored* calls
+/// it denied: reclaim evicts in one, the victims' pods go, the gang is placed in the next.
+pub const GUARANTEE_BOUND: u32 = 4;
+
 /// Runs every check after every session and keeps what spans sessions.
 #[derive(Debug, Default)]
 pub struct Checker {
     /// Consecutive sessions each gang could have started and did not.
     could_start: BTreeMap<String, u32>,
+    /// Consecutive sessions each gang of a queue below its guarantee waited with victims to
+    /// reclaim and no eviction made for it.
+    denied_guarantee: BTreeMap<String, u32>,
+    /// Reclaims so far: (demand epoch, victim queue, reclaiming queue).
+    reclaims: Vec<(u64, String, String)>,
     /// Every violation found so far.
     pub violations: Vec<Violation>,
     /// Skip the determinism re-run (it doubles the cost of a session).
@@ -63,6 +72,10 @@ impl Checker {
         found.extend(no_queue_over_capability(&view));
         found.extend(work_conserving(&view));
         found.extend(self.no_starvation(&view));
+        if sim.conf().has_action("reclaim") {
+            found.extend(self.guarantee_restored(&view));
+        }
+        found.extend(self.no_ping_pong(&view, sim.demand_epoch()));
         if !self.skip_reproducibility {
             found.extend(reproducible(&view, sim.conf()));
         }
@@ -116,6 +129,97 @@ impl Checker {
             }
         }
         self.could_start.retain(|k, _| seen.contains(k));
+        out
+    }
+}
+
+impl Checker {
+    /// *Guarantee restored*: with `reclaim` configured, a gang of a queue that holds less than
+    /// its guarantee, whose minimum fits within that guarantee, starts within
+    /// [`GUARANTEE_BOUND`] sessions or sees pods evicted on its behalf, whenever other queues
+    /// hold pods reclaim may take (running, preemptable, in a reclaimable queue over its
+    /// deserved share, of a gang above its minimum: Volcano's proportion and gang rules).
+    fn guarantee_restored(&mut self, v: &View) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        let helped: BTreeSet<&str> = v
+            .rec
+            .outcome
+            .evictions
+            .iter()
+            .filter_map(|e| e.reason.strip_prefix("reclaimed for "))
+            .filter_map(|key| v.queue_of_task(key))
+            .collect();
+        for (j, job) in v.jobs().iter().enumerate() {
+            if !v.waiting(j) || helped.contains(job.queue.as_str()) {
+                continue;
+            }
+            let Some(info) = v.rec.snapshot.queues.iter().find(|q| q.name == job.queue) else {
+                continue;
+            };
+            let Some(guarantee) = &info.guarantee else {
+                continue;
+            };
+            let need = v.gang_need(j);
+            let after = v
+                .queue_allocated
+                .get(&job.queue)
+                .cloned()
+                .unwrap_or_default()
+                .plus(&need);
+            if !after.less_equal_in(guarantee, &need)
+                || v.reclaimable_cpu(&job.queue) < need.milli_cpu
+            {
+                continue;
+            }
+            seen.insert(job.id.clone());
+            let n = self.denied_guarantee.entry(job.id.clone()).or_default();
+            *n += 1;
+            if *n == GUARANTEE_BOUND + 1 {
+                out.push((
+                    "guarantee_restored",
+                    format!(
+                        "{} of queue {} (guarantee {guarantee}) waited {} sessions with pods to reclaim: {}",
+                        job.id, job.queue, *n, v.reason(j)
+                    ),
+                ));
+            }
+        }
+        self.denied_guarantee.retain(|k, _| seen.contains(k));
+        out
+    }
+
+    /// *No ping-pong*: reclaim never takes back for a queue what that queue just lost to the
+    /// other under the same demand (no job arrived or finished since): a queue that reclaimed
+    /// from another is not then reclaimed from for it.
+    fn no_ping_pong(&mut self, v: &View, epoch: u64) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        for e in &v.rec.outcome.evictions {
+            let Some(key) = e.reason.strip_prefix("reclaimed for ") else {
+                continue;
+            };
+            let victim = v.queue_of_task(&format!("{}/{}", e.namespace, e.name));
+            let reclaimer = v.queue_of_task(key);
+            let (Some(victim), Some(reclaimer)) = (victim, reclaimer) else {
+                continue;
+            };
+            if self
+                .reclaims
+                .iter()
+                .any(|(ep, vq, rq)| *ep == epoch && vq == reclaimer && rq == victim)
+            {
+                out.push((
+                    "no_ping_pong",
+                    format!(
+                        "queue {reclaimer} reclaimed {}/{} from queue {victim}, which had just reclaimed from it under the same demand",
+                        e.namespace, e.name
+                    ),
+                ));
+            }
+            self.reclaims
+                .push((epoch, victim.to_string(), reclaimer.to_string()));
+        }
+        self.reclaims.retain(|(ep, _, _)| *ep == epoch);
         out
     }
 }
@@ -365,6 +469,53 @@ impl<'a> View<'a> {
             used[n].add(&crate::scheduler::session::pods_capacity(1));
         }
         true
+    }
+
+    /// The queue of the job of the pod `namespace/name`.
+    fn queue_of_task(&self, key: &str) -> Option<&str> {
+        let s = &self.rec.snapshot;
+        s.jobs
+            .iter()
+            .find(|j| j.tasks.iter().any(|&t| s.tasks[t].key() == key))
+            .map(|j| j.queue.as_str())
+    }
+
+    /// Millicores reclaim could take from queues other than `queue`: running, preemptable
+    /// pods of reclaimable queues over their deserved share, beyond their gangs' minimums.
+    fn reclaimable_cpu(&self, queue: &str) -> f64 {
+        let s = &self.rec.snapshot;
+        let mut cpu = 0.0;
+        for job in s.jobs.iter().filter(|j| j.queue != queue) {
+            let Some(info) = s.queues.iter().find(|q| q.name == job.queue) else {
+                continue;
+            };
+            let over = self
+                .rec
+                .outcome
+                .figures
+                .queues
+                .get(&job.queue)
+                .is_some_and(|r| !r.allocated.less_equal(&r.deserved));
+            if !info.reclaimable || !over {
+                continue;
+            }
+            let running: Vec<usize> = job
+                .tasks
+                .iter()
+                .copied()
+                .filter(|&t| s.tasks[t].status == TaskStatus::Running)
+                .collect();
+            let spare = running
+                .len()
+                .saturating_sub(job.min_available.max(0) as usize);
+            cpu += running
+                .iter()
+                .filter(|&&t| s.tasks[t].preemptable)
+                .take(spare)
+                .map(|&t| s.tasks[t].resreq.milli_cpu)
+                .sum::<f64>();
+        }
+        cpu
     }
 
     /// The gang's phase once the session's status writes land.

@@ -103,6 +103,41 @@ fn the_simulation_runs_a_job_to_completion() {
     assert_eq!(sim.intervals.len(), 2);
 }
 
+/// Runs a saved scenario to its end.
+fn run_saved(name: &str) -> Sim {
+    let text = std::fs::read_to_string(saved_dir().join(name)).expect("saved scenario");
+    let s = Scenario::from_yaml(&text, name).expect("parses");
+    let mut sim = Sim::new(s).expect("builds");
+    while sim.next_session().is_some() {}
+    sim
+}
+
+fn job<'a>(sim: &'a Sim, name: &str) -> &'a super::engine::SimJob {
+    sim.jobs.iter().find(|j| j.spec.name == name).expect("job")
+}
+
+#[test]
+fn a_share_is_taken_back_by_reclaim() {
+    let sim = run_saved("share-taken-back-by-reclaim.yaml");
+    let started = job(&sim, "api").started_ms.expect("the gang started");
+    assert!(started < 6000, "started at {started} ms");
+    assert_eq!(
+        job(&sim, "filler").restarts,
+        1,
+        "one of its pods was reclaimed, no more"
+    );
+}
+
+#[test]
+fn a_guarantee_is_kept_free_for_its_queue() {
+    // The same with a guarantee of 3 cpu instead of a weight: the first queue never had the
+    // room, so nothing is evicted.
+    let sim = run_saved("guarantee-kept-free.yaml");
+    let started = job(&sim, "api").started_ms.expect("the gang started");
+    assert!(started < 3100, "started at {started} ms");
+    assert_eq!(job(&sim, "filler").restarts, 0);
+}
+
 // ----- random scenarios -----
 
 const CONFS: [Option<&str>; 3] = [
