@@ -150,6 +150,9 @@ pub struct State {
     /// The allocate action's lending pass is running: queues may take room beyond their
     /// deserved share, up to their capability (see [`crate::scheduler::actions::allocate`]).
     pub lending: bool,
+    /// The allocate action is placing on the first node that fits rather than the best
+    /// scored (its last try for a gang of unlike pods).
+    pub first_fit: bool,
     /// The earliest later time at which a time-dependent plugin would decide otherwise on the
     /// same snapshot (an sla waiting time running out), milliseconds since the epoch: the
     /// runner holds a session for then even when nothing else changes.
@@ -236,6 +239,7 @@ impl State {
             queue_report: HashMap::new(),
             now_ms,
             lending: false,
+            first_fit: false,
             wake_at_ms: None,
         }
     }

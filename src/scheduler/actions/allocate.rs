@@ -187,16 +187,24 @@ fn pass(
         if let (Turn::Discarded, Some(original)) = (&turn, original) {
             // A gang of unlike pods can fail in its own order where another order fits: largest
             // first (a small pod took the one node a large one needed) and, when it needs fewer
-            // pods than it has, smallest first (its minimum made of the pods that fit). Each is
-            // tried once.
+            // pods than it has, its minimum made of its smallest pods (largest of them first).
+            // Last, that minimum on the first node that fits, whatever the node scores prefer
+            // (first-fit decreasing): the scores spread or pack the pods, and either can leave
+            // no node for the last ones where plain first fit leaves one.
             let some = ssn.state.jobs[j].min_available.max(0) as usize;
-            for order in [Order::LargestFirst, Order::SmallestFirst] {
-                if order == Order::SmallestFirst && some >= original.len() {
+            for order in [
+                Order::LargestFirst,
+                Order::SmallestSet,
+                Order::SmallestSetFirstFit,
+            ] {
+                if order == Order::SmallestSet && some >= original.len() {
                     continue;
                 }
                 let mut again = original.clone();
-                by_size(ssn, &mut again, order);
+                by_size(ssn, &mut again, order, some);
+                ssn.state.first_fit = order == Order::SmallestSetFirstFit;
                 turn = allocate_job(ssn, j, &mut again, cursor, held);
+                ssn.state.first_fit = false;
                 tasks = again;
                 if !matches!(turn, Turn::Discarded) {
                     break;
@@ -228,31 +236,54 @@ fn mixed_requests(st: &State, tasks: &[usize]) -> bool {
 /// Which pods of a gang to try first when its own order failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Order {
+    /// Every pod, largest first.
     LargestFirst,
-    SmallestFirst,
+    /// The `minMember` smallest pods, largest of them first, then the others smallest first.
+    SmallestSet,
+    /// [`Order::SmallestSet`], each pod on the first node that fits.
+    SmallestSetFirstFit,
 }
 
-/// Orders a worksheet (popped from the end) by size within the job's task order by priority:
-/// largest first is first-fit decreasing, which packs where the job's own order may not;
-/// smallest first makes a minimum of the pods most likely to fit.
-fn by_size(ssn: &Session, tasks: &mut [usize], order: Order) {
+/// Orders a worksheet (popped from the end) by size, within the job's task order by
+/// priority: largest first is first-fit decreasing, which packs where the job's own order may
+/// not; the smallest set makes the gang's minimum of the pods most likely to fit, packed
+/// largest first.
+fn by_size(ssn: &Session, tasks: &mut Vec<usize>, order: Order, min: usize) {
     let st = &ssn.state;
-    let size = |t: usize| {
-        let r = &st.tasks[t].resreq;
-        (r.milli_cpu, r.memory)
+    let cmp_size = |a: usize, b: usize| {
+        let (ra, rb) = (&st.tasks[a].resreq, &st.tasks[b].resreq);
+        ra.milli_cpu
+            .total_cmp(&rb.milli_cpu)
+            .then(ra.memory.total_cmp(&rb.memory))
     };
-    tasks.sort_by(|&a, &b| {
-        let (sa, sb) = (size(a), size(b));
-        let by_size = sa.0.total_cmp(&sb.0).then(sa.1.total_cmp(&sb.1));
-        st.tasks[a]
-            .priority
-            .cmp(&st.tasks[b].priority)
-            .then(match order {
-                Order::LargestFirst => by_size,
-                Order::SmallestFirst => by_size.reverse(),
-            })
-            .then_with(|| ssn.plugins.task_order(st, b, a))
-    });
+    // In the order the pods are to be tried: higher priority first, then by size.
+    let by_priority = |a: usize, b: usize| st.tasks[b].priority.cmp(&st.tasks[a].priority);
+    let mut wanted: Vec<usize> = tasks.clone();
+    match order {
+        Order::LargestFirst => {
+            wanted.sort_by(|&a, &b| {
+                by_priority(a, b)
+                    .then(cmp_size(b, a))
+                    .then_with(|| ssn.plugins.task_order(st, a, b))
+            });
+        }
+        Order::SmallestSet | Order::SmallestSetFirstFit => {
+            wanted.sort_by(|&a, &b| {
+                by_priority(a, b)
+                    .then(cmp_size(a, b))
+                    .then_with(|| ssn.plugins.task_order(st, a, b))
+            });
+            let k = min.min(wanted.len());
+            wanted[..k].sort_by(|&a, &b| {
+                by_priority(a, b)
+                    .then(cmp_size(b, a))
+                    .then_with(|| ssn.plugins.task_order(st, a, b))
+            });
+        }
+    }
+    // Popped from the end.
+    wanted.reverse();
+    *tasks = wanted;
 }
 
 /// Volcano's `NeedContinueAllocating`: after a task found no node, is it still worth trying
@@ -425,7 +456,13 @@ pub fn allocate_job(
         let on_idle = c.nodes.iter().any(|e| e.idle);
         let mut best: Option<&Candidate> = None;
         for e in c.nodes.iter().filter(|e| e.idle || !on_idle) {
-            if best.is_none_or(|b| e.score > b.score) {
+            let better = match best {
+                None => true,
+                // First fit: the first node in the cluster's order, whatever the scores.
+                Some(b) if ssn.state.first_fit => e.node < b.node,
+                Some(b) => e.score > b.score,
+            };
+            if better {
                 best = Some(e);
             }
         }
