@@ -52,17 +52,39 @@ impl Decision {
         }
     }
 
-    fn keep_one(i: usize) -> Self {
-        // The other nodes are simply left out: kube-scheduler drops a node missing from both
-        // the kept list and the failed maps, and a 5,000-entry failed map on every answer would
-        // cost more than the decision itself.
+    /// Keeps the one node `names[i]`; every other node sent is failed with `why`, so that
+    /// kube-scheduler's message, should its own checks then fail the kept node, accounts for
+    /// every node (`0/N nodes are available: 1 Insufficient cpu, N-1 <why>`). Above
+    /// [`MAX_NAMED_FAILURES`] names the others are only left out (kube-scheduler drops a node
+    /// missing from both the kept list and the failed maps): kube-scheduler itself sends at most
+    /// its feasible-node sample (5 to 50 % of the nodes, at least 100), and a failed map of
+    /// thousands of entries on every answer would cost more than the decision.
+    fn keep_one(names: &[&str], i: usize, why: &str) -> Self {
+        let failed = if names.len() <= MAX_NAMED_FAILURES {
+            names
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| *k != i)
+                .map(|(_, n)| ((*n).to_string(), why.to_string()))
+                .collect()
+        } else {
+            FailedNodesMap::new()
+        };
         Decision::Answer {
             keep: vec![i],
-            failed: FailedNodesMap::new(),
+            failed,
             unresolvable: FailedNodesMap::new(),
         }
     }
 }
+
+/// Up to how many names sent a kept pod's answer fails each other node by name.
+pub const MAX_NAMED_FAILURES: usize = 1000;
+
+/// Why a node other than the one a gang pod's plan chose is failed.
+pub const NOT_THE_PLANNED_NODE: &str = "node(s) not chosen for this pod by its gang's plan";
+/// Why a node other than the one a bound pod is on is failed.
+pub const NOT_THE_BOUND_NODE: &str = "node(s) not the one this pod is bound to";
 
 /// Why a pod of ours without `scheduling.k8s.io/group-name` gets no node.
 pub const NO_GROUP_YET: &str = "pod is in no PodGroup yet: waiting for the PodGroup controller to set scheduling.k8s.io/group-name";
@@ -96,7 +118,7 @@ pub fn decide(
     if let Some(node) = task.node.as_deref().filter(|_| !task.assumed) {
         // Already bound: only its own node can be right.
         return match names.iter().position(|n| *n == node) {
-            Some(i) => Decision::keep_one(i),
+            Some(i) => Decision::keep_one(names, i, NOT_THE_BOUND_NODE),
             None => Decision::fail_all(names, &format!("pod is already bound to {node}")),
         };
     }
@@ -108,7 +130,7 @@ pub fn decide(
             .node(node)
             .is_some_and(|n| node_constraints(task, n).is_ok());
         return match names.iter().position(|n| *n == node) {
-            Some(i) if usable => Decision::keep_one(i),
+            Some(i) if usable => Decision::keep_one(names, i, NOT_THE_PLANNED_NODE),
             _ => Decision::Replan {
                 job: job.to_string(),
             },

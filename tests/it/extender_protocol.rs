@@ -253,6 +253,13 @@ async fn filter_keeps_the_planned_node_in_both_forms_and_prioritize_scores_it_hi
     assert_eq!(r["NodeNames"], json!([nodes[0]]), "{r}");
     assert_eq!(r["Nodes"], Value::Null);
     assert_eq!(r["Error"], "");
+    // Every other node sent is accounted for, so kube-scheduler's message names them all.
+    let failed = r["FailedNodes"].as_object().expect("FailedNodes");
+    assert_eq!(failed.len(), NODES.len() - 1, "{r}");
+    for (node, why) in failed {
+        assert_ne!(node, &nodes[0]);
+        assert_eq!(why, "node(s) not chosen for this pod by its gang's plan");
+    }
 
     let (status, r) = post(&env, "/scheduler/filter", nodes_body(&pods[1], &NODES)).await;
     assert_eq!(status, StatusCode::OK);
