@@ -10,8 +10,7 @@
 //!    window 10–50 s after submission.
 //!
 //! `cargo bench --bench utilization`; `TEPHRA_BENCH_SKIP_EMBEDDED=1` runs the simulator only;
-//! bounded by `TEPHRA_BENCH_TIMEOUT` seconds (default 120). The real control plane's figure
-//! (kube-scheduler + kwok, beside Volcano) is `tests/volcano-e2e/utilization.sh`.
+//! bounded by `TEPHRA_BENCH_TIMEOUT` seconds (default 120).
 
 #[path = "../tests/it/common/served.rs"]
 #[allow(dead_code)]
