@@ -38,6 +38,15 @@ pub enum Decision {
         /// The gang.
         job: String,
     },
+    /// The pod has no place but a member of its ready gang that kube-scheduler has not asked
+    /// about yet, alike in what it asks, has one among the names sent: hand that placement
+    /// over to the pod asking (then decide again).
+    Transfer {
+        /// The member whose placement is handed over.
+        from: String,
+        /// Index of its node in the names sent.
+        node: usize,
+    },
 }
 
 impl Decision {
@@ -98,6 +107,7 @@ pub fn decide(
     idx: &ClusterIndex,
     plan: &Plan,
     may_wait: bool,
+    asked: &dyn Fn(&str) -> bool,
 ) -> Decision {
     let Some(task) = idx.task(uid) else {
         if may_wait {
@@ -136,6 +146,14 @@ pub fn decide(
             },
         };
     }
+    if let Some(Verdict::Ready) = plan.gangs.get(job)
+        && let Some((from, node)) = donor(task, job, names, idx, asked)
+    {
+        // kube-scheduler asks for its pods in its own order, not the plan's: a placement held
+        // for a member it has not reached (a big job's members wait in its queue by the
+        // thousand) would otherwise keep room the member asking now could use.
+        return Decision::Transfer { from, node };
+    }
     if may_wait {
         // A gang with fewer pods than minMember cannot be placed by any session, so waiting for
         // one would only hold kube-scheduler's scheduling cycle (one at a time) for nothing:
@@ -159,6 +177,44 @@ pub fn decide(
         }
         None => Decision::fail_all(names, &format!("gang {job} is not planned yet")),
     }
+}
+
+/// A member of `job` placed (assumed, not bound) that kube-scheduler has not asked about, whose
+/// placement suits `task` just as well (the same requests and node constraints; neither uses
+/// pod (anti-)affinity or anything else only kube-scheduler checks), on a node among `names`:
+/// its uid and the node's index in `names`.
+fn donor(
+    task: &TaskInfo,
+    job: &str,
+    names: &[&str],
+    idx: &ClusterIndex,
+    asked: &dyn Fn(&str) -> bool,
+) -> Option<(String, usize)> {
+    let plain = |t: &TaskInfo| {
+        let c = &t.constraints;
+        c.anti_affinity.is_empty() && !c.needs_kube_scheduler && c.host_ports.is_empty()
+    };
+    if !plain(task) {
+        return None;
+    }
+    let alike = |t: &TaskInfo| {
+        let (a, b) = (&t.constraints, &task.constraints);
+        t.resreq == task.resreq
+            && a.node_selector == b.node_selector
+            && a.required_terms == b.required_terms
+            && a.tolerations == b.tolerations
+            && a.node_name == b.node_name
+    };
+    idx.job_tasks(job)
+        .filter(|t| t.uid != task.uid && t.assumed && plain(t) && alike(t) && !asked(&t.uid))
+        .find_map(|t| {
+            let node = idx.assumed_node(&t.uid)?;
+            let i = names.iter().position(|n| *n == node)?;
+            let usable = idx
+                .node(node)
+                .is_some_and(|n| node_constraints(task, n).is_ok());
+            usable.then(|| (t.uid.clone(), i))
+        })
 }
 
 /// `true` when `job` has fewer pods than its `minMember`, so no session can make it ready.

@@ -32,6 +32,9 @@ pub struct ExtenderMetrics {
     pub preemption_attempts: IntCounter,
     /// `volcano_pod_preemption_victims`: victims accepted by the last preempt call.
     pub preemption_victims: IntGauge,
+    /// `tephra_extender_placements_transferred_total`: placements handed from a gang member
+    /// kube-scheduler had not asked about to one it asked about.
+    pub placements_transferred: IntCounter,
 }
 
 impl ExtenderMetrics {
@@ -87,6 +90,10 @@ impl ExtenderMetrics {
                 "volcano_pod_preemption_victims",
                 "Number of selected preemption victims",
             )?,
+            placements_transferred: IntCounter::new(
+                "tephra_extender_placements_transferred_total",
+                "Placements handed from a gang member kube-scheduler had not asked about to a like member it asked about.",
+            )?,
         };
         registry.register(Box::new(m.requests.clone()))?;
         registry.register(Box::new(m.duration.clone()))?;
@@ -96,6 +103,7 @@ impl ExtenderMetrics {
         registry.register(Box::new(m.stage.clone()))?;
         registry.register(Box::new(m.preemption_attempts.clone()))?;
         registry.register(Box::new(m.preemption_victims.clone()))?;
+        registry.register(Box::new(m.placements_transferred.clone()))?;
         Ok(m)
     }
 }

@@ -34,6 +34,7 @@ pub use http::{NOT_THE_LEADER, router, router_for_leader};
 pub use metrics::ExtenderMetrics;
 
 use crate::scheduler::Scheduler;
+use crate::scheduler::runner::DEFAULT_ASSUME_TTL;
 use crate::scheduler::replan::{Replanned, replan_gang};
 use filter::Decision;
 use protocol::{ExtenderArgs, ExtenderFilterResult, FailedNodesMap, NodeList};
@@ -266,8 +267,10 @@ impl Extender {
         for _ in 0..4 {
             let decision = {
                 let plan = self.scheduler.plan();
+                // The index before `asked`, in the order the nudger takes them.
                 let idx = self.scheduler.index();
-                filter::decide(uid, &names, &idx, &plan, may_wait)
+                let asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+                filter::decide(uid, &names, &idx, &plan, may_wait, &|u| asked.contains_key(u))
             };
             match decision {
                 Decision::Answer {
@@ -292,6 +295,16 @@ impl Extender {
                         .wait_session_after(n, self.options.plan_wait)
                         .await;
                     may_wait = false;
+                }
+                Decision::Transfer { from, node } => {
+                    let name = names[node];
+                    let mut idx = self.scheduler.index();
+                    // Still as decided (the index is shared): hand the placement over.
+                    if idx.assumed_node(&from) == Some(name) {
+                        idx.forget(&from);
+                        idx.assume(uid, name, DEFAULT_ASSUME_TTL, Instant::now());
+                        self.metrics.placements_transferred.inc();
+                    }
                 }
                 Decision::Replan { job } if !replanned => {
                     replanned = true;

@@ -903,3 +903,47 @@ async fn preempt_accepts_only_victims_that_keep_gangs_whole_in_both_forms() {
     assert_eq!(accepted.len(), 1, "{r}");
     assert_eq!(accepted["node-1"]["Pods"][0]["UID"], json!(uid(&pods[0])));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_asked_about_takes_the_place_of_one_not_asked_about_yet() {
+    // One 8-cpu node and a job of 12 one-cpu pods that needs one: the plan places 8, in its own
+    // order; kube-scheduler asks first about a pod the plan left out. It gets the place of a
+    // member not asked about yet, instead of "no place in the plan yet" while the cluster
+    // waits for kube-scheduler to reach the planned ones.
+    let env = start(1, false).await;
+    let pods = gang(&env.client, "big", 1, 12, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let placed = |env: &Env| {
+        let idx = env.scheduler.index();
+        pods.iter()
+            .filter(|p| idx.assumed_node(&uid(p)).is_some())
+            .count()
+    };
+    while placed(&env) < 8 {
+        assert!(Instant::now() < deadline, "placed {}", placed(&env));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let unplanned = {
+        let idx = env.scheduler.index();
+        pods.iter()
+            .find(|p| idx.assumed_node(&uid(p)).is_none())
+            .cloned()
+            .expect("a member left out")
+    };
+    let (status, r) = post(&env, "/scheduler/filter", names_body(&unplanned, &["node-1"])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(r["NodeNames"], json!(["node-1"]), "{r}");
+    assert_eq!(r["Error"], "");
+    assert_eq!(placed(&env), 8, "the place was handed over, not added");
+    assert_eq!(
+        env.scheduler.index().assumed_node(&uid(&unplanned)),
+        Some("node-1")
+    );
+    let families = env.registry.gather();
+    let transferred = families
+        .iter()
+        .find(|f| f.name() == "tephra_extender_placements_transferred_total")
+        .map(|f| f.get_metric()[0].get_counter().get_value())
+        .unwrap_or(0.0);
+    assert_eq!(transferred, 1.0);
+}
