@@ -10,6 +10,8 @@
 //!   unless its gang has fewer pods than `minMember` (no session could place it).
 //! * A pod outside any gang keeps every node that passes the predicates.
 
+use std::time::Instant;
+
 use super::protocol::FailedNodesMap;
 use crate::scheduler::ClusterIndex;
 use crate::scheduler::model::{NodeInfo, TaskInfo};
@@ -107,7 +109,7 @@ pub fn decide(
     idx: &ClusterIndex,
     plan: &Plan,
     may_wait: bool,
-    asked: &dyn Fn(&str) -> bool,
+    asked: &dyn Fn(&str) -> Option<Instant>,
 ) -> Decision {
     let Some(task) = idx.task(uid) else {
         if may_wait {
@@ -179,7 +181,8 @@ pub fn decide(
     }
 }
 
-/// A member of `job` placed (assumed, not bound) that kube-scheduler has not asked about, whose
+/// A member of `job` placed (assumed, not bound) that kube-scheduler has not asked about since
+/// its placement was made (`asked`: when the filter last asked about a pod), whose
 /// placement suits `task` just as well (the same requests and node constraints; neither uses
 /// pod (anti-)affinity or anything else only kube-scheduler checks), on a node among `names`:
 /// its uid and the node's index in `names`.
@@ -188,7 +191,7 @@ fn donor(
     job: &str,
     names: &[&str],
     idx: &ClusterIndex,
-    asked: &dyn Fn(&str) -> bool,
+    asked: &dyn Fn(&str) -> Option<Instant>,
 ) -> Option<(String, usize)> {
     let plain = |t: &TaskInfo| {
         let c = &t.constraints;
@@ -206,7 +209,14 @@ fn donor(
             && a.node_name == b.node_name
     };
     idx.job_tasks(job)
-        .filter(|t| t.uid != task.uid && t.assumed && plain(t) && alike(t) && !asked(&t.uid))
+        .filter(|t| t.uid != task.uid && t.assumed && plain(t) && alike(t))
+        .filter(|t| {
+            let since = idx.assumed_since(&t.uid);
+            match (asked(&t.uid), since) {
+                (Some(at), Some(since)) => at < since,
+                _ => true,
+            }
+        })
         .find_map(|t| {
             let node = idx.assumed_node(&t.uid)?;
             let i = names.iter().position(|n| *n == node)?;

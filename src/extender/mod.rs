@@ -34,8 +34,8 @@ pub use http::{NOT_THE_LEADER, router, router_for_leader};
 pub use metrics::ExtenderMetrics;
 
 use crate::scheduler::Scheduler;
-use crate::scheduler::runner::DEFAULT_ASSUME_TTL;
 use crate::scheduler::replan::{Replanned, replan_gang};
+use crate::scheduler::runner::DEFAULT_ASSUME_TTL;
 use filter::Decision;
 use protocol::{ExtenderArgs, ExtenderFilterResult, FailedNodesMap, NodeList};
 
@@ -270,7 +270,9 @@ impl Extender {
                 // The index before `asked`, in the order the nudger takes them.
                 let idx = self.scheduler.index();
                 let asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
-                filter::decide(uid, &names, &idx, &plan, may_wait, &|u| asked.contains_key(u))
+                filter::decide(uid, &names, &idx, &plan, may_wait, &|u| {
+                    asked.get(u).copied()
+                })
             };
             match decision {
                 Decision::Answer {

@@ -639,6 +639,11 @@ impl ClusterIndex {
         self.assumed.get(uid).map(|a| a.node.as_str())
     }
 
+    /// When the pod's assumed placement was made, if it has one.
+    pub fn assumed_since(&self, uid: &str) -> Option<Instant> {
+        self.assumed.get(uid).map(|a| a.since)
+    }
+
     /// Pods placed by a session at or before `placed_by` that kube-scheduler has parked as
     /// unschedulable (it turned them down itself, before asking the extender, when its own view
     /// of the nodes was full): `(uid, namespace, name, when placed)`. Nothing moves such a pod

@@ -930,7 +930,12 @@ async fn a_member_asked_about_takes_the_place_of_one_not_asked_about_yet() {
             .cloned()
             .expect("a member left out")
     };
-    let (status, r) = post(&env, "/scheduler/filter", names_body(&unplanned, &["node-1"])).await;
+    let (status, r) = post(
+        &env,
+        "/scheduler/filter",
+        names_body(&unplanned, &["node-1"]),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(r["NodeNames"], json!(["node-1"]), "{r}");
     assert_eq!(r["Error"], "");
