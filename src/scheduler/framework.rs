@@ -414,6 +414,26 @@ impl Plugins {
         )
     }
 
+    /// Of the victims a tier chose for reclaim, those the queue-share plugins (`proportion`,
+    /// `capacity`) also allow, whatever their tier: only pods of queues past their share.
+    ///
+    /// Volcano lets the first tier with an opinion decide alone, and in its usual tiers that
+    /// is the gang plugin's, which speaks only of gang minimums: reclaim then takes pods from
+    /// queues within their share, those queues take the room back in the next session, and
+    /// the two evict each other for as long as the demand stays (the simulator's
+    /// `no_ping_pong`).
+    pub fn share_reclaimable(&self, st: &State, reclaimer: usize, victims: &[usize]) -> Vec<usize> {
+        let mut out = victims.to_vec();
+        for s in self.slots().filter(|s| {
+            on(s.option.enable_reclaimable) && matches!(s.plugin.name(), "proportion" | "capacity")
+        }) {
+            if let Some(v) = s.plugin.reclaimable(st, reclaimer, &out) {
+                out.retain(|x| v.contains(x));
+            }
+        }
+        out
+    }
+
     /// Every enabled plugin agrees the job is starving.
     pub fn job_starving(&self, st: &State, job: usize) -> bool {
         let mut any = false;

@@ -152,7 +152,10 @@ fn place_by_evicting(
         }
         let mut victims = match scope {
             Scope::SameQueue => ssn.plugins.preemptable(&ssn.state, t, &candidates),
-            Scope::OtherQueues => ssn.plugins.reclaimable(&ssn.state, t, &candidates),
+            Scope::OtherQueues => {
+                let chosen = ssn.plugins.reclaimable(&ssn.state, t, &candidates);
+                ssn.plugins.share_reclaimable(&ssn.state, t, &chosen)
+            }
         };
         let forced = interpod::conflicts(&ssn.state, t, n, 0..ssn.state.tasks.len());
         if !forced.iter().all(|f| victims.contains(f)) {
