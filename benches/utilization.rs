@@ -9,6 +9,10 @@
 //!    queue (the kubelet stand-in ends each pod after its `simulation.tephra.io/run-seconds`),
 //!    window 10–50 s after submission.
 //!
+//! 3. a big job on `serve --embedded`: a vcJob of 10,000 one-cpu replicas
+//!    (`TEPHRA_BENCH_BIG_REPLICAS`) needing one, on 3 nodes of 8 cpu: how soon all 24 cpu are
+//!    bound.
+//!
 //! `cargo bench --bench utilization`; `TEPHRA_BENCH_SKIP_EMBEDDED=1` runs the simulator only;
 //! bounded by `TEPHRA_BENCH_TIMEOUT` seconds (default 120).
 
@@ -100,7 +104,13 @@ fn simulator() {
     );
 }
 
-fn vcjob(name: &str, queue: &str, seconds: u32) -> Job {
+/// A vcJob of `replicas` one-cpu pods needing one; each runs `seconds` when given (the kubelet
+/// stand-in's annotation), else until deleted.
+fn vcjob(name: &str, queue: &str, replicas: u32, seconds: Option<u32>) -> Job {
+    let annotations = match seconds {
+        Some(s) => json!({"simulation.tephra.io/run-seconds": s.to_string()}),
+        None => json!({}),
+    };
     serde_json::from_value(json!({
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
@@ -110,9 +120,9 @@ fn vcjob(name: &str, queue: &str, seconds: u32) -> Job {
             "queue": queue,
             "tasks": [{
                 "name": "w",
-                "replicas": 1,
+                "replicas": replicas,
                 "template": {
-                    "metadata": {"annotations": {"simulation.tephra.io/run-seconds": seconds.to_string()}},
+                    "metadata": {"annotations": annotations},
                     "spec": {"restartPolicy": "Never", "containers": [{
                         "name": "main", "image": "busybox",
                         "resources": {"requests": {"cpu": "1", "memory": "256Mi"}}
@@ -201,7 +211,7 @@ async fn embedded(timeout: Duration) {
         .map(|(name, queue, secs)| {
             let jobs = jobs.clone();
             async move {
-                jobs.create(&PostParams::default(), &vcjob(&name, queue, secs))
+                jobs.create(&PostParams::default(), &vcjob(&name, queue, 1, Some(secs)))
                     .await
                     .map(|_| ())
                     .map_err(|e| format!("{name}: {e}"))
@@ -271,6 +281,66 @@ async fn embedded(timeout: Duration) {
     drop(served);
 }
 
+/// A vcJob of `replicas` one-cpu pods needing one, on 3 nodes of 8 cpu: how soon its pods hold
+/// all 24 cpu (kube-scheduler's stand-in asks about the pods in its own order while the Job
+/// controller is still making them).
+async fn big_job(replicas: u32, timeout: Duration) {
+    let (served, client) = served::Embedded::start(&["--embedded-nodes", "3"]).await;
+    let job = vcjob("big", "default", replicas, None);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let holding: Arc<Mutex<HashMap<String, bool>>> = Arc::default();
+    let follow = {
+        let holding = holding.clone();
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(watcher(pods, watcher::Config::default()));
+            while let Some(ev) = events.next().await {
+                let Ok(ev) = ev else { continue };
+                let Ok(mut h) = holding.lock() else { return };
+                match ev {
+                    watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
+                        let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+                        h.insert(p.metadata.name.clone().unwrap_or_default(), bound);
+                    }
+                    watcher::Event::Delete(p) => {
+                        h.remove(&p.metadata.name.clone().unwrap_or_default());
+                    }
+                    _ => {}
+                }
+            }
+        })
+    };
+    let start = Instant::now();
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .unwrap_or_else(|e| panic!("big job: {e}"));
+    let mut full = None;
+    let mut made_then = 0;
+    while start.elapsed() < timeout {
+        let (made, bound) = match holding.lock() {
+            Ok(h) => (h.len(), h.values().filter(|b| **b).count()),
+            Err(_) => (0, 0),
+        };
+        if bound >= 24 {
+            full = Some(start.elapsed());
+            made_then = made;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    follow.abort();
+    match full {
+        Some(t) => println!(
+            "big job: {replicas} one-cpu replicas, minAvailable 1, 3 nodes x 8 cpu: all 24 cpu bound {:.1} s after submission ({made_then} pods made by then)",
+            t.as_secs_f64()
+        ),
+        None => {
+            println!("big job: {replicas} replicas: the cluster was not full within {timeout:?}")
+        }
+    }
+    drop(served);
+}
+
 fn main() {
     println!("load average at start: {}", load());
     simulator();
@@ -289,4 +359,9 @@ fn main() {
         .build()
         .unwrap_or_else(|e| panic!("runtime: {e}"));
     rt.block_on(embedded(timeout));
+    let replicas: u32 = std::env::var("TEPHRA_BENCH_BIG_REPLICAS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    rt.block_on(big_job(replicas, timeout));
 }
