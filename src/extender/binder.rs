@@ -369,6 +369,17 @@ impl Binder {
             .unwrap_or_default()
     }
 
+    /// Has this binder committed `uid` of `job` to a node or posted its Binding (a flush,
+    /// bind-ahead included)? Its placement is then spoken for. Takes the committed and flight
+    /// locks one after the other, never the holds lock, so it may be called with the index
+    /// locked (the order `unasked` takes them in).
+    pub fn spoken_for(&self, job: &str, uid: &str) -> bool {
+        let committed = lock(&self.inner.committed)
+            .get(job)
+            .is_some_and(|c| c.contains_key(uid));
+        committed || lock(&self.inner.flights).contains_key(uid)
+    }
+
     /// Binds one pod, holding it for its gang as the module docs describe.
     pub async fn bind(&self, args: &ExtenderBindingArgs) -> Result<(), BindError> {
         if let Some(r) = self.join_flight(args).await {

@@ -10,8 +10,6 @@
 //!   unless its gang has fewer pods than `minMember` (no session could place it).
 //! * A pod outside any gang keeps every node that passes the predicates.
 
-use std::time::Instant;
-
 use super::protocol::FailedNodesMap;
 use crate::scheduler::ClusterIndex;
 use crate::scheduler::model::{NodeInfo, TaskInfo};
@@ -109,7 +107,7 @@ pub fn decide(
     idx: &ClusterIndex,
     plan: &Plan,
     may_wait: bool,
-    asked: &dyn Fn(&str) -> Option<Instant>,
+    may_give: &dyn Fn(&str, &str) -> bool,
 ) -> Decision {
     let Some(task) = idx.task(uid) else {
         if may_wait {
@@ -149,7 +147,7 @@ pub fn decide(
         };
     }
     if let Some(Verdict::Ready) = plan.gangs.get(job)
-        && let Some((from, node)) = donor(task, job, names, idx, asked)
+        && let Some((from, node)) = donor(task, job, names, idx, may_give)
     {
         // kube-scheduler asks for its pods in its own order, not the plan's: a placement held
         // for a member it has not reached (a big job's members wait in its queue by the
@@ -181,8 +179,8 @@ pub fn decide(
     }
 }
 
-/// A member of `job` placed (assumed, not bound) that kube-scheduler has not asked about since
-/// its placement was made (`asked`: when the filter last asked about a pod), whose
+/// A member of `job` placed (assumed, not bound) that `may_give` lets go (kube-scheduler has
+/// not asked about it since its placement was made, the binder has not taken it), whose
 /// placement suits `task` just as well (the same requests and node constraints; neither uses
 /// pod (anti-)affinity or anything else only kube-scheduler checks), on a node among `names`:
 /// its uid and the node's index in `names`.
@@ -191,7 +189,7 @@ fn donor(
     job: &str,
     names: &[&str],
     idx: &ClusterIndex,
-    asked: &dyn Fn(&str) -> Option<Instant>,
+    may_give: &dyn Fn(&str, &str) -> bool,
 ) -> Option<(String, usize)> {
     let plain = |t: &TaskInfo| {
         let c = &t.constraints;
@@ -210,13 +208,7 @@ fn donor(
     };
     idx.job_tasks(job)
         .filter(|t| t.uid != task.uid && t.assumed && plain(t) && alike(t))
-        .filter(|t| {
-            let since = idx.assumed_since(&t.uid);
-            match (asked(&t.uid), since) {
-                (Some(at), Some(since)) => at < since,
-                _ => true,
-            }
-        })
+        .filter(|t| may_give(job, &t.uid))
         .find_map(|t| {
             let node = idx.assumed_node(&t.uid)?;
             let i = names.iter().position(|n| *n == node)?;

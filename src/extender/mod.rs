@@ -270,9 +270,16 @@ impl Extender {
                 // The index before `asked`, in the order the nudger takes them.
                 let idx = self.scheduler.index();
                 let asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
-                filter::decide(uid, &names, &idx, &plan, may_wait, &|u| {
-                    asked.get(u).copied()
-                })
+                // A member may give its placement when kube-scheduler has not asked about it
+                // since it was placed and the binder has not taken it (bound ahead).
+                let may_give = |job: &str, u: &str| {
+                    let fresh = match (asked.get(u), idx.assumed_since(u)) {
+                        (Some(at), Some(since)) => *at < since,
+                        _ => true,
+                    };
+                    fresh && !self.binder.spoken_for(job, u)
+                };
+                filter::decide(uid, &names, &idx, &plan, may_wait, &may_give)
             };
             match decision {
                 Decision::Answer {
@@ -301,8 +308,13 @@ impl Extender {
                 Decision::Transfer { from, node } => {
                     let name = names[node];
                     let mut idx = self.scheduler.index();
-                    // Still as decided (the index is shared): hand the placement over.
-                    if idx.assumed_node(&from) == Some(name) {
+                    let job = idx
+                        .task(&from)
+                        .and_then(|t| t.job.clone())
+                        .unwrap_or_default();
+                    // Still as decided (the index and the binder are shared): hand it over.
+                    if idx.assumed_node(&from) == Some(name) && !self.binder.spoken_for(&job, &from)
+                    {
                         idx.forget(&from);
                         idx.assume(uid, name, DEFAULT_ASSUME_TTL, Instant::now());
                         self.metrics.placements_transferred.inc();
