@@ -24,6 +24,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::task::JoinHandle;
+
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
@@ -134,8 +136,33 @@ fn vcjob(name: &str, queue: &str, replicas: u32, seconds: Option<u32>) -> Job {
     .unwrap_or_else(|e| panic!("job: {e}"))
 }
 
-/// Per pod: its queue and whether it holds a node now.
-type Holding = HashMap<String, (usize, bool)>;
+/// Follows the pods of namespace `default` by watch: per pod name, whether it holds a node now
+/// (bound, not finished, not deleted). A watch, not repeated LISTs, which would load the
+/// server being measured.
+fn follow_pods(client: &kube::Client) -> (Arc<Mutex<HashMap<String, bool>>>, JoinHandle<()>) {
+    let holding: Arc<Mutex<HashMap<String, bool>>> = Arc::default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let h = holding.clone();
+    let task = tokio::spawn(async move {
+        let mut events = std::pin::pin!(watcher(pods, watcher::Config::default()));
+        while let Some(ev) = events.next().await {
+            let Ok(ev) = ev else { continue };
+            let Ok(mut h) = h.lock() else { return };
+            let mut see = |p: &Pod, gone: bool| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+                let holds = !gone && bound && !matches!(phase, Some("Succeeded" | "Failed"));
+                h.insert(p.metadata.name.clone().unwrap_or_default(), holds);
+            };
+            match ev {
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => see(&p, false),
+                watcher::Event::Delete(p) => see(&p, true),
+                _ => {}
+            }
+        }
+    });
+    (holding, task)
+}
 
 async fn embedded(timeout: Duration) {
     let nodes = NODES.to_string();
@@ -172,31 +199,7 @@ async fn embedded(timeout: Duration) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    let holding: Arc<Mutex<Holding>> = Arc::default();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let follow = {
-        let holding = holding.clone();
-        tokio::spawn(async move {
-            let mut events = std::pin::pin!(watcher(pods, watcher::Config::default()));
-            while let Some(ev) = events.next().await {
-                let Ok(ev) = ev else { continue };
-                let Ok(mut h) = holding.lock() else { return };
-                let mut see = |p: &Pod, gone: bool| {
-                    let name = p.metadata.name.clone().unwrap_or_default();
-                    let queue = usize::from(name.starts_with("wq-b"));
-                    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-                    let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
-                    let holds = !gone && bound && !matches!(phase, Some("Succeeded" | "Failed"));
-                    h.insert(name, (queue, holds));
-                };
-                match ev {
-                    watcher::Event::Apply(p) | watcher::Event::InitApply(p) => see(&p, false),
-                    watcher::Event::Delete(p) => see(&p, true),
-                    _ => {}
-                }
-            }
-        })
-    };
+    let (holding, follow) = follow_pods(&client);
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let start = Instant::now();
     let load_start = load();
@@ -233,9 +236,9 @@ async fn embedded(timeout: Duration) {
         let by_queue = match holding.lock() {
             Ok(h) => {
                 let mut b = [0.0; 2];
-                for (q, holds) in h.values() {
+                for (name, holds) in h.iter() {
                     if *holds {
-                        b[*q] += 1.0;
+                        b[usize::from(name.starts_with("wq-b"))] += 1.0;
                     }
                 }
                 b
@@ -288,28 +291,7 @@ async fn big_job(replicas: u32, timeout: Duration) {
     let (served, client) = served::Embedded::start(&["--embedded-nodes", "3"]).await;
     let job = vcjob("big", "default", replicas, None);
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let holding: Arc<Mutex<HashMap<String, bool>>> = Arc::default();
-    let follow = {
-        let holding = holding.clone();
-        tokio::spawn(async move {
-            let mut events = std::pin::pin!(watcher(pods, watcher::Config::default()));
-            while let Some(ev) = events.next().await {
-                let Ok(ev) = ev else { continue };
-                let Ok(mut h) = holding.lock() else { return };
-                match ev {
-                    watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
-                        let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
-                        h.insert(p.metadata.name.clone().unwrap_or_default(), bound);
-                    }
-                    watcher::Event::Delete(p) => {
-                        h.remove(&p.metadata.name.clone().unwrap_or_default());
-                    }
-                    _ => {}
-                }
-            }
-        })
-    };
+    let (holding, follow) = follow_pods(&client);
     let start = Instant::now();
     jobs.create(&PostParams::default(), &job)
         .await

@@ -29,7 +29,7 @@ use crate::api::{PodGroup, Queue};
 use crate::scheduler::config::{SchedulerConf, parse};
 use crate::scheduler::index::{ClusterIndex, Snapshot};
 use crate::scheduler::outcome::{Outcome, Verdict, run_session};
-use crate::scheduler::resource::{Resource, pod_request};
+use crate::scheduler::resource::pod_request;
 
 /// The simulated epoch: 2026-01-01T00:00:00Z, so creation times and the session's time agree.
 pub(crate) const EPOCH_MS: i64 = 1_767_225_600_000;
@@ -214,25 +214,10 @@ impl Sim {
         &self.conf
     }
 
-    /// The scenario.
-    pub fn scenario(&self) -> &Scenario {
-        &self.scenario
-    }
-
-    /// Simulated ms now.
-    pub fn now_ms(&self) -> i64 {
-        self.now_ms
-    }
-
     /// Changes each time a job arrives or finishes: two sessions of the same epoch saw the
     /// same demand.
     pub fn demand_epoch(&self) -> u64 {
         self.demand_epoch
-    }
-
-    /// Sessions run so far.
-    pub fn sessions(&self) -> u32 {
-        self.sessions
     }
 
     fn instant(&self, ms: i64) -> Instant {
@@ -595,18 +580,6 @@ impl Sim {
                 self.end_interval(j, i);
             }
         }
-    }
-
-    /// Runs the whole scenario, handing every session to `each`.
-    pub fn run(&mut self, mut each: impl FnMut(&Sim, &SessionRecord)) {
-        while let Some(rec) = self.next_session() {
-            each(self, &rec);
-        }
-    }
-
-    /// Requests of a pod, as the scheduler reads them.
-    pub fn request_of(&self, j: usize, i: usize) -> Resource {
-        pod_request(&self.jobs[j].pods[i].pod)
     }
 }
 

@@ -49,10 +49,10 @@ pub const GUARANTEE_BOUND: u32 = 4;
 #[derive(Debug, Default)]
 pub struct Checker {
     /// Consecutive sessions each gang could have started and did not.
-    could_start: BTreeMap<String, u32>,
+    could_start: Streaks,
     /// Consecutive sessions each gang of a queue below its guarantee waited with victims to
     /// reclaim and no eviction made for it.
-    denied_guarantee: BTreeMap<String, u32>,
+    denied_guarantee: Streaks,
     /// Reclaims so far: (demand epoch, victim queue, reclaiming queue).
     reclaims: Vec<(u64, String, String)>,
     /// Every violation found so far.
@@ -95,8 +95,7 @@ impl Checker {
     /// priority waits, starts within [`STARVATION_BOUND`] sessions. Volcano promises no
     /// bound; a user expects a job that fits an idle cluster to run.
     fn no_starvation(&mut self, v: &View) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        let mut seen = BTreeSet::new();
+        let mut held = Vec::new();
         for (j, job) in v.jobs().iter().enumerate() {
             if !v.waiting(j) {
                 continue;
@@ -113,23 +112,22 @@ impl Checker {
             if !could {
                 continue;
             }
-            seen.insert(job.id.clone());
-            let n = self.could_start.entry(job.id.clone()).or_default();
-            *n += 1;
-            if *n == STARVATION_BOUND + 1 {
-                out.push((
+            held.push(j);
+        }
+        self.could_start
+            .tick(v, held, STARVATION_BOUND)
+            .into_iter()
+            .map(|(j, n)| {
+                let id = &v.jobs()[j].id;
+                (
                     "no_starvation",
                     format!(
-                        "{} could have started for {} sessions and did not: {}",
-                        job.id,
-                        *n,
+                        "{id} could have started for {n} sessions and did not: {}",
                         v.reason(j)
                     ),
-                ));
-            }
-        }
-        self.could_start.retain(|k, _| seen.contains(k));
-        out
+                )
+            })
+            .collect()
     }
 }
 
@@ -140,8 +138,7 @@ impl Checker {
     /// hold pods reclaim may take (running, preemptable, in a reclaimable queue over its
     /// deserved share, of a gang above its minimum: Volcano's proportion and gang rules).
     fn guarantee_restored(&mut self, v: &View) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        let mut seen = BTreeSet::new();
+        let mut held = Vec::new();
         let helped: BTreeSet<&str> = v
             .rec
             .outcome
@@ -172,21 +169,24 @@ impl Checker {
             {
                 continue;
             }
-            seen.insert(job.id.clone());
-            let n = self.denied_guarantee.entry(job.id.clone()).or_default();
-            *n += 1;
-            if *n == GUARANTEE_BOUND + 1 {
-                out.push((
+            held.push(j);
+        }
+        self.denied_guarantee
+            .tick(v, held, GUARANTEE_BOUND)
+            .into_iter()
+            .map(|(j, n)| {
+                let job = &v.jobs()[j];
+                (
                     "guarantee_restored",
                     format!(
-                        "{} of queue {} (guarantee {guarantee}) waited {} sessions with pods to reclaim: {}",
-                        job.id, job.queue, *n, v.reason(j)
+                        "{} of queue {} waited {n} sessions below its guarantee with pods to reclaim: {}",
+                        job.id,
+                        job.queue,
+                        v.reason(j)
                     ),
-                ));
-            }
-        }
-        self.denied_guarantee.retain(|k, _| seen.contains(k));
-        out
+                )
+            })
+            .collect()
     }
 
     /// *No ping-pong*: reclaim never takes back for a queue what that queue just lost to the
@@ -221,6 +221,29 @@ impl Checker {
         }
         self.reclaims.retain(|(ep, _, _)| *ep == epoch);
         out
+    }
+}
+
+/// Per gang, the consecutive sessions a condition has held for it.
+#[derive(Debug, Default)]
+struct Streaks(BTreeMap<String, u32>);
+
+impl Streaks {
+    /// One session: the condition held for the gangs `held` (indices into the session's jobs)
+    /// and for no other. Returns those whose streak just passed `bound`, with its length.
+    fn tick(&mut self, v: &View, held: Vec<usize>, bound: u32) -> Vec<(usize, u32)> {
+        let mut next = BTreeMap::new();
+        let mut over = Vec::new();
+        for j in held {
+            let id = v.jobs()[j].id.clone();
+            let n = self.0.get(&id).copied().unwrap_or(0) + 1;
+            if n == bound + 1 {
+                over.push((j, n));
+            }
+            next.insert(id, n);
+        }
+        self.0 = next;
+        over
     }
 }
 
