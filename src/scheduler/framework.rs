@@ -367,8 +367,10 @@ impl Plugins {
         // whose opinions have none in common, decides nothing and the next tier is asked: so a
         // one-pod job the gang plugin keeps (it never leaves a job below `minMember`) can still
         // be reclaimed when `proportion` or `capacity` finds its queue past its share, as in
-        // Volcano, while a job in a queue within its share stays. Critical pods, which a lower
-        // tier could then name, never reach this point (the actions leave them out).
+        // Volcano, while a job in a queue within its share stays. Volcano lets that lower tier
+        // break a running gang; tephra's actions then take such a gang whole or not at all
+        // (`keeps_gangs`). Critical pods, which a lower tier could name, never reach this
+        // point (the actions leave them out).
         for tier in &self.tiers {
             let mut result: Option<Vec<usize>> = None;
             for s in tier.iter().filter(|s| gate(&s.option)) {
@@ -432,6 +434,20 @@ impl Plugins {
             }
         }
         out
+    }
+
+    /// Whether the gang plugin takes part in choosing victims for reclaim (`reclaim`) or for
+    /// preemption. Its rule, a running gang keeps its `minMember` or goes whole, then binds
+    /// whatever tier names the victims (the actions apply it last).
+    pub fn keeps_gangs(&self, reclaim: bool) -> bool {
+        self.slots().any(|s| {
+            s.plugin.name() == "gang"
+                && on(if reclaim {
+                    s.option.enable_reclaimable
+                } else {
+                    s.option.enable_preemptable
+                })
+        })
     }
 
     /// Every enabled plugin agrees the job is starving.

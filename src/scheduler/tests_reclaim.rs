@@ -289,3 +289,47 @@ fn a_one_pod_job_the_gang_plugin_keeps_is_reclaimed_when_its_queue_is_past_its_s
     let out = one_pod_jobs(true);
     assert!(out.evictions.is_empty(), "{:?}", out.evictions);
 }
+
+/// Queue `qa` runs two gangs of two one-cpu pods needing both (`a` and `c`) on 4 cpu: on one
+/// 4-cpu node, or with `split` one pod of each on either of two 2-cpu nodes. A one-pod job of
+/// `qb` (same weight) waits for two cpu: `qa` is 2 cpu past its share.
+fn two_gangs(split: bool) -> Outcome {
+    let nodes: u32 = if split { 2 } else { 1 };
+    let mut w = World::default()
+        .nodes(nodes as usize, 4 / nodes, 16)
+        .queue("qa", 1)
+        .queue("qb", 1);
+    for name in ["a", "c"] {
+        w.index
+            .apply_podgroup(&with_phase(podgroup("ns", name, "qa", 2, None), "Running"));
+        for i in 0..2 {
+            let p = pod("ns", &format!("{name}-task-{i}"), name, 1000, 512);
+            let node = if split { i } else { 0 };
+            w.index.apply_pod(&running(p, &format!("node-{node}")));
+        }
+    }
+    w.index
+        .apply_podgroup(&with_phase(podgroup("ns", "b", "qb", 1, None), "Inqueue"));
+    w.index.apply_pod(&pod("ns", "b-task-0", "b", 2000, 512));
+    let conf = parse(&CONF.replace("capacity", "proportion"), "test").unwrap();
+    let now = k8s_openapi::jiff::Timestamp::from_second(CREATED + 60).unwrap();
+    run_session(w.index.snapshot(), &conf, "s", Time(now))
+}
+
+#[test]
+fn reclaim_takes_a_gang_whole_or_leaves_it() {
+    // proportion decides (the gang plugin names no victim: neither gang has a pod to spare)
+    // and two cpu are wanted; one pod of each gang would leave both running short: one whole
+    // gang goes, both its pods.
+    let out = two_gangs(false);
+    let mut names: Vec<&str> = out.evictions.iter().map(|e| e.name.as_str()).collect();
+    names.sort();
+    assert!(
+        names == ["a-task-0", "a-task-1"] || names == ["c-task-0", "c-task-1"],
+        "{names:?}"
+    );
+    // Gangs split across the nodes cannot go whole from the node the pod would use: nothing
+    // is evicted.
+    let out = two_gangs(true);
+    assert!(out.evictions.is_empty(), "{:?}", out.evictions);
+}

@@ -12,6 +12,8 @@
 //! preemptor's creation, before room freed by pods ending or being deleted could count. The
 //! session that holds a gang back asks for a session at the time it becomes due.
 
+use std::collections::{HashMap, HashSet};
+
 use crate::scheduler::model::TaskStatus;
 use crate::scheduler::plugins::interpod;
 use crate::scheduler::session::{Session, State, Statement};
@@ -177,14 +179,17 @@ fn place_by_evicting(
             ssn.discard(here);
             continue;
         }
+        let keep_gangs = ssn.plugins.keeps_gangs(scope == Scope::OtherQueues);
         let mut freed = ssn.state.nodes[n].future_idle();
         let mut chosen = Vec::new();
-        for v in victims {
+        for unit in eviction_units(&ssn.state, &victims, keep_gangs) {
             if ssn.state.tasks[t].resreq.less_equal(&freed) {
                 break;
             }
-            freed.add(&ssn.state.tasks[v].resreq);
-            chosen.push(v);
+            for v in unit {
+                freed.add(&ssn.state.tasks[v].resreq);
+                chosen.push(v);
+            }
         }
         if !ssn.state.tasks[t].resreq.less_equal(&freed) {
             ssn.discard(here);
@@ -198,6 +203,49 @@ fn place_by_evicting(
         return true;
     }
     false
+}
+
+/// The victims, in the order given, grouped into what is evicted together. With `keep_gangs`
+/// a victim goes alone while its gang keeps at least its `minMember` without it; past that,
+/// only with every other pod its gang holds, and only when all of them are among `victims`
+/// (the gang goes back to waiting whole). A gang that would be left running short of its
+/// minimum, or split across nodes, is not taken: Volcano lets a lower plugin tier break such a
+/// gang when the gang plugin names no victim; a broken gang holds its room and runs nothing.
+fn eviction_units(st: &State, victims: &[usize], keep_gangs: bool) -> Vec<Vec<usize>> {
+    if !keep_gangs {
+        return victims.iter().map(|&v| vec![v]).collect();
+    }
+    let mut taken: HashMap<usize, u32> = HashMap::new();
+    let mut whole: HashSet<usize> = HashSet::new();
+    let mut units = Vec::new();
+    for &v in victims {
+        let j = st.task_job[v];
+        if whole.contains(&j) {
+            continue;
+        }
+        let surplus = st
+            .ready_task_num(j)
+            .saturating_sub(st.jobs[j].min_available.max(0) as u32);
+        let n = taken.entry(j).or_default();
+        if *n < surplus {
+            *n += 1;
+            units.push(vec![v]);
+            continue;
+        }
+        // Everything the gang holds, less what is already taken alone.
+        let held: Vec<usize> = st.jobs[j]
+            .tasks
+            .iter()
+            .copied()
+            .filter(|&x| st.tasks[x].status.is_allocated())
+            .collect();
+        if held.iter().all(|x| victims.contains(x)) {
+            let earlier: HashSet<usize> = units.iter().flatten().copied().collect();
+            units.push(held.into_iter().filter(|x| !earlier.contains(x)).collect());
+            whole.insert(j);
+        }
+    }
+    units
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::fmt;
 
 use super::engine::{SessionRecord, Sim};
 use crate::scheduler::config::SchedulerConf;
+use crate::scheduler::framework::Plugins;
 use crate::scheduler::model::{JobInfo, NodeInfo, TaskInfo, TaskStatus};
 use crate::scheduler::outcome::{Verdict, run_session};
 use crate::scheduler::plugins::predicates::untolerated;
@@ -76,6 +77,12 @@ impl Checker {
             found.extend(self.guarantee_restored(&view));
         }
         found.extend(self.no_ping_pong(&view, sim.demand_epoch()));
+        if !rec.outcome.evictions.is_empty() {
+            found.extend(no_gang_broken_by_eviction(
+                &view,
+                &Plugins::from_conf(sim.conf()),
+            ));
+        }
         if !self.skip_reproducibility {
             found.extend(reproducible(&view, sim.conf()));
         }
@@ -610,6 +617,59 @@ fn no_partial_gang(v: &View) -> Vec<(&'static str, String)> {
                 format!(
                     "{} was given {placed} pods and holds {holding} of its minimum {}",
                     job.id, job.min_available
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// *No gang broken by eviction*: where the gang plugin takes part in choosing victims (its
+/// `enableReclaimable` / `enablePreemptable`), a session's evictions leave every gang they touch
+/// with at least its `minMember` of pods holding nodes, or with no running pod at all (the gang
+/// goes back to waiting whole). Volcano's gang plugin keeps the minimum only while its own tier
+/// decides; when it names no victim a lower tier may take the gang's pods one by one, and the
+/// rest then hold their nodes running nothing useful.
+fn no_gang_broken_by_eviction(v: &View, plugins: &Plugins) -> Vec<(&'static str, String)> {
+    let mut evicted: BTreeMap<&str, bool> = BTreeMap::new();
+    for e in &v.rec.outcome.evictions {
+        let reclaim = e.reason.starts_with("reclaimed for ");
+        evicted.insert(e.uid.as_str(), reclaim);
+    }
+    let mut out = Vec::new();
+    for job in v.jobs() {
+        let mut kinds = job
+            .tasks
+            .iter()
+            .filter_map(|&t| evicted.get(v.task(t).uid.as_str()).copied());
+        let Some(reclaim) = kinds.next() else {
+            continue;
+        };
+        if !plugins.keeps_gangs(reclaim) {
+            continue;
+        }
+        let gone = |t: usize| evicted.contains_key(v.task(t).uid.as_str());
+        let ready = job
+            .tasks
+            .iter()
+            .filter(|&&t| {
+                let s = v.task(t).status;
+                (s.is_allocated() || s == TaskStatus::Succeeded) && !gone(t)
+            })
+            .count();
+        let running = job
+            .tasks
+            .iter()
+            .filter(|&&t| v.task(t).status.is_allocated() && !gone(t))
+            .count();
+        if running > 0 && (ready as i64) < job.min_available as i64 {
+            out.push((
+                "no_gang_broken_by_eviction",
+                format!(
+                    "{} was left with {ready} of its minimum {} ({running} running) by {}",
+                    job.id,
+                    job.min_available,
+                    if reclaim { "reclaim" } else { "preemption" }
                 ),
             ));
         }
