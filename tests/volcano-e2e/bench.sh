@@ -69,11 +69,7 @@ if [ "${1:-}" != --one ]; then
     case $t in volcano | tephra) ;; *) echo "bench.sh: unknown target $t (volcano or tephra)" >&2; exit 2 ;; esac
   done
   "$here/build.sh" >&2
-  if [ -z "${TEPHRA_BIN:-}" ] && [[ " ${targets[*]} " == *" tephra "* ]]; then
-    (cd "$repo_dir" && cargo build -q --release --bin tephra)
-    TEPHRA_BIN="${CARGO_TARGET_DIR:-$repo_dir/target}/release/tephra"
-  fi
-  export TEPHRA_BIN
+  vc_bench_tephra_bin "${targets[@]}"
   out=${VC_BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/volcano-bench.XXXXXX")}
   mkdir -p "$out"
   for t in "${targets[@]}"; do
@@ -189,98 +185,20 @@ mkdir -p "$tout"
 vc_src=$(vc_source_dir)
 work=$(mktemp -d "${TMPDIR:-/tmp}/volcano-bench-work.XXXXXX")
 tephra_pid="" cluster_up=0 watch_pid=""
-cleanup() {
-  local rc=$?
-  cp "$work"/*.log "$tout/" 2>/dev/null || true
-  if [ -d "$work/cluster/logs" ]; then cp -r "$work/cluster/logs" "$tout/cluster-logs" 2>/dev/null || true; fi
-  [ -z "$watch_pid" ] || stop_pid "$watch_pid"
-  if [ "$target" = tephra ]; then stop_tephra; fi
-  local pid
-  for pid in ${vc_pids[@]+"${vc_pids[@]}"}; do stop_pid "$pid"; done
-  if [ "$cluster_up" = 1 ]; then "$cluster_dir/down.sh" "$work/cluster" || true; fi
-  rm -rf "$work"
-  exit "$rc"
-}
-trap cleanup EXIT
+trap vc_bench_cleanup EXIT
 k() { kubectl --request-timeout=20s "$@"; }
 
 export TEPHRA_NODE_CPU=${VC_BENCH_NODE_CPU:-32} TEPHRA_NODE_MEMORY=${VC_BENCH_NODE_MEMORY:-256Gi}
 export TEPHRA_SCHEDULER_QPS=$qps
 mkdir -p "$work/sched-conf"
 sched_conf=$work/sched-conf/volcano-scheduler.conf
-# The gang case's scheduler configuration (its config/scheduler-config.yaml).
-cat >"$sched_conf" <<'CONF'
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-CONF
+vc_bench_sched_conf "$sched_conf"
 
-if [ "$target" = tephra ]; then
-  # One replica without leader election, as Volcano's three run here
-  # (vc_install gives them --leader-elect=false).
-  tephra_serve_args=(--config "$sched_conf" --leader-elect=false)
-  # shellcheck source=tests/cluster/tephra-up.sh
-  . "$cluster_dir/tephra-up.sh"
-  # kube-scheduler too runs one replica without leader election (tephra's configuration has
-  # it on): under the burst its Lease renewal timed out and it exited.
-  sed -i 's/^  leaderElect: true/  leaderElect: false/' "$work/cluster/scheduler-config.yaml"
-  grep -q '^  leaderElect: false' "$work/cluster/scheduler-config.yaml" \
-    || { echo "bench.sh: could not turn kube-scheduler's leader election off" >&2; exit 1; }
-  stop_pid "$(cat "$work/cluster/pids/kube-scheduler.pid")"
-  sched_port=$(awk -F= '$1 == "SCHEDULER_PORT" { print $2 }' "$work/cluster/env")
-  "$bin_dir/kube-scheduler" --config "$work/cluster/scheduler-config.yaml" \
-    --authentication-kubeconfig "$KUBECONFIG" --authorization-kubeconfig "$KUBECONFIG" \
-    --bind-address 127.0.0.1 --secure-port "$sched_port" >>"$work/cluster/logs/kube-scheduler.log" 2>&1 &
-  echo $! >"$work/cluster/pids/kube-scheduler.pid"
-  wait_until 60 curl -skf "https://127.0.0.1:$sched_port/healthz" \
-    || { echo "bench.sh: kube-scheduler did not come back" >&2; exit 1; }
-  if [ "${VC_BENCH_TEPHRA_SA:-0}" != 1 ]; then
-    # The same identity as Volcano's three here: the admin user, whose requests API
-    # Priority and Fairness never queues (tephra-up.sh started tephra with its service
-    # account's token, as deployed; VC_BENCH_TEPHRA_SA=1 keeps that).
-    stop_tephra
-    cp "$KUBECONFIG" "$work/tephra.kubeconfig"
-    start_tephra
-  fi
-else
-  TEPHRA_CLUSTER_DIR="$work/cluster" "$cluster_dir/up.sh" "$nodes" >/dev/null
-  cluster_up=1
-  export KUBECONFIG="$work/cluster/kubeconfig"
-  # The benchmark's client limits (its Makefile's VOLCANO_*_KUBE_API_QPS/BURST).
-  # Metrics on, as the chart deploys them (read at the end).
-  vc_scheduler_args=(--kube-api-qps "$qps" --kube-api-burst "$burst" --enable-metrics)
-  vc_controller_args=(--kube-api-qps "$qps" --kube-api-burst "$burst" --enable-metrics)
-  vc_install "$vc_src" "$sched_conf"
-fi
+vc_bench_tephra_sa=${VC_BENCH_TEPHRA_SA:-0}
+vc_bench_up "$target" "$vc_src" "$sched_conf"
 
 # The processes to account, NAME:PID.
-procs=()
-if [ "$target" = tephra ]; then
-  procs+=("tephra:$tephra_pid" "kube-scheduler:$(cat "$work/cluster/pids/kube-scheduler.pid")")
-else
-  for n in vc-scheduler vc-controller-manager vc-webhook-manager; do procs+=("$n:${vc_pid_of[$n]}"); done
-  procs+=("kube-scheduler(idle):$(cat "$work/cluster/pids/kube-scheduler.pid")")
-fi
-for n in kube-apiserver etcd kube-controller-manager kwok; do
-  procs+=("$n:$(cat "$work/cluster/pids/$n.pid")")
-done
-clk=$(getconf CLK_TCK)
-# cpu_ticks PID: utime + stime (fields 14 and 15 of /proc/PID/stat; the name in
-# field 2 has no spaces here).
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
-status_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+vc_bench_procs "$target"
 
 # The vcJobs, as the case's vcjob template renders them.
 {
@@ -337,23 +255,12 @@ counts() {
 }
 
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-declare -A cpu0=()
-for p in "${procs[@]}"; do cpu0[${p%%:*}]=$(cpu_ticks "${p##*:}"); done
+vc_bench_cpu_start
 t0=$EPOCHREALTIME
 # All at once: four kubectl in parallel, each a share of the jobs (one kubectl
 # creates one object after another).
-csplit -s -z -f "$work/jobs-part-" "$work/jobs.yaml" '/^---$/+1' '{*}'
-parts=("$work"/jobs-part-*)
-create_pids=()
-for ((w = 0; w < 4; w++)); do
-  files=()
-  for ((i = w; i < ${#parts[@]}; i += 4)); do files+=(-f "${parts[$i]}"); done
-  [ "${#files[@]}" -gt 0 ] || continue
-  k --request-timeout=0 create "${files[@]}" >>"$work/create.log" 2>&1 &
-  create_pids+=($!)
-done
 create_failed=0
-for p in "${create_pids[@]}"; do wait "$p" || create_failed=1; done
+vc_bench_submit "$work/jobs.yaml" || create_failed=1
 [ "$create_failed" = 0 ] || echo "bench.sh: creating vcJobs failed: $(tail -n 3 "$work/create.log")" >&2
 t_submitted=$EPOCHREALTIME
 
@@ -407,18 +314,7 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
       if (nb > 0) printf "first_bound_s=%.3f\n", first_b - t0
       if (nb >= total) { printf "all_bound_s=%.3f\n", last_b - t0; printf "rate=%.1f\n", nb / (last_b - t0) }
     }' "$events"
-  for p in "${procs[@]}"; do
-    name=${p%%:*} pid=${p##*:}
-    if [ ! -e "/proc/$pid/stat" ]; then
-      echo "proc=$name exited - - -"
-      continue
-    fi
-    c1=$(cpu_ticks "$pid")
-    echo "proc=$name $(awk -v a="${cpu0[$name]}" -v b="$c1" -v h="$clk" 'BEGIN { printf "%.2f", (b - a) / h }') \
-$(awk -v v="$(status_kib "$pid" VmHWM)" 'BEGIN { printf "%.1f", v / 1024 }') \
-$(awk -v v="$(status_kib "$pid" VmRSS)" 'BEGIN { printf "%.1f", v / 1024 }') \
-$(awk -v v="$(status_kib "$pid" RssFile)" 'BEGIN { printf "%.1f", v / 1024 }')"
-  done
+  vc_bench_proc_lines proc
 } >"$tout/result"
 # The CPU window ends here, within 0.5 s (one poll) of the last bind.
 echo "cpu_window_s=$(awk -v a="$t0" -v b="$t_end" 'BEGIN { printf "%.3f", b - a }')" >>"$tout/result"
@@ -427,17 +323,7 @@ echo "cpu_window_s=$(awk -v a="$t0" -v b="$t_end" 'BEGIN { printf "%.3f", b - a 
 k get jobs.batch.volcano.sh -n "$ns" -o wide >"$tout/vcjobs.txt" 2>&1 || true
 k get podgroups -n "$ns" -o wide >"$tout/podgroups.txt" 2>&1 || true
 cp "$events" "$tout/pod-events.txt"
-if [ "$target" = tephra ]; then
-  curl -sf "http://127.0.0.1:$metrics_port/metrics" >"$tout/tephra.metrics" || true
-  curl -sk --max-time 10 -H "Authorization: Bearer $(awk '/token:/ { print $2 }' "$KUBECONFIG")" \
-    "https://127.0.0.1:$(awk -F= '$1 == "SCHEDULER_PORT" { print $2 }' "$work/cluster/env")/metrics" >"$tout/kube-scheduler.metrics" || true
-else
-  curl -sf "http://$vc_scheduler_metrics/metrics" >"$tout/vc-scheduler.metrics" || true
-  curl -sf "http://$vc_controller_metrics/metrics" >"$tout/vc-controller-manager.metrics" || true
-fi
-# The API server's own series (API Priority and Fairness waits and rejections among them).
-curl -sk --max-time 10 -H "Authorization: Bearer $(awk '/token:/ { print $2 }' "$KUBECONFIG")" \
-  "$(awk '/server:/ { print $2; exit }' "$KUBECONFIG")/metrics" >"$tout/kube-apiserver.metrics" || true
+vc_bench_metrics "$target" "$tout"
 if [ "$result" != DONE ]; then
   phases=$(awk 'NR > 1 { n[$2]++ } END { for (p in n) printf "%s %d, ", p, n[p] }' "$tout/podgroups.txt")
   why="after ${timeout} s"

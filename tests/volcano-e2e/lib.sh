@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by build.sh, run.sh and bench.sh: where the Volcano binaries are, on top of
+# Shared by build.sh, run.sh, bench.sh and utilization.sh: where the Volcano binaries are, on top of
 # tests/cluster/lib.sh (Go toolchain, control plane binaries). Sourced only.
 # shellcheck disable=SC2034,SC2154 # variables for the scripts that source this, and from them ($work, vc_*_args)
 
@@ -141,4 +141,182 @@ vc_extra_crds_for_tephra() {
       *) k apply --server-side -f "$crd" >>"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; return 1; } ;;
     esac
   done
+}
+
+# --- shared by bench.sh and utilization.sh: one target on a fresh control plane ---
+
+# vc_bench_tephra_bin TARGET...: when tephra is among TARGETs and TEPHRA_BIN is unset,
+# a release build of this checkout (the benchmarks measure the binary as shipped).
+vc_bench_tephra_bin() {
+  if [ -z "${TEPHRA_BIN:-}" ] && [[ " $* " == *" tephra "* ]]; then
+    (cd "$repo_dir" && cargo build -q --release --bin tephra)
+    TEPHRA_BIN="${CARGO_TARGET_DIR:-$repo_dir/target}/release/tephra"
+  fi
+  export TEPHRA_BIN
+}
+
+# vc_bench_sched_conf FILE: the scheduler configuration of Volcano's benchmark gang
+# case (benchmark/testcases/gang's config/scheduler-config.yaml).
+vc_bench_sched_conf() {
+  cat >"$1" <<'CONF'
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+CONF
+}
+
+# vc_bench_up TARGET VC_SRC SCHED_CONF: a control plane of $nodes kwok nodes with
+# TARGET on it reading SCHED_CONF, as the benchmarks run it:
+#   volcano: vc_install, the scheduler and controller with client limits $qps/$burst
+#            and their metrics on;
+#   tephra:  tephra-up.sh (kube-scheduler's client limit from TEPHRA_SCHEDULER_QPS),
+#            then tephra and kube-scheduler restarted as one replica each without
+#            leader election (as Volcano's three run here), tephra with the admin
+#            kubeconfig unless $vc_bench_tephra_sa is 1 (then its service account's).
+# Needs: $work, $nodes, $qps, $burst, $TEPHRA_BIN (tephra), TEPHRA_NODE_* exported.
+# Sets what tephra-up.sh or vc_install sets (cluster_up, KUBECONFIG, tephra_pid,
+# metrics_port, vc_pid_of, ...). Call it outside a condition, so that set -e holds.
+vc_bench_up() {
+  local target=$1 vc_src=$2 sched_conf=$3 me=${0##*/}
+  if [ "$target" = tephra ]; then
+    tephra_serve_args=(--config "$sched_conf" --leader-elect=false)
+    # shellcheck source=tests/cluster/tephra-up.sh
+    . "$cluster_dir/tephra-up.sh"
+    # kube-scheduler too runs one replica without leader election (tephra's configuration has
+    # it on): under the burst its Lease renewal timed out and it exited.
+    sed -i 's/^  leaderElect: true/  leaderElect: false/' "$work/cluster/scheduler-config.yaml"
+    grep -q '^  leaderElect: false' "$work/cluster/scheduler-config.yaml" \
+      || { echo "$me: could not turn kube-scheduler's leader election off" >&2; exit 1; }
+    stop_pid "$(cat "$work/cluster/pids/kube-scheduler.pid")"
+    sched_port=$(awk -F= '$1 == "SCHEDULER_PORT" { print $2 }' "$work/cluster/env")
+    "$bin_dir/kube-scheduler" --config "$work/cluster/scheduler-config.yaml" \
+      --authentication-kubeconfig "$KUBECONFIG" --authorization-kubeconfig "$KUBECONFIG" \
+      --bind-address 127.0.0.1 --secure-port "$sched_port" >>"$work/cluster/logs/kube-scheduler.log" 2>&1 &
+    echo $! >"$work/cluster/pids/kube-scheduler.pid"
+    wait_until 60 curl -skf "https://127.0.0.1:$sched_port/healthz" \
+      || { echo "$me: kube-scheduler did not come back" >&2; exit 1; }
+    if [ "${vc_bench_tephra_sa:-0}" != 1 ]; then
+      # The same identity as Volcano's three here: the admin user, whose requests API
+      # Priority and Fairness never queues (tephra-up.sh started tephra with its service
+      # account's token, as deployed).
+      stop_tephra
+      cp "$KUBECONFIG" "$work/tephra.kubeconfig"
+      start_tephra
+    fi
+  else
+    TEPHRA_CLUSTER_DIR="$work/cluster" "$cluster_dir/up.sh" "$nodes" >/dev/null
+    cluster_up=1
+    export KUBECONFIG="$work/cluster/kubeconfig"
+    # The benchmark's client limits (its Makefile's VOLCANO_*_KUBE_API_QPS/BURST).
+    # Metrics on, as the chart deploys them (read at the end).
+    vc_scheduler_args=(--kube-api-qps "$qps" --kube-api-burst "$burst" --enable-metrics)
+    vc_controller_args=(--kube-api-qps "$qps" --kube-api-burst "$burst" --enable-metrics)
+    vc_install "$vc_src" "$sched_conf"
+  fi
+}
+
+# vc_bench_procs TARGET: the processes to account, NAME:PID, into the array procs:
+# the target's own, then the control plane's.
+vc_bench_procs() {
+  local n
+  procs=()
+  if [ "$1" = tephra ]; then
+    procs+=("tephra:$tephra_pid" "kube-scheduler:$(cat "$work/cluster/pids/kube-scheduler.pid")")
+  else
+    for n in vc-scheduler vc-controller-manager vc-webhook-manager; do procs+=("$n:${vc_pid_of[$n]}"); done
+    procs+=("kube-scheduler(idle):$(cat "$work/cluster/pids/kube-scheduler.pid")")
+  fi
+  for n in kube-apiserver etcd kube-controller-manager kwok; do
+    procs+=("$n:$(cat "$work/cluster/pids/$n.pid")")
+  done
+}
+# cpu_ticks PID: utime + stime (fields 14 and 15 of /proc/PID/stat; the name in
+# field 2 has no spaces here).
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+status_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+# vc_bench_cpu_start: each process's CPU ticks now, into cpu0[NAME].
+declare -A cpu0=()
+vc_bench_cpu_start() {
+  local p
+  for p in "${procs[@]}"; do cpu0[${p%%:*}]=$(cpu_ticks "${p##*:}"); done
+}
+# vc_bench_proc_lines [KEY]: per process "KEY=NAME CPU_S PEAK_RSS_MIB RSS_MIB FILE_MIB"
+# (KEY default proc): CPU seconds since vc_bench_cpu_start, VmHWM, VmRSS and RssFile;
+# "KEY=NAME exited - - -" for a process that is gone.
+vc_bench_proc_lines() {
+  local key=${1:-proc} p name pid c1 clk
+  clk=$(getconf CLK_TCK)
+  for p in "${procs[@]}"; do
+    name=${p%%:*} pid=${p##*:}
+    if [ ! -e "/proc/$pid/stat" ]; then
+      echo "$key=$name exited - - -"
+      continue
+    fi
+    c1=$(cpu_ticks "$pid")
+    echo "$key=$name $(awk -v a="${cpu0[$name]}" -v b="$c1" -v h="$clk" 'BEGIN { printf "%.2f", (b - a) / h }') \
+$(awk -v v="$(status_kib "$pid" VmHWM)" 'BEGIN { printf "%.1f", v / 1024 }') \
+$(awk -v v="$(status_kib "$pid" VmRSS)" 'BEGIN { printf "%.1f", v / 1024 }') \
+$(awk -v v="$(status_kib "$pid" RssFile)" 'BEGIN { printf "%.1f", v / 1024 }')"
+  done
+}
+
+# vc_bench_submit YAML [N]: creates the objects of the multi-document YAML file all at
+# once: N kubectl in parallel (default 4), each a share of the documents (one kubectl
+# creates one object after another). Output in $work/create.log; fails if one failed.
+vc_bench_submit() {
+  local n=${2:-4} parts files w i p failed=0 create_pids=()
+  csplit -s -z -f "$work/jobs-part-" "$1" '/^---$/+1' '{*}'
+  parts=("$work"/jobs-part-*)
+  for ((w = 0; w < n; w++)); do
+    files=()
+    for ((i = w; i < ${#parts[@]}; i += n)); do files+=(-f "${parts[$i]}"); done
+    [ "${#files[@]}" -gt 0 ] || continue
+    k --request-timeout=0 create "${files[@]}" >>"$work/create.log" 2>&1 &
+    create_pids+=($!)
+  done
+  for p in "${create_pids[@]}"; do wait "$p" || failed=1; done
+  return "$failed"
+}
+
+# vc_bench_metrics TARGET OUT: the schedulers' and the API server's /metrics into OUT.
+vc_bench_metrics() {
+  local target=$1 out=$2 token
+  token=$(awk '/token:/ { print $2 }' "$KUBECONFIG")
+  if [ "$target" = tephra ]; then
+    curl -sf "http://127.0.0.1:$metrics_port/metrics" >"$out/tephra.metrics" || true
+    curl -sk --max-time 10 -H "Authorization: Bearer $token" \
+      "https://127.0.0.1:$(awk -F= '$1 == "SCHEDULER_PORT" { print $2 }' "$work/cluster/env")/metrics" >"$out/kube-scheduler.metrics" || true
+  else
+    curl -sf "http://$vc_scheduler_metrics/metrics" >"$out/vc-scheduler.metrics" || true
+    curl -sf "http://$vc_controller_metrics/metrics" >"$out/vc-controller-manager.metrics" || true
+  fi
+  # The API server's own series (API Priority and Fairness waits and rejections among them).
+  curl -sk --max-time 10 -H "Authorization: Bearer $token" \
+    "$(awk '/server:/ { print $2; exit }' "$KUBECONFIG")/metrics" >"$out/kube-apiserver.metrics" || true
+}
+
+# vc_bench_cleanup: the EXIT trap of a benchmark's target run: logs into $tout, the
+# pod watch ($watch_pid), the target and the control plane stopped, $work removed.
+vc_bench_cleanup() {
+  local rc=$? pid
+  cp "$work"/*.log "$tout/" 2>/dev/null || true
+  if [ -d "$work/cluster/logs" ]; then cp -r "$work/cluster/logs" "$tout/cluster-logs" 2>/dev/null || true; fi
+  [ -z "$watch_pid" ] || stop_pid "$watch_pid"
+  if [ "$target" = tephra ]; then stop_tephra; fi
+  for pid in ${vc_pids[@]+"${vc_pids[@]}"}; do stop_pid "$pid"; done
+  if [ "$cluster_up" = 1 ]; then "$cluster_dir/down.sh" "$work/cluster" || true; fi
+  rm -rf "$work"
+  exit "$rc"
 }

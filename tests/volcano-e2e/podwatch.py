@@ -1,7 +1,10 @@
 """Pod watch for bench.sh: one line per pod event, "TIME NAME NODE", stamped
 (time.time()) as the event arrives; NODE is empty until the pod is bound.
+With a sixth argument `phase` (utilization.sh) each line is
+"TIME NAME NODE PHASE", NODE `-` until bound, PHASE the pod's phase or
+`Deleted` for a pod that is gone.
 
-Usage: podwatch.py KUBECONFIG NAMESPACE LABEL_SELECTOR OUT_FILE SECONDS
+Usage: podwatch.py KUBECONFIG NAMESPACE LABEL_SELECTOR OUT_FILE SECONDS [phase]
 
 Lists, then watches from the list's resourceVersion; when the API server ends
 the watch (its timeout, or a consumer it found too slow), it lists and watches
@@ -41,6 +44,7 @@ def kubeconfig(path):
 
 def main():
     cfg, namespace, selector, out_path, seconds = sys.argv[1:6]
+    with_phase = sys.argv[6:7] == ["phase"]
     server, ca, token = kubeconfig(cfg)
     ctx = ssl.create_default_context(cafile=ca) if ca else ssl._create_unverified_context()
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
@@ -48,10 +52,14 @@ def main():
     deadline = time.time() + float(seconds)
     out = open(out_path, "a", encoding="utf-8", buffering=1)
 
-    def emit(pod, stamp):
+    def emit(pod, stamp, deleted=False):
         name = pod.get("metadata", {}).get("name", "")
         node = pod.get("spec", {}).get("nodeName") or ""
-        out.write(f"{stamp:.6f} {name} {node}\n")
+        if with_phase:
+            phase = "Deleted" if deleted else pod.get("status", {}).get("phase") or "-"
+            out.write(f"{stamp:.6f} {name} {node or '-'} {phase}\n")
+        elif not deleted:
+            out.write(f"{stamp:.6f} {name} {node}\n")
 
     while time.time() < deadline:
         try:
@@ -83,6 +91,8 @@ def main():
                 event = json.loads(line)
                 if event.get("type") in ("ADDED", "MODIFIED"):
                     emit(event.get("object", {}), time.time())
+                elif event.get("type") == "DELETED":
+                    emit(event.get("object", {}), time.time(), deleted=True)
                 elif event.get("type") == "ERROR":
                     print(f"podwatch: watch error {event.get('object')}", file=sys.stderr)
                     break
