@@ -851,6 +851,11 @@ fn start_controllers(
         job: crate::controllers::job::JobConfig {
             workers: usize::from(args.job_workers),
             max_requeue: args.max_requeue,
+            plan_gate_schedulers: if args.extender.gate_until_placed {
+                args.scheduler_names.clone()
+            } else {
+                Vec::new()
+            },
         },
         leadership: leadership.clone(),
         ..crate::controllers::ControllerConfig::default()

@@ -426,6 +426,24 @@ pub struct ExtenderFlags {
     /// for an on-demand scheduling session before answering.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub extender_plan_wait: std::time::Duration,
+
+    /// Scheduler extender: the Job controller creates each gang pod of a scheduler tephra
+    /// serves behind the scheduling gate `scheduling.tephra.io/gang-plan`, and the gate is
+    /// removed once a scheduling session has placed the pod. kube-scheduler then asks about a
+    /// gang pod only when the plan has a node for it: no turned-down attempts, and none of
+    /// kube-scheduler's per-pod backoff (up to 10 s) between room freeing and the bind.
+    /// Pods that request nothing are never gated. `false` creates pods ungated: kube-scheduler
+    /// asks at once and is turned down until the gang is placed.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value_t = true,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub gate_until_placed: bool,
 }
 
 /// Flags of `tephra apiserver`.

@@ -9,6 +9,7 @@
 //!   `percentageOfNodesToScore: 100`), then `prioritize` unless one node is left;
 //! * the chosen node is *assumed* in its own cache at once and the binding cycle (`bind`) runs
 //!   concurrently, one task per pod, so held gang binds do not stop the next cycle;
+//! * a pod with scheduling gates is left alone until its last gate is removed;
 //! * a pod that cannot be placed gets `PodScheduled=False` (reason `Unschedulable`) and a
 //!   `FailedScheduling` Event, and waits in the unschedulable queue until a cluster event (node
 //!   added or changed, a pod deleted or finished, the pod itself updated) moves it, with
@@ -446,8 +447,16 @@ impl Sim {
             (None, Some(o)) if o.assumed => (o.node.clone(), true),
             _ => (None, false),
         };
+        // A gated pod waits outside the queues until its last gate goes (kube-scheduler's
+        // SchedulingGates PreEnqueue check); it then starts afresh, with no backoff.
+        let gated = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .is_some_and(|g| !g.is_empty());
         let pending = bound.is_none()
             && !terminal
+            && !gated
             && pod.metadata.deletion_timestamp.is_none()
             && self.ours(&pod);
         let spec_changed = old.as_ref().is_some_and(|o| {

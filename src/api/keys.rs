@@ -48,6 +48,11 @@ pub const QUEUE_NAME_ANNOTATION: &str = "scheduling.volcano.sh/queue-name";
 /// A on a pod (`"true"`) and the name of the scheduling gate the pod webhook adds; the
 /// scheduler removes the gate once the queue admits the pod.
 pub const QUEUE_ALLOCATION_GATE: &str = "scheduling.volcano.sh/queue-allocation-gate";
+/// The scheduling gate on the pods the Job controller creates for gangs of a scheduler this
+/// service serves: kube-scheduler leaves a gated pod alone, and the extender removes the gate
+/// once a session has placed the pod, so kube-scheduler asks about a gang pod only when the
+/// plan has a node for it (no turned-down attempts, no backoff between room and bind).
+pub const PLAN_GATE: &str = "scheduling.tephra.io/gang-plan";
 /// A on a PodGroup or job: sla plugin's maximum pending time.
 pub const JOB_WAITING_TIME: &str = "volcano.sh/sla-waiting-time";
 /// A on a PodGroup or job: the sla plugin's maximum pending time under its plain name, read

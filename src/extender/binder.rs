@@ -650,7 +650,10 @@ impl Binder {
                 continue;
             };
             placed += 1;
-            if !t.constraints.needs_kube_scheduler {
+            // A member still behind the plan gate cannot be bound (the API refuses a Binding
+            // for a gated pod); its gate is on its way off, and it arrives through
+            // kube-scheduler like the rest.
+            if !t.constraints.needs_kube_scheduler && !idx.plan_gated(&t.uid) {
                 ahead.push(Held {
                     uid: t.uid.clone(),
                     namespace: t.namespace.clone(),

@@ -35,6 +35,9 @@ pub struct ExtenderMetrics {
     /// `tephra_extender_placements_transferred_total`: placements handed from a gang member
     /// kube-scheduler had not asked about to one it asked about.
     pub placements_transferred: IntCounter,
+    /// `tephra_extender_plan_gates_removed_total`: pods whose plan gate was removed once a
+    /// session placed them.
+    pub plan_gates_removed: IntCounter,
 }
 
 impl ExtenderMetrics {
@@ -94,6 +97,10 @@ impl ExtenderMetrics {
                 "tephra_extender_placements_transferred_total",
                 "Placements handed from a gang member kube-scheduler had not asked about to a like member it asked about.",
             )?,
+            plan_gates_removed: IntCounter::new(
+                "tephra_extender_plan_gates_removed_total",
+                "Pods whose plan gate (scheduling.tephra.io/gang-plan) was removed once a session placed them.",
+            )?,
         };
         registry.register(Box::new(m.requests.clone()))?;
         registry.register(Box::new(m.duration.clone()))?;
@@ -104,6 +111,7 @@ impl ExtenderMetrics {
         registry.register(Box::new(m.preemption_attempts.clone()))?;
         registry.register(Box::new(m.preemption_victims.clone()))?;
         registry.register(Box::new(m.placements_transferred.clone()))?;
+        registry.register(Box::new(m.plan_gates_removed.clone()))?;
         Ok(m)
     }
 }

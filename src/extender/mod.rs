@@ -123,6 +123,48 @@ fn due_parked(
     due
 }
 
+/// How long a plan-gate removal sent for a pod waits for the watch to show it before it is
+/// sent again.
+pub const UNGATE_RESEND: Duration = Duration::from_secs(1);
+
+/// Which placed, still plan-gated pods to ungate at `now`, and notes them in `sent`. Pure.
+///
+/// `placed`: (uid, namespace, name) of pods a session placed that the index still sees behind
+/// [`crate::api::keys::PLAN_GATE`]; `sent`: when their removal was last sent. A removal not
+/// yet visible after [`UNGATE_RESEND`] is sent again (the write may have failed); pods no
+/// longer placed and gated are forgotten.
+fn due_ungates(
+    placed: Vec<(String, String, String)>,
+    sent: &mut HashMap<String, Instant>,
+    now: Instant,
+) -> Vec<(String, String)> {
+    let live: HashSet<&str> = placed.iter().map(|(u, _, _)| u.as_str()).collect();
+    sent.retain(|uid, _| live.contains(uid.as_str()));
+    let mut due = Vec::new();
+    for (uid, ns, name) in placed {
+        if sent
+            .get(&uid)
+            .is_some_and(|t| now.saturating_duration_since(*t) < UNGATE_RESEND)
+        {
+            continue;
+        }
+        sent.insert(uid, now);
+        due.push((ns, name));
+    }
+    due
+}
+
+/// The JSON patch that removes the plan gate from a pod whose only gate it is (a placed pod
+/// has no other: the session does not place a pod behind another gate, and gates are never
+/// added after creation). The `test` makes the write refuse any other list.
+fn ungate_patch() -> Result<json_patch::Patch, serde_json::Error> {
+    serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": "/spec/schedulingGates",
+         "value": [{ "name": crate::api::keys::PLAN_GATE }]},
+        {"op": "remove", "path": "/spec/schedulingGates"},
+    ]))
+}
+
 /// The annotation written on turned-down gang pods when their gang is placed
 /// ([`Extender::spawn_nudger`]).
 pub const NUDGE_ANNOTATION: &str = "scheduling.tephra.io/plan";
@@ -176,6 +218,8 @@ pub struct Extender {
     asked: Mutex<HashMap<String, Instant>>,
     /// Pod uid → the nudges of its parked placement ([`due_parked`]).
     nudged: Mutex<HashMap<String, Nudges>>,
+    /// Pod uid → when the removal of its plan gate was last sent ([`due_ungates`]).
+    ungated: Mutex<HashMap<String, Instant>>,
     client: kube::Client,
 }
 
@@ -216,6 +260,7 @@ impl Extender {
             rejected: Mutex::new(HashMap::new()),
             asked: Mutex::new(HashMap::new()),
             nudged: Mutex::new(HashMap::new()),
+            ungated: Mutex::new(HashMap::new()),
             client,
         })
     }
@@ -388,7 +433,15 @@ impl Extender {
             .insert(uid.to_string(), (meta.namespace.clone(), meta.name.clone()));
     }
 
-    /// Nudges turned-down gang pods once a session has placed their gang.
+    /// After each session: removes the plan gate from the pods it placed, and nudges
+    /// turned-down gang pods once a session has placed their gang.
+    ///
+    /// Gang pods the Job controller creates wait behind the plan gate
+    /// ([`crate::api::keys::PLAN_GATE`]) until a session places them; removing it is the pod
+    /// update that hands the pod to kube-scheduler, which then asks about it with a fresh
+    /// queue entry (no backoff) and the plan already holding its node. The rest of this task
+    /// is for pods that reach kube-scheduler before their gang is placed (made by others, or
+    /// with `--gate-until-placed=false`).
     ///
     /// kube-scheduler parks a pod the extender turned down in its unschedulable queue until a
     /// cluster event (a node added, a pod deleted, the pod itself updated) or five minutes pass.
@@ -416,6 +469,12 @@ impl Extender {
                 }
                 seen = self.scheduler.session_count();
                 let now = Instant::now();
+                let ungate = {
+                    let placed = self.scheduler.index().placed_plan_gated();
+                    let mut sent = self.ungated.lock().unwrap_or_else(|p| p.into_inner());
+                    due_ungates(placed, &mut sent, now)
+                };
+                let ungating = self.ungate(ungate);
                 let mut due: Vec<(String, String)> = {
                     let idx = self.scheduler.index();
                     let mut due: Vec<(String, String)> = Vec::new();
@@ -464,6 +523,7 @@ impl Extender {
                 due.sort();
                 due.dedup();
                 if due.is_empty() {
+                    ungating.await;
                     continue;
                 }
                 tracing::debug!(pods = ?due, "nudging");
@@ -484,10 +544,40 @@ impl Extender {
                         }
                     }
                 });
-                futures::StreamExt::for_each_concurrent(futures::stream::iter(writes), 16, |f| f)
-                    .await;
+                let nudging = futures::StreamExt::for_each_concurrent(
+                    futures::stream::iter(writes),
+                    16,
+                    |f| f,
+                );
+                futures::join!(ungating, nudging);
             }
         });
+    }
+
+    /// Removes the plan gate from `pods` (namespace, name), 16 writes at a time. A failed
+    /// write is left to the next round ([`due_ungates`] sends it again).
+    fn ungate(&self, pods: Vec<(String, String)>) -> impl std::future::Future<Output = ()> + '_ {
+        let patch = ungate_patch();
+        let writes = pods.into_iter().map(move |(ns, name)| {
+            let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+                kube::Api::namespaced(self.client.clone(), &ns);
+            let patch = patch.as_ref().map(|p| p.clone()).map_err(ToString::to_string);
+            async move {
+                let r = match patch {
+                    Ok(p) => api
+                        .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Json::<()>(p))
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| crate::report::report(&e).to_string()),
+                    Err(e) => Err(e),
+                };
+                match r {
+                    Ok(()) => self.metrics.plan_gates_removed.inc(),
+                    Err(e) => tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "removing the plan gate failed"),
+                }
+            }
+        });
+        futures::StreamExt::for_each_concurrent(futures::stream::iter(writes), 16, |f| f)
     }
 
     /// Re-plans `job` within `names`, one re-plan at a time.
@@ -574,6 +664,38 @@ mod nudge_tests {
 
     fn parked(uid: &str, since: Instant) -> Vec<(String, String, String, Instant)> {
         vec![(uid.into(), "ns".into(), uid.into(), since)]
+    }
+
+    #[test]
+    fn a_placed_gated_pod_is_ungated_once_and_again_only_if_the_gate_outlives_a_resend() {
+        let t0 = Instant::now();
+        let placed = || vec![("u1".to_string(), "ns".to_string(), "p1".to_string())];
+        let mut sent = HashMap::new();
+        assert_eq!(
+            due_ungates(placed(), &mut sent, t0),
+            vec![("ns".to_string(), "p1".to_string())]
+        );
+        // The watch has not shown the removal yet: not sent twice in a row.
+        assert!(due_ungates(placed(), &mut sent, t0 + UNGATE_RESEND / 2).is_empty());
+        // Still gated a resend later: the write may have failed, so again.
+        assert_eq!(
+            due_ungates(placed(), &mut sent, t0 + UNGATE_RESEND).len(),
+            1
+        );
+        // Ungated (or no longer placed): forgotten.
+        assert!(due_ungates(Vec::new(), &mut sent, t0 + UNGATE_RESEND * 2).is_empty());
+        assert!(sent.is_empty());
+    }
+
+    #[test]
+    fn the_ungate_patch_removes_only_a_lone_plan_gate() {
+        let patch = ungate_patch().unwrap();
+        let mut lone = serde_json::json!({"spec": {"schedulingGates": [{"name": crate::api::keys::PLAN_GATE}]}});
+        json_patch::patch(&mut lone, &patch).unwrap();
+        assert_eq!(lone, serde_json::json!({"spec": {}}));
+        let mut two = serde_json::json!({"spec": {"schedulingGates": [
+            {"name": "example.com/quota"}, {"name": crate::api::keys::PLAN_GATE}]}});
+        assert!(json_patch::patch(&mut two, &patch).is_err());
     }
 
     #[test]

@@ -64,6 +64,9 @@ struct PodEntry {
     /// kube-scheduler marked it unschedulable (`PodScheduled=False`, reason `Unschedulable`):
     /// it waits in kube-scheduler's unschedulable queue for an event that moves it.
     parked: bool,
+    /// Carries [`keys::PLAN_GATE`]: kube-scheduler will not ask about it until the gate is
+    /// removed (the task's own `gated` counts only the other gates).
+    plan_gated: bool,
 }
 
 /// What changed since the last session, so the runner can decide whether an on-demand session
@@ -401,7 +404,7 @@ impl ClusterIndex {
             preemptable,
             gated: spec
                 .and_then(|s| s.scheduling_gates.as_ref())
-                .is_some_and(|g| !g.is_empty()),
+                .is_some_and(|g| g.iter().any(|g| g.name != keys::PLAN_GATE)),
             critical,
             created: secs(meta.creation_timestamp.as_ref()),
             constraints: Arc::new(constraints),
@@ -459,8 +462,16 @@ impl ClusterIndex {
                 .insert(task.uid.clone());
         }
         let parked = is_parked(pod);
-        self.pods
-            .insert(task.uid.clone(), PodEntry { task, ours, parked });
+        let plan_gated = has_plan_gate(pod);
+        self.pods.insert(
+            task.uid.clone(),
+            PodEntry {
+                task,
+                ours,
+                parked,
+                plan_gated,
+            },
+        );
     }
 
     /// A pod was deleted.
@@ -547,14 +558,7 @@ impl ClusterIndex {
             task.node = None;
             task.status = TaskStatus::Pending;
             task.assumed = false;
-            self.pods.insert(
-                uid.to_string(),
-                PodEntry {
-                    task,
-                    ours: e.ours,
-                    parked: e.parked,
-                },
-            );
+            self.pods.insert(uid.to_string(), PodEntry { task, ..e });
             self.changes.capacity = true;
         }
         true
@@ -605,14 +609,7 @@ impl ClusterIndex {
                 let mut task = e.task;
                 task.status = underlying;
                 self.contribute(&task, true);
-                self.pods.insert(
-                    uid,
-                    PodEntry {
-                        task,
-                        ours: e.ours,
-                        parked: e.parked,
-                    },
-                );
+                self.pods.insert(uid, PodEntry { task, ..e });
                 self.changes.capacity = true;
             }
         }
@@ -664,6 +661,24 @@ impl ClusterIndex {
                 })
             })
             .collect()
+    }
+
+    /// Pods a session has placed that still carry [`keys::PLAN_GATE`]:
+    /// `(uid, namespace, name)`. Their gate is due to be removed (see the extender's nudger).
+    pub fn placed_plan_gated(&self) -> Vec<(String, String, String)> {
+        self.assumed
+            .keys()
+            .filter_map(|uid| {
+                let e = self.pods.get(uid)?;
+                (e.plan_gated && e.task.assumed)
+                    .then(|| (uid.clone(), e.task.namespace.clone(), e.task.name.clone()))
+            })
+            .collect()
+    }
+
+    /// `true` while the pod carries [`keys::PLAN_GATE`] as the index last saw it.
+    pub fn plan_gated(&self, uid: &str) -> bool {
+        self.pods.get(uid).is_some_and(|e| e.plan_gated)
     }
 
     /// The task of a pod, by uid.
@@ -1052,6 +1067,13 @@ impl ClusterIndex {
 }
 
 /// Has kube-scheduler marked the pod unschedulable (`PodScheduled=False`, `Unschedulable`)?
+fn has_plan_gate(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == keys::PLAN_GATE))
+}
+
 fn is_parked(pod: &Pod) -> bool {
     pod.status
         .as_ref()

@@ -127,7 +127,8 @@ pub struct TaskInfo {
     pub status: TaskStatus,
     /// May be evicted for others (`volcano.sh/preemptable`, default true).
     pub preemptable: bool,
-    /// Has scheduling gates.
+    /// Has scheduling gates other than tephra's own plan gate (`scheduling.tephra.io/gang-plan`,
+    /// removed once a session places the pod): a gated pod is not placed.
     pub gated: bool,
     /// Conformance: never evicted (critical priority class, `kube-system`).
     pub critical: bool,

@@ -657,6 +657,52 @@ fn a_gang_whose_pods_are_all_gated_holds_no_room_in_its_queue() {
 }
 
 #[test]
+fn pods_behind_the_plan_gate_are_placed_and_pods_behind_other_gates_are_not() {
+    // Two gangs of 2 one-cpu pods: one behind tephra's plan gate (which a placement removes),
+    // one behind another controller's gate (which holds the pod back from scheduling).
+    let gate = |name: &str| {
+        Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: name.into(),
+        }])
+    };
+    let mut w = World::default()
+        .nodes(2, 4, 16)
+        .gang("ns", "ours", "default", 0, 2, 1000, 0, "Inqueue")
+        .gang("ns", "theirs", "default", 0, 2, 1000, 0, "Inqueue");
+    for (job, g) in [
+        ("ours", crate::api::keys::PLAN_GATE),
+        ("theirs", "example.com/quota"),
+    ] {
+        for i in 0..2 {
+            let mut p = super::testing::pod("ns", &format!("{job}-task-{i}"), job, 1000, 0);
+            if let Some(spec) = p.spec.as_mut() {
+                spec.scheduling_gates = gate(g);
+            }
+            w.index.apply_pod(&p);
+        }
+    }
+    let out = session(&w);
+    let placed = placed_by_gang(&out.plan);
+    assert_eq!(placed.get("ns/ours"), Some(&2));
+    assert_eq!(placed.get("ns/theirs"), None);
+
+    // Once assumed, the plan-gated pods are the ones whose gate is due to come off.
+    let now = std::time::Instant::now();
+    for (uid, p) in &out.plan.placements {
+        w.index
+            .assume(uid, &p.node, std::time::Duration::from_secs(30), now);
+    }
+    let mut due: Vec<String> = w
+        .index
+        .placed_plan_gated()
+        .into_iter()
+        .map(|(_, _, name)| name)
+        .collect();
+    due.sort();
+    assert_eq!(due, vec!["ours-task-0", "ours-task-1"]);
+}
+
+#[test]
 fn capacity_shares_the_cluster_as_the_queues_declare_not_by_weight() {
     // 8 nodes × 4 cpu = 32 cpu; equal weights, declared shares of 8 and 24 cpu.
     let mut w = World::default().nodes(8, 4, 64);

@@ -1245,3 +1245,138 @@ async fn three_jobs_as_big_as_the_cluster_all_start() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+fn gate_names(p: &Pod) -> Vec<String> {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .map(|g| g.iter().map(|g| g.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// A gang pod reaches kube-scheduler only once the plan has a node for it: the members of an
+/// admitted job that do not fit wait behind the plan gate (kube-scheduler never turns them
+/// down, so they collect no backoff); once room frees, the gate comes off and they run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gang_pods_wait_behind_the_plan_gate_until_placed_and_are_never_turned_down() {
+    // One node of 8 cpu: `first` holds 6 until it is deleted; `second` (4 pods, needing 1)
+    // fits 2 of its pods beside it.
+    let (_s, c) = Embedded::start(&["--embedded-nodes", "1"]).await;
+    let one_cpu = |replicas: i32| {
+        let mut t = task("t", replicas, Some(600.0), 0);
+        t["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("1");
+        t
+    };
+    let running = |pods: &[Pod]| pods.iter().filter(|p| pod_phase(p) == "Running").count();
+    create(
+        &c,
+        job("first", json!({"minAvailable": 6, "tasks": [one_cpu(6)]})),
+    )
+    .await;
+    eventually(30, "first running", || async {
+        (running(&pods_of(&c, "first").await) == 6).then_some(())
+    })
+    .await;
+    create(
+        &c,
+        job("second", json!({"minAvailable": 1, "tasks": [one_cpu(4)]})),
+    )
+    .await;
+    let waiting = eventually(30, "2 of second running, 2 waiting", || async {
+        let pods = pods_of(&c, "second").await;
+        let unbound: Vec<Pod> = pods
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none())
+            .cloned()
+            .collect();
+        (pods.len() == 4 && running(&pods) == 2 && unbound.len() == 2).then_some(unbound)
+    })
+    .await;
+    for p in &waiting {
+        assert_eq!(
+            gate_names(p),
+            vec![tephra::api::keys::PLAN_GATE.to_string()],
+            "{} has no place: behind the plan gate",
+            p.name_any()
+        );
+    }
+    // Room frees: the gates come off and the pods run.
+    Api::<Job>::namespaced(c.clone(), "default")
+        .delete("first", &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting first: {e}"));
+    let pods = eventually(60, "all of second running", || async {
+        let pods = pods_of(&c, "second").await;
+        (running(&pods) == 4).then_some(pods)
+    })
+    .await;
+    for p in &pods {
+        assert!(gate_names(p).is_empty(), "{} ungated", p.name_any());
+    }
+    // kube-scheduler (the stand-in) never turned one down.
+    let names: BTreeSet<String> = pods.iter().map(|p| p.name_any()).collect();
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
+    let turned_down: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("FailedScheduling")
+                && e.involved_object
+                    .name
+                    .as_ref()
+                    .is_some_and(|n| names.contains(n))
+        })
+        .map(|e| e.message.unwrap_or_default())
+        .collect();
+    assert!(turned_down.is_empty(), "{turned_down:?}");
+}
+
+/// A job far bigger than the cluster fills it: 10,000 and 50,000 one-cpu replicas needing
+/// one on 3 nodes of 8 cpu. Members not handed to kube-scheduler yet hold no room that members
+/// it has could use: kube-scheduler is handed only pods the plan placed, so the 24 cpu fill
+/// while the Job controller is still making pods, and none is turned down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_of_ten_and_fifty_thousand_replicas_fill_the_cluster() {
+    for replicas in [10_000, 50_000] {
+        let (_s, c) = Embedded::start(&["--embedded-nodes", "3"]).await;
+        let mut t = task("t", replicas, None, 0);
+        t["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("1");
+        create(&c, job("big", json!({"minAvailable": 1, "tasks": [t]}))).await;
+        let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+        let lp = ListParams::default().labels("volcano.sh/job-name=big");
+        let list = eventually(120, "24 of big's pods running", || async {
+            let l = pods.list(&lp).await.ok()?;
+            let running = l.items.iter().filter(|p| pod_phase(p) == "Running").count();
+            (running >= 24).then_some(l.items)
+        })
+        .await;
+        let unbound = |p: &&Pod| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none();
+        assert_eq!(
+            list.len() - list.iter().filter(unbound).count(),
+            24,
+            "{replicas}: exactly the cluster's 24 cpu"
+        );
+        let handed_over = list
+            .iter()
+            .filter(unbound)
+            .filter(|p| gate_names(p).is_empty())
+            .count();
+        assert_eq!(
+            handed_over, 0,
+            "{replicas}: pods handed to kube-scheduler without a place"
+        );
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
+        let turned_down = events
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+            .count();
+        assert_eq!(turned_down, 0, "{replicas}: no pod of big was turned down");
+    }
+}

@@ -751,6 +751,17 @@ impl ApiServer {
                     "Binding \"{name}\" is invalid: the pod's spec is not an object"
                 )));
             };
+            // A pod not ready for scheduling is not bound (kube-apiserver's check).
+            if spec
+                .get("schedulingGates")
+                .and_then(Value::as_array)
+                .is_some_and(|g| !g.is_empty())
+            {
+                return Err(binding_conflict(
+                    name,
+                    format!("pod {name} has non-empty .spec.schedulingGates"),
+                ));
+            }
             spec.insert("nodeName".into(), json!(node));
             let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now_rfc3339()});
             let conds = v["status"]
@@ -1051,6 +1062,50 @@ mod tests {
             .unwrap();
         assert!(!again.created);
         assert_eq!(again.object.value().unwrap()["data"]["k"], "x");
+    }
+
+    #[tokio::test]
+    async fn a_gated_pod_is_not_bound_until_its_gates_are_removed() {
+        let api = server();
+        let pods = api.resource("", "v1", "pods").unwrap();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                         "spec": {"containers": [{"name": "c", "image": "i"}],
+                                  "schedulingGates": [{"name": "example.com/wait"}]}});
+        api.create(
+            Caller::Client,
+            &pods,
+            "default",
+            pod,
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+        let binding = json!({"target": {"name": "node-1"}});
+        let e = api
+            .bind(Caller::Client, "default", "p", &binding)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), 409);
+        assert_eq!(
+            e.to_string(),
+            "Operation cannot be fulfilled on pods/binding \"p\": pod p has non-empty .spec.schedulingGates"
+        );
+        let opts = WriteOptions {
+            version: "v1".into(),
+            ..Default::default()
+        };
+        let target = ObjectRef::new(Caller::Client, &pods, "default", "p");
+        api.patch(
+            target,
+            PatchKind::Json,
+            br#"[{"op": "remove", "path": "/spec/schedulingGates"}]"#,
+            &opts,
+        )
+        .await
+        .unwrap();
+        api.bind(Caller::Client, "default", "p", &binding)
+            .await
+            .unwrap();
     }
 
     #[tokio::test]

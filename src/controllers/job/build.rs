@@ -109,6 +109,36 @@ pub fn owner_reference(job: &Job) -> OwnerReference {
     }
 }
 
+/// Puts `pod` behind the plan gate ([`keys::PLAN_GATE`]) when its scheduler is one of
+/// `schedulers` and it asks for resources, so kube-scheduler first hears of it once a session
+/// has placed it (the extender then removes the gate). A best-effort pod is left ungated: it
+/// takes no room, and a scheduler configuration without `backfill` would never place it.
+pub fn gate_until_placed(pod: &mut Pod, schedulers: &[String]) {
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    let scheduler = spec
+        .scheduler_name
+        .as_deref()
+        .unwrap_or("default-scheduler");
+    if !schedulers.iter().any(|s| s == scheduler) {
+        return;
+    }
+    let requests = crate::scheduler::resource::pod_request(pod);
+    if requests.is_empty() {
+        return;
+    }
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    let gates = spec.scheduling_gates.get_or_insert_default();
+    if !gates.iter().any(|g| g.name == keys::PLAN_GATE) {
+        gates.push(k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: keys::PLAN_GATE.to_string(),
+        });
+    }
+}
+
 /// The pod for replica `index` of `task` (job-controller.md §8).
 ///
 /// - name `{job}-{task}-{index}` in the job's namespace, one controller ownerReference to the
@@ -917,6 +947,65 @@ status:
             Some(group),
             job.pod_group_name(),
             "the group the PodGroup has"
+        );
+    }
+
+    /// The names of a pod's scheduling gates.
+    fn gates(pod: &Pod) -> Vec<String> {
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .map(|g| g.iter().map(|g| g.name.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// A worker pod of `train` (scheduler `volcano`) asking for `cpu`, if any.
+    fn worker_asking(cpu: Option<&str>) -> Pod {
+        let job = train();
+        let mut pod = build_pod(&job, task(&job, "worker"), 0, false);
+        for c in &mut pod.spec.as_mut().expect("spec").containers {
+            c.resources = cpu.map(|cpu| k8s_openapi::api::core::v1::ResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "cpu".to_string(),
+                    k8s_openapi::apimachinery::pkg::api::resource::Quantity(cpu.into()),
+                )])),
+                ..Default::default()
+            });
+        }
+        pod
+    }
+
+    #[test]
+    fn pods_of_a_served_scheduler_that_ask_for_room_wait_behind_the_plan_gate() {
+        let served = ["volcano".to_string()];
+        let mut pod = worker_asking(Some("500m"));
+        gate_until_placed(&mut pod, &served);
+        assert_eq!(gates(&pod), vec![keys::PLAN_GATE.to_string()]);
+        // Once: a second pass adds nothing.
+        gate_until_placed(&mut pod, &served);
+        assert_eq!(gates(&pod), vec![keys::PLAN_GATE.to_string()]);
+
+        // Another scheduler's pods, or none served: nobody would remove the gate.
+        let mut other = worker_asking(Some("500m"));
+        gate_until_placed(&mut other, &["custom".to_string()]);
+        gate_until_placed(&mut other, &[]);
+        assert!(gates(&other).is_empty());
+
+        // A pod that asks for nothing takes no room: never gated.
+        let mut best_effort = worker_asking(None);
+        gate_until_placed(&mut best_effort, &served);
+        assert!(gates(&best_effort).is_empty());
+
+        // The template's own gates stay, ours after them.
+        let mut gated = worker_asking(Some("1"));
+        gated.spec.as_mut().expect("spec").scheduling_gates =
+            Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+                name: "example.com/quota".into(),
+            }]);
+        gate_until_placed(&mut gated, &served);
+        assert_eq!(
+            gates(&gated),
+            vec!["example.com/quota".to_string(), keys::PLAN_GATE.to_string()]
         );
     }
 

@@ -401,6 +401,7 @@ async fn sync_job(
                         for p in &plugins {
                             p.on_pod_create(&job, &mut pod).map_err(JobError::Plugin)?;
                         }
+                        build::gate_until_placed(&mut pod, &ctx.config.plan_gate_schedulers);
                         to_create.push((tname.to_string(), pod));
                     }
                     // Dependencies not ready: the task waits, silently (as Volcano).

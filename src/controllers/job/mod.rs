@@ -71,6 +71,10 @@ pub struct JobConfig {
     /// `--max-requeue`: a job whose processing failed this many times in a row is
     /// terminated; negative never gives up. Missing user objects (queue, PVC) never count.
     pub max_requeue: i32,
+    /// With `--gate-until-placed`: the scheduler names this service serves. A pod built for
+    /// one of them is created behind the plan gate ([`build::gate_until_placed`]), which the
+    /// extender removes once a session places it. Empty: pods are created ungated.
+    pub plan_gate_schedulers: Vec<String>,
 }
 
 impl Default for JobConfig {
@@ -78,6 +82,7 @@ impl Default for JobConfig {
         Self {
             workers: 8,
             max_requeue: 15,
+            plan_gate_schedulers: Vec::new(),
         }
     }
 }
