@@ -195,12 +195,24 @@ pub fn prepare_create(
     }
     apply_builtin_defaults(res, &mut obj);
     if res.status_on_create == StatusOnCreate::Pod {
-        let qos = qos_class(obj.get("spec").unwrap_or(&Value::Null));
+        let spec = obj.get("spec").unwrap_or(&Value::Null);
+        let qos = qos_class(spec);
+        let mut status = json!({"phase": "Pending", "qosClass": qos});
+        // A pod created behind scheduling gates says so, as kube-apiserver marks it (kubectl
+        // shows it `SchedulingGated`).
+        if spec
+            .get("schedulingGates")
+            .and_then(Value::as_array)
+            .is_some_and(|g| !g.is_empty())
+        {
+            status["conditions"] = json!([{
+                "type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                "message": "Scheduling is blocked due to non-empty scheduling gates",
+                "lastProbeTime": null, "lastTransitionTime": ctx.now,
+            }]);
+        }
         if let Some(o) = obj.as_object_mut() {
-            o.insert(
-                "status".into(),
-                json!({"phase": "Pending", "qosClass": qos}),
-            );
+            o.insert("status".into(), status);
         }
     }
     apply_schema(res, ctx.version, &mut obj);
@@ -554,6 +566,21 @@ mod tests {
             out["spec"]["containers"][0]["imagePullPolicy"],
             "IfNotPresent"
         );
+    }
+
+    #[test]
+    fn a_pod_created_behind_gates_is_marked_scheduling_gated() {
+        let reg = Registry::new();
+        let pods = reg.lookup("", "v1", "pods").unwrap();
+        let pod = json!({"metadata": {"name": "p"},
+                         "spec": {"containers": [{"name": "c", "image": "i"}],
+                                  "schedulingGates": [{"name": "example.com/wait"}]}});
+        let out = prepare_create(&pods, pod, &ctx("default")).unwrap();
+        let cond = &out["status"]["conditions"][0];
+        assert_eq!(cond["type"], "PodScheduled");
+        assert_eq!(cond["status"], "False");
+        assert_eq!(cond["reason"], "SchedulingGated");
+        assert_eq!(crate::tables::pod_status(&out), "SchedulingGated");
     }
 
     #[test]

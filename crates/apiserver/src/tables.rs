@@ -393,8 +393,8 @@ fn container_counts(v: &Value) -> (usize, usize, i64) {
     (ready, total, restarts)
 }
 
-/// kubectl's STATUS of a pod: `Terminating`, a container's waiting or terminated reason, or
-/// the phase.
+/// kubectl's STATUS of a pod: `Terminating`, a container's waiting or terminated reason,
+/// `SchedulingGated`, or the phase.
 pub fn pod_status(v: &Value) -> String {
     if v.pointer("/metadata/deletionTimestamp")
         .is_some_and(|t| !t.is_null())
@@ -407,6 +407,18 @@ pub fn pod_status(v: &Value) -> String {
         .or_else(|| v.pointer("/status/phase").and_then(Value::as_str))
         .unwrap_or("Pending")
         .to_string();
+    // kubectl: a pod whose PodScheduled condition says SchedulingGated shows that.
+    if v.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some("PodScheduled")
+                    && c.get("reason").and_then(Value::as_str) == Some("SchedulingGated")
+            })
+        })
+    {
+        status = "SchedulingGated".to_string();
+    }
     if let Some(cs) = v
         .pointer("/status/containerStatuses")
         .and_then(Value::as_array)

@@ -1,5 +1,6 @@
 //! `preempt`: within a queue, a starving gang (fewer than `minMember` placed) takes nodes from
-//! lower-priority running pods of other gangs, never leaving a running gang below its
+//! lower-priority running pods of other gangs (never from a gang of higher priority, whichever
+//! tier names the victims; equal priorities are left to the tiers, e.g. drf), never leaving a running gang below its
 //! `minMember` unless the whole gang goes (the gang plugin's rule), never a critical pod (the
 //! conformance plugin's). Evictions are committed only when the preemptor's gang then has its
 //! places (pipelined); otherwise nothing is evicted.
@@ -144,7 +145,14 @@ fn place_by_evicting(
                     && vj != usize::MAX
                     && vj != j
                     && match scope {
-                        Scope::SameQueue => ssn.state.job_queue[vj] == q,
+                        // Never a gang of higher priority, whatever tier names the victims:
+                        // in Volcano, when the priority plugin refuses, a lower tier (drf) may
+                        // still evict a higher-priority gang's pods, and the gang's own
+                        // replacements then take the room back, session after session.
+                        Scope::SameQueue => {
+                            ssn.state.job_queue[vj] == q
+                                && ssn.state.jobs[vj].priority <= ssn.state.jobs[j].priority
+                        }
                         Scope::OtherQueues => ssn.state.job_queue[vj] != q,
                     }
             })

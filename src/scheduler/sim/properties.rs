@@ -626,7 +626,8 @@ fn no_partial_gang(v: &View) -> Vec<(&'static str, String)> {
 
 /// *No gang broken by eviction*: where the gang plugin takes part in choosing victims (its
 /// `enableReclaimable` / `enablePreemptable`), a session's evictions leave every gang they touch
-/// with at least its `minMember` of pods holding nodes, or with no running pod at all (the gang
+/// with at least its `minMember` of pods holding nodes (running, or placed by the session), or
+/// with no running pod at all (the gang
 /// goes back to waiting whole). Volcano's gang plugin keeps the minimum only while its own tier
 /// decides; when it names no victim a lower tier may take the gang's pods one by one, and the
 /// rest then hold their nodes running nothing useful.
@@ -649,12 +650,14 @@ fn no_gang_broken_by_eviction(v: &View, plugins: &Plugins) -> Vec<(&'static str,
             continue;
         }
         let gone = |t: usize| evicted.contains_key(v.task(t).uid.as_str());
+        // Pods this session placed hold their nodes from now on, as the running ones do.
+        let placed = |t: usize| v.placed.contains_key(v.task(t).uid.as_str());
         let ready = job
             .tasks
             .iter()
             .filter(|&&t| {
                 let s = v.task(t).status;
-                (s.is_allocated() || s == TaskStatus::Succeeded) && !gone(t)
+                (s.is_allocated() || s == TaskStatus::Succeeded || placed(t)) && !gone(t)
             })
             .count();
         let running = job

@@ -412,3 +412,13 @@ proptest! {
         }
     }
 }
+
+/// The hunt's counterexample: in Volcano, when the priority plugin refuses to name victims for
+/// j4 (priority 0), the next tier's drf may still take j6's (priority 10) pods, and j6's
+/// replacements then took the room back each session. A higher-priority gang is never
+/// preempted.
+#[test]
+fn a_higher_priority_gang_is_never_preempted() {
+    let sim = run_saved("preemption-keeps-a-gang-whole.yaml");
+    assert_eq!(job(&sim, "j6").restarts, 0);
+}
