@@ -402,7 +402,7 @@ pub struct ExtenderFlags {
     /// window, all are bound together (the timed-out ones too). kube-scheduler places one pod at
     /// a time, so a gang's binds can arrive further apart than one hold. `0s` releases the
     /// placements at the hold timeout.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_or_zero)]
     pub bind_gather_timeout: std::time::Duration,
 
     /// Scheduler extender: when a gang member's bind arrives and the members the session has
@@ -531,6 +531,18 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
+/// A duration flag for which `0s` means "off"; any other value is checked as
+/// [`parse_duration`] checks it.
+fn parse_duration_or_zero(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::api::Duration(s.to_string())
+        .to_std()
+        .map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Ok(d);
+    }
+    parse_duration(s)
+}
+
 /// A flag error as the one line `main` prints: clap's message with what it knows kept (the
 /// missing required arguments, an enum flag's possible values, a suggested spelling), without
 /// its usage block, and the help command of the subcommand at fault.
@@ -601,6 +613,29 @@ mod tests {
         assert_eq!(s.scheduler_names, vec!["volcano".to_string()]);
         assert_eq!(s.embedded_nodes, 3);
         assert!(!s.embedded && !s.enable_http2 && !s.no_sim_kubelet && !s.no_sim_scheduler);
+    }
+
+    #[test]
+    fn a_zero_gather_timeout_is_off_and_other_durations_stay_bounded() {
+        let serve = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Command::Serve(s)) => Ok(s),
+            Ok(_) => panic!("not serve"),
+            Err(e) => Err(e.to_string()),
+        };
+        let s = serve(&["tephra", "serve", "--bind-gather-timeout", "0s"]).unwrap();
+        assert!(s.extender.bind_gather_timeout.is_zero());
+        let e = serve(&["tephra", "serve", "--bind-gather-timeout", "1ms"]).unwrap_err();
+        assert!(e.contains("too short"), "{e}");
+        let e = serve(&["tephra", "serve", "--bind-hold-timeout", "0s"]).unwrap_err();
+        assert!(e.contains("too short"), "{e}");
+        let s = serve(&["tephra", "serve", "--gate-until-placed=false"]).unwrap();
+        assert!(!s.extender.gate_until_placed);
+        assert!(
+            serve(&["tephra", "serve"])
+                .unwrap()
+                .extender
+                .gate_until_placed
+        );
     }
 
     #[test]

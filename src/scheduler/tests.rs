@@ -427,6 +427,44 @@ fn a_gang_the_enqueue_step_refuses_says_why_in_its_condition() {
 }
 
 #[test]
+fn a_waiting_gangs_refusal_does_not_change_while_its_queue_fills_and_drains() {
+    // Queue q can hold 4 cpu; the pod-less gang asks 3. Whether q's running gang holds 2 or 3
+    // cpu, the refusal reads the same: it is written into every waiting PodGroup, and a
+    // message that counted what the queue holds was rewritten at every pod's start and end.
+    let message_with = |running: usize| {
+        let mut q = super::testing::queue("q", 1);
+        q.spec.capability = Some(
+            [(
+                "cpu".to_string(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("4".into()),
+            )]
+            .into(),
+        );
+        let mut w = World::default().nodes(2, 4, 16);
+        w.index.apply_queue(&q);
+        w.index
+            .apply_podgroup(&super::testing::podgroup("ns", "run", "q", 1, None));
+        for i in 0..running {
+            let p = super::testing::pod("ns", &format!("run-{i}"), "run", 1000, 0);
+            w.index.apply_pod(&super::testing::running(p, "node-0"));
+        }
+        w.index.apply_podgroup(&super::testing::podgroup(
+            "ns",
+            "wait",
+            "q",
+            3,
+            Some((3_000, 0)),
+        ));
+        let out = session(&w);
+        assert_eq!(phase_of(&out, "wait"), Some(PodGroupPhase::Pending));
+        unschedulable_of(&out, "wait").expect("a condition").1
+    };
+    let two = message_with(2);
+    assert!(two.contains("queue q can hold cpu 4"), "{two}");
+    assert_eq!(two, message_with(3));
+}
+
+#[test]
 fn a_gang_in_a_closed_queue_says_so() {
     let mut closed = super::testing::queue("shut", 1);
     closed.status.get_or_insert_default().state = Some("Closed".into());

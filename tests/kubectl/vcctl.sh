@@ -167,7 +167,7 @@ PG_NAME="$("${K[@]}" get podgroup -o jsonpath='{.items[0].metadata.name}')"
 PAD="$(printf '%*s' $((${#PG_NAME} - 4)) '')"
 expect "pg list" "$("${T[@]}" pg list | norm)" "NAME$PAD   PHASE     MINMEMBER   RUNNING   SUCCEEDED   FAILED   QUEUE   AGE
 big-UID   Pending   3           0         0           0        small   AGE"
-WHY="gang not admitted to its queue yet, no pod is created until it is: queue resource quota insufficient: queue small can hold cpu 24, memory 96Gi and holds or has promised cpu 0, so the gang's cpu 27, memory 384Mi is short by cpu 3"
+WHY="gang not admitted to its queue yet, no pod is created until it is: queue resource quota insufficient: queue small can hold cpu 24, memory 96Gi, less than the gang's cpu 27, memory 384Mi alone (short by cpu 3)"
 expect "pg list -o wide says why" "$("${T[@]}" pg list -o wide | tail -n 1 | norm | squeeze)" \
   "big-UID Pending 3 0 0 0 small AGE Job/big NotEnqueued $WHY"
 DESCRIBE="$("${K[@]}" describe pg "$PG_NAME")"

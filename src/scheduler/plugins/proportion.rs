@@ -592,16 +592,22 @@ impl Plugin for Proportion {
             }
             return 1;
         }
-        let missing = want.minus(&a.real_capability).only_dims_of(&min);
+        // The message names only what stays put while the gang waits (the queue's capability,
+        // the gang's minimum): it is written into every waiting PodGroup's condition, and
+        // naming what the queue holds now rewrote hundreds of them at every pod's start and
+        // end.
         let name = st.queues[q].name.clone();
-        let message = format!(
-            "queue resource quota insufficient: queue {name} can hold {} and holds or has promised {}, so the gang's {min} is short by {missing}",
-            a.real_capability.only_dims_of(&min),
-            a.allocated
-                .plus(&a.inqueue)
-                .minus(&a.elastic)
-                .only_dims_of(&min),
-        );
+        let cap = a.real_capability.only_dims_of(&min);
+        let message = if min.less_equal_in(&a.real_capability, &min) {
+            format!(
+                "queue resource quota insufficient: queue {name} can hold {cap}, and what it holds and has promised leaves less than the gang's {min}"
+            )
+        } else {
+            format!(
+                "queue resource quota insufficient: queue {name} can hold {cap}, less than the gang's {min} alone (short by {})",
+                min.minus(&a.real_capability).only_dims_of(&min)
+            )
+        };
         st.job_state[j].job_fit_error = Some(message.clone());
         st.events.push(SessionEvent {
             job: j,
