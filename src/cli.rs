@@ -522,25 +522,27 @@ fn parse_node_count(s: &str) -> Result<usize, String> {
 
 /// A Go-style duration flag (`500ms`, `1s`, `1m30s`), at least 10 ms.
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d = crate::api::Duration(s.to_string())
-        .to_std()
-        .map_err(|e| e.to_string())?;
+    let d = duration_of(s)?;
     if d < std::time::Duration::from_millis(10) {
         return Err(format!("{s} is too short (at least 10ms)"));
     }
     Ok(d)
 }
 
-/// A duration flag for which `0s` means "off"; any other value is checked as
-/// [`parse_duration`] checks it.
+/// A duration flag for which `0s` means "off"; any other value is bounded as
+/// [`parse_duration`] bounds it.
 fn parse_duration_or_zero(s: &str) -> Result<std::time::Duration, String> {
-    let d = crate::api::Duration(s.to_string())
-        .to_std()
-        .map_err(|e| e.to_string())?;
-    if d.is_zero() {
-        return Ok(d);
+    match duration_of(s)? {
+        d if d.is_zero() => Ok(d),
+        _ => parse_duration(s),
     }
-    parse_duration(s)
+}
+
+/// `s` read as a Go-style duration (`500ms`, `1m30s`).
+fn duration_of(s: &str) -> Result<std::time::Duration, String> {
+    crate::api::Duration(s.to_string())
+        .to_std()
+        .map_err(|e| e.to_string())
 }
 
 /// A flag error as the one line `main` prints: clap's message with what it knows kept (the

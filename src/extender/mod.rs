@@ -556,28 +556,35 @@ impl Extender {
 
     /// Removes the plan gate from `pods` (namespace, name), 16 writes at a time. A failed
     /// write is left to the next round ([`due_ungates`] sends it again).
-    fn ungate(&self, pods: Vec<(String, String)>) -> impl std::future::Future<Output = ()> + '_ {
-        let patch = ungate_patch();
-        let writes = pods.into_iter().map(move |(ns, name)| {
+    async fn ungate(&self, pods: Vec<(String, String)>) {
+        if pods.is_empty() {
+            return;
+        }
+        let patch = match ungate_patch() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::error!(error = %e, "building the plan-gate removal failed");
+                return;
+            }
+        };
+        let patch = &patch;
+        let writes = pods.into_iter().map(|(ns, name)| async move {
             let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
                 kube::Api::namespaced(self.client.clone(), &ns);
-            let patch = patch.as_ref().map(|p| p.clone()).map_err(ToString::to_string);
-            async move {
-                let r = match patch {
-                    Ok(p) => api
-                        .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Json::<()>(p))
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| crate::report::report(&e).to_string()),
-                    Err(e) => Err(e),
-                };
-                match r {
-                    Ok(()) => self.metrics.plan_gates_removed.inc(),
-                    Err(e) => tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "removing the plan gate failed"),
-                }
+            let params = kube::api::PatchParams::default();
+            match api
+                .patch(&name, &params, &kube::api::Patch::Json::<()>(patch.clone()))
+                .await
+            {
+                Ok(_) => self.metrics.plan_gates_removed.inc(),
+                Err(e) => tracing::debug!(
+                    pod = %format!("{ns}/{name}"),
+                    error = %crate::report::report(&e),
+                    "removing the plan gate failed"
+                ),
             }
         });
-        futures::StreamExt::for_each_concurrent(futures::stream::iter(writes), 16, |f| f)
+        futures::StreamExt::for_each_concurrent(futures::stream::iter(writes), 16, |f| f).await;
     }
 
     /// Re-plans `job` within `names`, one re-plan at a time.

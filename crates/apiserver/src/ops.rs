@@ -1064,13 +1064,11 @@ mod tests {
         assert_eq!(again.object.value().unwrap()["data"]["k"], "x");
     }
 
-    #[tokio::test]
-    async fn a_gated_pod_is_not_bound_until_its_gates_are_removed() {
-        let api = server();
+    /// Creates pod `default/p` with `spec`.
+    async fn create_pod(api: &ApiServer, spec: Value) {
         let pods = api.resource("", "v1", "pods").unwrap();
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-                         "spec": {"containers": [{"name": "c", "image": "i"}],
-                                  "schedulingGates": [{"name": "example.com/wait"}]}});
+                         "spec": spec});
         api.create(
             Caller::Client,
             &pods,
@@ -1080,6 +1078,18 @@ mod tests {
         )
         .await
         .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_gated_pod_is_not_bound_until_its_gates_are_removed() {
+        let api = server();
+        let pods = api.resource("", "v1", "pods").unwrap();
+        create_pod(
+            &api,
+            json!({"containers": [{"name": "c", "image": "i"}],
+                                "schedulingGates": [{"name": "example.com/wait"}]}),
+        )
+        .await;
         let binding = json!({"target": {"name": "node-1"}});
         let e = api
             .bind(Caller::Client, "default", "p", &binding)
@@ -1111,18 +1121,7 @@ mod tests {
     #[tokio::test]
     async fn binding_a_bound_pod_is_a_conflict_on_pods_binding() {
         let api = server();
-        let pods = api.resource("", "v1", "pods").unwrap();
-        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
-                         "spec": {"containers": [{"name": "c", "image": "i"}]}});
-        api.create(
-            Caller::Client,
-            &pods,
-            "default",
-            pod,
-            &WriteOptions::default(),
-        )
-        .await
-        .unwrap();
+        create_pod(&api, json!({"containers": [{"name": "c", "image": "i"}]})).await;
         let binding = json!({"target": {"name": "node-1"}});
         api.bind(Caller::Client, "default", "p", &binding)
             .await

@@ -114,18 +114,14 @@ pub fn owner_reference(job: &Job) -> OwnerReference {
 /// has placed it (the extender then removes the gate). A best-effort pod is left ungated: it
 /// takes no room, and a scheduler configuration without `backfill` would never place it.
 pub fn gate_until_placed(pod: &mut Pod, schedulers: &[String]) {
-    let Some(spec) = pod.spec.as_mut() else {
-        return;
-    };
-    let scheduler = spec
-        .scheduler_name
-        .as_deref()
-        .unwrap_or("default-scheduler");
-    if !schedulers.iter().any(|s| s == scheduler) {
-        return;
-    }
-    let requests = crate::scheduler::resource::pod_request(pod);
-    if requests.is_empty() {
+    let served = pod.spec.as_ref().is_some_and(|spec| {
+        let scheduler = spec
+            .scheduler_name
+            .as_deref()
+            .unwrap_or("default-scheduler");
+        schedulers.iter().any(|s| s == scheduler)
+    });
+    if !served || crate::scheduler::resource::pod_request(pod).is_empty() {
         return;
     }
     let Some(spec) = pod.spec.as_mut() else {
