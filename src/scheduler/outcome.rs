@@ -157,8 +157,44 @@ pub fn run_session(snapshot: Snapshot, conf: &SchedulerConf, id: &str, now: Time
     ssn.plugins.close(&mut ssn.state);
     let mut out = close(&ssn.state, now);
     out.figures.action_ms = action_ms;
-    out.wake_at_ms = ssn.state.wake_at_ms;
+    out.wake_at_ms = match (out.wake_at_ms, ssn.state.wake_at_ms) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     out
+}
+
+/// A waiting gang's condition is reworded (the same type, status and reason, another message)
+/// at most this often. Its message names figures and which of several rules refused it, and as
+/// pods start and end elsewhere those take turns from one session to the next: rewriting at
+/// every turn wrote each waiting PodGroup dozens of times a minute and loaded the API server
+/// that the pods' own writes need.
+pub const REWORD_AFTER_MS: i64 = 10_000;
+
+/// When `new` differs from `old` only in the messages of conditions whose type, status and
+/// reason are unchanged, all reworded less than [`REWORD_AFTER_MS`] ago: the time the oldest
+/// of them may be reworded (milliseconds since the epoch). `None` when the change is anything
+/// else, or may be written now.
+fn reword_later(old: &PodGroupStatus, new: &PodGroupStatus, now_ms: i64) -> Option<i64> {
+    let olds = old.conditions.as_deref().unwrap_or_default();
+    let mut kept = new.clone();
+    let mut due: Option<i64> = None;
+    for c in kept.conditions.iter_mut().flatten() {
+        let Some(o) = olds.iter().find(|o| o.type_ == c.type_) else {
+            continue;
+        };
+        if o.status != c.status || o.reason != c.reason || o.message == c.message {
+            continue;
+        }
+        let at = o.last_transition_time.as_ref()?.0.as_millisecond() + REWORD_AFTER_MS;
+        if at <= now_ms {
+            return None;
+        }
+        due = Some(due.map_or(at, |d| d.min(at)));
+        c.message = o.message.clone();
+        c.last_transition_time = o.last_transition_time.clone();
+    }
+    due.filter(|_| same_status(old, &kept))
 }
 
 /// Volcano's `getPodGroupPhase`.
@@ -437,7 +473,12 @@ fn close(st: &State, now: Time) -> Outcome {
             .phases
             .entry(phase.as_str().to_string())
             .or_default() += 1;
-        let changed = !same_status(&old, &status);
+        let mut changed = !same_status(&old, &status);
+        if changed && let Some(due) = reword_later(&old, &status, now.0.as_millisecond()) {
+            status = old.clone();
+            changed = false;
+            out.wake_at_ms = Some(out.wake_at_ms.map_or(due, |w| w.min(due)));
+        }
         if changed {
             out.podgroups.push(PodGroupUpdate {
                 namespace: job.namespace.clone(),
@@ -531,4 +572,41 @@ fn close(st: &State, now: Time) -> Outcome {
     out.figures.jobs = st.jobs.len();
     out.figures.nodes = st.nodes.len();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(phase: &str, message: &str, at_ms: i64) -> PodGroupStatus {
+        serde_json::from_value(serde_json::json!({
+            "phase": phase,
+            "conditions": [{
+                "type": "Unschedulable", "status": "True", "reason": NOT_ENQUEUED_REASON,
+                "message": message,
+                "lastTransitionTime": k8s_openapi::jiff::Timestamp::from_millisecond(at_ms)
+                    .unwrap_or_else(|e| panic!("{e}")).to_string(),
+            }]
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_reworded_condition_waits_its_turn_and_any_other_change_is_written_at_once() {
+        let t = 1_000_000_000_000;
+        let old = waiting("Pending", "queue a is at its deserved share", t);
+        let reworded = waiting("Pending", "resource in cluster is overused", t + 3_000);
+        assert_eq!(
+            reword_later(&old, &reworded, t + 3_000),
+            Some(t + REWORD_AFTER_MS)
+        );
+        assert_eq!(reword_later(&old, &reworded, t + REWORD_AFTER_MS), None);
+        let admitted = waiting("Inqueue", "resource in cluster is overused", t + 3_000);
+        assert_eq!(reword_later(&old, &admitted, t + 3_000), None);
+        let mut settled = old.clone();
+        for c in settled.conditions.iter_mut().flatten() {
+            c.status = Some("False".into());
+        }
+        assert_eq!(reword_later(&old, &settled, t + 3_000), None);
+    }
 }

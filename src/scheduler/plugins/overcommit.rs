@@ -71,25 +71,35 @@ impl Plugin for Overcommit {
             .copied()
             .filter(|d| st.total.get(d) < EPSILON)
             .collect();
-        let message = if absent.is_empty() {
-            // Only the dimensions that are short: a gang short of memory is not told of cpu.
-            let left = self.idle.minus(&self.inqueue);
-            let want = self.inqueue.plus(&min);
-            let short: Vec<&str> = asked
-                .iter()
-                .copied()
-                .filter(|d| want.get(d) > self.idle.get(d) + EPSILON)
-                .collect();
-            format!(
-                "resource in cluster is overused: the gang needs {min}, the cluster has {} left for gangs (overcommit factor {})",
-                left.describe(&short),
-                self.factor
-            )
-        } else {
+        // The message names only what stays put while the gang waits (the cluster's room for
+        // gangs, the gang's minimum): it is written into every waiting PodGroup's condition,
+        // and naming what is left now rewrote every one of them at each pod's start and end.
+        let room = st.total.scaled(self.factor);
+        let message = if !absent.is_empty() {
             format!(
                 "the gang needs {min}, and no usable node has {}",
                 absent.join(", ")
             )
+        } else {
+            let alone: Vec<&str> = asked
+                .iter()
+                .copied()
+                .filter(|d| min.get(d) > room.get(d) + EPSILON)
+                .collect();
+            if alone.is_empty() {
+                format!(
+                    "resource in cluster is overused: the gang needs {min}; gangs may hold {} of the cluster (its allocatable × overcommit factor {}), and what runs and is admitted leaves less",
+                    room.describe(&asked),
+                    self.factor
+                )
+            } else {
+                // Only the dimensions that are short: a gang short of memory is not told of cpu.
+                format!(
+                    "resource in cluster is overused: the gang needs {min}, more than gangs may ever hold of the cluster: {} (its allocatable × overcommit factor {})",
+                    room.describe(&alone),
+                    self.factor
+                )
+            }
         };
         st.events.push(SessionEvent {
             job: j,

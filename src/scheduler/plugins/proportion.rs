@@ -582,11 +582,12 @@ impl Plugin for Proportion {
                 // Admission room goes to queues within their share first: a queue at its
                 // share would otherwise admit its whole backlog (it stays first in the
                 // queue order, which admissions do not change) and hold the room the other
-                // queues' gangs need to be admitted at all.
+                // queues' gangs need to be admitted at all. The share itself is not named: it
+                // moves with every queue's demand, and the message is written into every
+                // waiting PodGroup's condition.
                 st.job_state[j].job_fit_error = Some(format!(
-                    "queue {} is at its deserved share {} while queue {other} waits for room within its own",
+                    "queue {} is at its deserved share while queue {other} waits for room within its own",
                     st.queues[q].name,
-                    a.deserved.only_dims_of(&min),
                 ));
                 return -1;
             }
