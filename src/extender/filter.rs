@@ -50,7 +50,11 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// Fails every node sent with `reason`, its closing period left out: kube-scheduler ends
+    /// its own `0/N nodes are available: …` message with one (a gang's reason ends with the
+    /// session's `… Insufficient cpu.`, which read `Insufficient cpu..` there).
     fn fail_all(names: &[&str], reason: &str) -> Self {
+        let reason = reason.trim_end_matches('.');
         Decision::Answer {
             keep: Vec::new(),
             failed: names
@@ -321,4 +325,45 @@ pub fn node_constraints(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::config::SchedulerConf;
+    use crate::scheduler::outcome::run_session;
+    use crate::scheduler::testing::World;
+
+    #[test]
+    fn a_waiting_gangs_reason_reaches_kube_scheduler_without_its_closing_period() {
+        // 2 nodes of 4 cpu; a gang of 3 × 2.5 cpu fits the total but not the nodes.
+        let w = World::default()
+            .nodes(2, 4, 16)
+            .gang("ns", "big", "default", 3, 3, 2500, 64, "Inqueue");
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let out = run_session(w.index.snapshot(), &SchedulerConf::builtin(), "s1", now);
+        let Some(Verdict::Waiting(why)) = out.plan.gangs.get("ns/big") else {
+            panic!("the gang waits: {:?}", out.plan.gangs);
+        };
+        assert!(why.ends_with("Insufficient cpu."), "{why}");
+        let d = decide(
+            "uid-ns-big-task-0",
+            &["node-0"],
+            &w.index,
+            &out.plan,
+            false,
+            &|_, _| false,
+        );
+        let Decision::Answer { failed, keep, .. } = d else {
+            panic!("an answer: {d:?}");
+        };
+        assert!(keep.is_empty());
+        assert_eq!(
+            failed.get("node-0"),
+            Some(&why.trim_end_matches('.').to_string())
+        );
+        assert!(failed["node-0"].ends_with("Insufficient cpu"));
+    }
 }
