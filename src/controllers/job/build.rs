@@ -112,9 +112,13 @@ pub fn owner_reference(job: &Job) -> OwnerReference {
 /// Puts `pod` behind the plan gate ([`keys::PLAN_GATE`]) when its scheduler is one of
 /// `schedulers` and it asks for resources, so kube-scheduler first hears of it once a session
 /// has placed it (the extender then removes the gate). A best-effort pod is left ungated: it
-/// takes no room, and a scheduler configuration without `backfill` would never place it.
+/// takes no room, and a scheduler configuration without `backfill` would never place it. A
+/// pod that names its node is not scheduled at all (and the API refuses gates on it).
 pub fn gate_until_placed(pod: &mut Pod, schedulers: &[String]) {
     let served = pod.spec.as_ref().is_some_and(|spec| {
+        if spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
+            return false;
+        }
         let scheduler = spec
             .scheduler_name
             .as_deref()
@@ -991,6 +995,12 @@ status:
         let mut best_effort = worker_asking(None);
         gate_until_placed(&mut best_effort, &served);
         assert!(gates(&best_effort).is_empty());
+
+        // A pod that names its node is never scheduled; kube-apiserver refuses gates on it.
+        let mut pinned = worker_asking(Some("1"));
+        pinned.spec.as_mut().expect("spec").node_name = Some("node-1".into());
+        gate_until_placed(&mut pinned, &served);
+        assert!(gates(&pinned).is_empty());
 
         // The template's own gates stay, ours after them.
         let mut gated = worker_asking(Some("1"));
