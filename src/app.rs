@@ -11,10 +11,7 @@ use tracing_subscriber::EnvFilter;
 use crate::admission::{self, AdmissionConfig, AdmissionContext, AdmissionMetrics};
 use crate::api::TypesError;
 use crate::certs::{self, CertError, PemChain};
-use crate::cli::{
-    ApiserverArgs, CertsArgs, Cli, Command, LogFormat, SERVE_NOT_YET, SERVE_RUNS, ServeArgs,
-    TlsMode,
-};
+use crate::cli::{ApiserverArgs, CertsArgs, Cli, Command, LogFormat, ServeArgs, TlsMode};
 use crate::cluster::webhooks::{self, WebhookError, WebhookHost, WebhookTarget};
 use crate::cluster::{self, BootstrapError, CacheFeeds, Caches, ClusterError};
 use crate::extender::{self, Extender, ExtenderOptions};
@@ -447,12 +444,15 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     if !ignored.is_empty() {
         tracing::warn!(plugins = ?ignored, "scheduler configuration names Volcano plugins tephra does not run; they are left out");
     }
-    tracing::info!("tephra serve runs {SERVE_RUNS}; not yet: {SERVE_NOT_YET}");
+    let elect = args.leader.enabled(args.embedded);
+    tracing::info!(
+        "{}",
+        crate::cli::serve_banner(args.embedded.then_some(args.embedded_api_listen), elect)
+    );
     let metrics = Metrics::new()?;
     let shutdown = CancellationToken::new();
     server::cancel_on_signals(shutdown.clone());
     let state = ServerState::new(metrics.clone());
-    let elect = args.leader.enabled(args.embedded);
     if elect {
         args.leader
             .timings()

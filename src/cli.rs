@@ -60,6 +60,29 @@ pub const SERVE_RUNS: &str = "the admission webhooks (vcJobs, Pods, PodGroups, Q
      extender's answers; every replica serves the webhooks); with --embedded also the in-memory \
      Kubernetes API with its kubelet and kube-scheduler stand-ins";
 
+/// The first line `tephra serve` logs: what runs in this mode, and where its state lives.
+/// `api` is the embedded API's address (embedded mode), `elect` whether replicas elect a
+/// leader.
+pub fn serve_banner(api: Option<SocketAddr>, elect: bool) -> String {
+    let parts = "the admission webhooks, the gang scheduling session, the kube-scheduler \
+         extender and the Job, PodGroup and Queue controllers";
+    match api {
+        Some(addr) => format!(
+            "tephra serve --embedded: a Kubernetes API on http://{addr} with kubelet and \
+             kube-scheduler stand-ins, and on it {parts}; its objects are kept in memory only \
+             and are gone when tephra stops"
+        ),
+        None if elect => format!(
+            "tephra serve: {parts} against the cluster; replicas elect a leader on a Lease \
+             (only the leader runs the controllers, the session and the extender's answers; \
+             every replica serves the webhooks)"
+        ),
+        None => format!(
+            "tephra serve: {parts} against the cluster, as its only replica (--leader-elect=false)"
+        ),
+    }
+}
+
 /// What `tephra serve` does not run yet (see [`SERVE_RUNS`]).
 pub const SERVE_NOT_YET: &str = "--tls-mode self together with --embedded (embedded mode \
      makes its own certificate at start)";
@@ -746,6 +769,22 @@ mod tests {
         for line in [missing, values, unknown] {
             assert!(!line.contains('\n') && !line.contains("Usage:"), "{line}");
         }
+    }
+
+    #[test]
+    fn the_first_log_line_says_where_state_lives_and_names_leader_election_only_where_it_runs() {
+        let addr: SocketAddr = "127.0.0.1:6443".parse().unwrap();
+        let embedded = serve_banner(Some(addr), false);
+        assert!(embedded.contains("http://127.0.0.1:6443"), "{embedded}");
+        assert!(embedded.contains("in memory only"), "{embedded}");
+        assert!(!embedded.contains("leader"), "{embedded}");
+        let elected = serve_banner(None, true);
+        assert!(elected.contains("elect a leader on a Lease"), "{elected}");
+        let single = serve_banner(None, false);
+        assert!(
+            single.contains("only replica") && !single.contains("Lease"),
+            "{single}"
+        );
     }
 
     #[test]

@@ -225,7 +225,6 @@ struct Sim {
     names: Vec<String>,
     state: Mutex<State>,
     wake: Notify,
-    recorder: EventRecorder,
 }
 
 fn https_client(opts: &SimSchedulerOptions) -> Result<reqwest::Client, SimSchedulerError> {
@@ -285,7 +284,6 @@ pub fn start(
                     }
                 };
                 let sim = Arc::new(Sim {
-                    recorder: EventRecorder::new(client.clone(), "default-scheduler"),
                     client,
                     http,
                     base: format!("https://{}:{}/scheduler", opts.host, opts.addr.port()),
@@ -582,7 +580,8 @@ impl Sim {
         // Written off the scheduling cycle, as kube-scheduler's status updater and event
         // broadcaster do, so the next cycle does not wait for the API.
         let client = self.client.clone();
-        let recorder = self.recorder.clone();
+        // Each kube-scheduler profile records its Events as its scheduler name.
+        let recorder = EventRecorder::new(client.clone(), profile_of(&pod));
         let uid = uid.to_string();
         tokio::spawn(async move { write_unschedulable(client, recorder, pod, uid, message).await });
     }
@@ -828,6 +827,15 @@ async fn write_unschedulable(
     {
         tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "recording FailedScheduling failed");
     }
+}
+
+/// The kube-scheduler profile a pod is scheduled by: its `schedulerName`, `default-scheduler`
+/// when it names none.
+fn profile_of(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduler_name.as_deref())
+        .unwrap_or("default-scheduler")
 }
 
 /// kube-scheduler's FitError text: `0/N nodes are available: <count> <reason>, ...`.

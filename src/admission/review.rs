@@ -368,10 +368,54 @@ struct RawRequest {
     dry_run: Option<bool>,
 }
 
+/// `body` with every `\uXXXX` escape of a lone UTF-16 surrogate (one not part of a pair)
+/// replaced by `\ufffd`, as Go's `encoding/json` decodes them: serde_json refuses them, but
+/// only where it decodes a string, so a review holding one in its object was answered by some
+/// webhooks and refused by others. Borrowed when there is none.
+pub fn replace_lone_surrogates(body: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    // The code unit of the `\uXXXX` escape at `i`, if there is one.
+    let unit = |i: usize| -> Option<u16> {
+        let esc = body.get(i..i + 6)?;
+        if esc[0] != b'\\' || esc[1] != b'u' {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(&esc[2..]).ok()?, 16).ok()
+    };
+    let mut out: Option<Vec<u8>> = None;
+    let mut i = 0;
+    while i < body.len() {
+        if body[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        let Some(u) = unit(i) else {
+            // Another escape (`\\` among them): its next byte is never an escape's start.
+            i += 2;
+            continue;
+        };
+        let high = (0xD800..0xDC00).contains(&u);
+        let low = (0xDC00..0xE000).contains(&u);
+        if high && unit(i + 6).is_some_and(|v| (0xDC00..0xE000).contains(&v)) {
+            i += 12;
+            continue;
+        }
+        if high || low {
+            let o = out.get_or_insert_with(|| body.to_vec());
+            o[i + 2..i + 6].copy_from_slice(b"fffd");
+        }
+        i += 6;
+    }
+    match out {
+        Some(o) => std::borrow::Cow::Owned(o),
+        None => std::borrow::Cow::Borrowed(body),
+    }
+}
+
 /// Reads an AdmissionReview body. Every failure is a client error (HTTP 400) with a one-line
 /// reason.
 pub fn parse(body: &[u8]) -> Result<Request, AdmissionError> {
-    let raw: RawReview = serde_json::from_slice(body).map_err(|e| match e.classify() {
+    let body = replace_lone_surrogates(body);
+    let raw: RawReview = serde_json::from_slice(&body).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => AdmissionError::NotAReview(e),
         _ => AdmissionError::NotJson(e),
     })?;
@@ -658,6 +702,28 @@ mod tests {
         assert!(r.object.is_some() && r.old_object.is_none());
         let r = parse(&review("admission.k8s.io/v1beta1", pod_request())).unwrap();
         assert_eq!(r.version, ReviewVersion::V1Beta1);
+    }
+
+    #[test]
+    fn a_lone_surrogate_reads_as_the_replacement_character_as_go_reads_it() {
+        let body = String::from_utf8(review("admission.k8s.io/v1", pod_request()))
+            .unwrap()
+            .replace(r#""name":"p"}"#, r#""name":"p","labels":{"a":"x\ud800y","b":"\udc00","c":"\ud83d\ude00","d":"\\ud800"}}"#);
+        let r = parse(body.as_bytes()).unwrap();
+        let labels = &r.object.as_ref().unwrap().value()["metadata"]["labels"];
+        assert_eq!(labels["a"], "x\u{fffd}y");
+        assert_eq!(labels["b"], "\u{fffd}");
+        assert_eq!(labels["c"], "\u{1f600}", "a pair is one character");
+        assert_eq!(labels["d"], "\\ud800", "an escaped backslash is no escape");
+        let uid = String::from_utf8(review("admission.k8s.io/v1", pod_request()))
+            .unwrap()
+            .replace(r#""uid":"u-1""#, r#""uid":"u-\ud800""#);
+        assert_eq!(parse(uid.as_bytes()).unwrap().uid, "u-\u{fffd}");
+        let plain = review("admission.k8s.io/v1", pod_request());
+        assert!(matches!(
+            replace_lone_surrogates(&plain),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -474,7 +474,10 @@ fn close(st: &State, now: Time) -> Outcome {
             .entry(phase.as_str().to_string())
             .or_default() += 1;
         let mut changed = !same_status(&old, &status);
-        if changed && let Some(due) = reword_later(&old, &status, now.0.as_millisecond()) {
+        if changed
+            && !js.refused_for_queue_state
+            && let Some(due) = reword_later(&old, &status, now.0.as_millisecond())
+        {
             status = old.clone();
             changed = false;
             out.wake_at_ms = Some(out.wake_at_ms.map_or(due, |w| w.min(due)));

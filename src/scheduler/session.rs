@@ -86,6 +86,9 @@ pub struct JobState {
     /// The enqueue action considered the job and refused it this session (`job_fit_error`
     /// says why).
     pub enqueue_refused: bool,
+    /// The refusal is for the queue's state (not Open), not for room: it does not take
+    /// turns with other refusals as pods start and end, so its condition is written at once.
+    pub refused_for_queue_state: bool,
     /// The allocate action passed over a task of the job for its queue's share (the queue was
     /// overused, or the task did not fit within the share): the job may borrow in the lending
     /// pass.

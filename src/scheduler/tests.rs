@@ -954,6 +954,6 @@ fn a_gang_short_of_one_resource_is_told_of_that_one() {
         .expect("an enqueue event");
     assert_eq!(
         ev.message,
-        "resource in cluster is overused: the gang needs cpu 2, memory 24Gi, more than gangs may ever hold of the cluster: memory 19.2Gi (its allocatable × overcommit factor 1.2)"
+        "resource in cluster is overused: the gang needs cpu 2, memory 24Gi, more than gangs may ever hold of the cluster: memory 19.2Gi (its allocatable × overcommit factor 1.2; short by memory 4.8Gi)"
     );
 }

@@ -95,6 +95,7 @@ pub fn jobs_from_file(
                 crate::api::batch::API_VERSION
             )));
         }
+        let given = doc.clone();
         let mut job: Job = serde_path_to_error::deserialize(doc).map_err(|e| {
             let at = e.path().to_string();
             match at.as_str() {
@@ -102,6 +103,18 @@ pub fn jobs_from_file(
                 _ => bad(format!("document {}: {at}: {}", i + 1, e.inner())),
             }
         })?;
+        // As `kubectl apply` (strict field validation): a field the Job has no place for is
+        // a mistake to point at, not something to drop in silence.
+        let kept = serde_json::to_value(&job).unwrap_or(Value::Null);
+        let unknown = unknown_fields(&given, &kept, "");
+        if !unknown.is_empty() {
+            let list: Vec<String> = unknown.iter().map(|f| format!("{f:?}")).collect();
+            return Err(bad(format!(
+                "document {}: strict decoding error: unknown field {}",
+                i + 1,
+                list.join(", unknown field ")
+            )));
+        }
         if job.metadata.name.as_deref().unwrap_or("").is_empty()
             && job.metadata.generate_name.is_none()
         {
@@ -123,6 +136,42 @@ pub fn jobs_from_file(
         return Err(bad("no vcJob in the file".into()));
     }
     Ok(jobs)
+}
+
+/// The fields of `given` (as written) that `kept` (the same document read into its type and
+/// written back) lost: the ones the type has no place for, as `spec.tasks[0].fooBar`. A field
+/// whose value is null or empty may be left out by the writing and does not count.
+fn unknown_fields(given: &Value, kept: &Value, at: &str) -> Vec<String> {
+    let empty = |v: &Value| match v {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    };
+    match (given, kept) {
+        (Value::Object(g), Value::Object(k)) => g
+            .iter()
+            .flat_map(|(key, v)| {
+                let path = if at.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{at}.{key}")
+                };
+                match k.get(key) {
+                    Some(kv) => unknown_fields(v, kv, &path),
+                    None if empty(v) => Vec::new(),
+                    None => vec![path],
+                }
+            })
+            .collect(),
+        (Value::Array(g), Value::Array(k)) => g
+            .iter()
+            .zip(k)
+            .enumerate()
+            .flat_map(|(i, (gv, kv))| unknown_fields(gv, kv, &format!("{at}[{i}]")))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Parses `cpu=4,memory=8Gi` into a resource list.
@@ -248,6 +297,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("spec.minAvailable"), "{err}");
+        let typo = "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata:\n  name: x\n  labels: {}\nspec:\n  fooBar: 1\n  minAvailable: 1\n  tasks:\n  - name: t\n    replicas: 1\n    template:\n      spec:\n        containers:\n        - name: c\n          image: busybox\n          imagePullPolicyy: Always\n";
+        let err = jobs_from_file(typo, "t.yaml", "default", false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "t.yaml: document 1: strict decoding error: unknown field \"spec.fooBar\", unknown field \"spec.tasks[0].template.spec.containers[0].imagePullPolicyy\""
+        );
         let err = jobs_from_file("", "e.yaml", "default", false)
             .unwrap_err()
             .to_string();

@@ -814,14 +814,10 @@ fn check_answer(path: &str, body: &[u8], status: StatusCode, answer: &Value) {
         );
         return;
     }
-    let request: Value = match serde_json::from_slice(body) {
+    // A lone surrogate escape reads as U+FFFD, as Go's decoder (and the webhooks) read it.
+    let body = tephra::admission::review::replace_lone_surrogates(body);
+    let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
-        // A known gap, left to the admission code: a review's object stays text
-        // (`RawValue`) until a webhook decodes it, and serde_json checks the `\u` escapes it
-        // skips for hex digits but not for lone surrogates, so a byte-mutated review whose
-        // unread parts hold `"\ud800"` is answered as if valid. kube-apiserver never sends
-        // such bytes. Any other unparsable body answered 200 still fails here.
-        Err(e) if e.to_string().contains("invalid unicode code point") => return,
         Err(e) => panic!("{path}: 200 for a body that is not JSON ({e})"),
     };
     assert_eq!(answer["apiVersion"], request["apiVersion"]);

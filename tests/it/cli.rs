@@ -592,10 +592,13 @@ async fn serve_embedded_uses_a_certificate_made_for_another_namespace() {
         "--tls-key".as_ref(),
         key.as_os_str(),
     ]);
-    // The start-up log says what runs and what does not yet.
-    let first = served.wait_for("tephra serve runs");
+    // The start-up log says what runs and that the state is in memory.
+    let first = served.wait_for("tephra serve --embedded:");
     assert!(
-        first["message"].as_str().unwrap().contains("not yet"),
+        first["message"]
+            .as_str()
+            .unwrap()
+            .contains("kept in memory only"),
         "{first}"
     );
     ready_and_admitting(&mut served).await;
@@ -794,5 +797,67 @@ fn job_view_refuses_watch_with_an_output_format() {
     assert!(
         err.contains("--watch") && err.contains("tephra job view --help"),
         "{err}"
+    );
+}
+
+/// `job run -f` reads a file strictly (an unknown field is refused, as kubectl apply refuses
+/// it): every vcJob of Volcano's own examples reads, but the one with a misspelt field.
+#[test]
+fn every_volcano_example_vcjob_reads_strictly() {
+    let Some(dir) = crate::common::volcano_or_skip(
+        "volcano-examples",
+        "every_volcano_example_vcjob_reads_strictly",
+    ) else {
+        return;
+    };
+    let mut files = Vec::new();
+    let mut todo = vec![dir];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let p = e.unwrap_or_else(|e| panic!("{e}")).path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                files.push(p);
+            }
+        }
+    }
+    let mut read = 0;
+    let mut refused: Vec<String> = Vec::new();
+    for p in files {
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{e}"));
+        // Only files that are all vcJobs (others are refused by kind, by design).
+        let docs: Vec<serde_json::Value> = match serde_saphyr::from_multiple(&text) {
+            Ok(d) => d,
+            Err(_) => continue,
+        };
+        let all_jobs = !docs.is_empty()
+            && docs
+                .iter()
+                .filter(|d| !d.is_null())
+                .all(|d| d["kind"] == "Job" && d["apiVersion"] == tephra::api::batch::API_VERSION);
+        if !all_jobs {
+            continue;
+        }
+        let file = p
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match tephra::vcctl::objects::jobs_from_file(&text, &file, "default", false) {
+            Ok(_) => read += 1,
+            // One example misspells `priorityClassName`; kubectl apply refuses it as well
+            // (Volcano's CRD spells out the pod template, so its strict decoding knows).
+            Err(e) if file == "kubecon-2019-china__task-priority__elastic-job.yaml" => {
+                refused.push(e.to_string())
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(read > 5, "only {read} vcJob files among Volcano's examples");
+    assert_eq!(
+        refused,
+        [
+            "kubecon-2019-china__task-priority__elastic-job.yaml: document 1: strict decoding error: unknown field \"spec.tasks[0].template.spec.priorityClass\", unknown field \"spec.tasks[1].template.spec.priorityClass\""
+        ]
     );
 }

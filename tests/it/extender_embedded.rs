@@ -213,15 +213,22 @@ async fn a_gang_waits_pending_and_starts_when_a_node_is_added() {
     }
     assert_eq!(by_gang(&c).await.get("wide").map(|s| s.0), Some(0));
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
-    let failed = events
+    let failed: Vec<_> = events
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
-        .count();
-    assert!(failed > 0, "no FailedScheduling Event");
+        .collect();
+    assert!(!failed.is_empty(), "no FailedScheduling Event");
+    for e in &failed {
+        // Recorded by the pods' own kube-scheduler profile, in kube-scheduler's words.
+        let source = e.source.as_ref().and_then(|s| s.component.as_deref());
+        assert_eq!(source, Some("volcano"), "{e:?}");
+        let message = e.message.as_deref().unwrap_or_default();
+        assert!(!message.contains(".."), "{message}");
+    }
 
     let mut node: serde_json::Value =
         serde_json::to_value(Api::<Node>::all(c.clone()).get("node-1").await.unwrap()).unwrap();

@@ -188,10 +188,10 @@ echo "$VIEW" | grep -qF "PodGroup:      $PG_NAME (Pending): NotEnqueued: $WHY" |
 ok "job view says why the job waits"
 "${T[@]}" queue close small >/dev/null || fail "queue close small"
 for _ in $(seq 1 100); do
-  "${K[@]}" describe pg "$PG_NAME" | grep -q "queue small is not open" && break
+  "${K[@]}" describe pg "$PG_NAME" | grep -qE "queue small is Clos(ed|ing), not Open" && break
   sleep 0.1
 done
-"${K[@]}" describe pg "$PG_NAME" | grep -qF "gang not admitted to its queue yet, no pod is created until it is: queue small is not open" \
+"${K[@]}" describe pg "$PG_NAME" | grep -qE "gang not admitted to its queue yet, no pod is created until it is: queue small is Clos(ed|ing), not Open" \
   || fail "describe pg does not say the queue is closed: $("${K[@]}" describe pg "$PG_NAME")"
 ok "kubectl describe pg: the queue is closed"
 "${T[@]}" job delete big >/dev/null || fail "job delete big"

@@ -287,7 +287,7 @@ fn topology_problem(task: &TaskSpec, index: usize) -> Option<String> {
         // Volcano counts whole CPUs; zero (absent) or a fraction cannot be pinned.
         if cpu < 1.0 || cpu.fract() != 0.0 {
             return Some(format!(
-                "the cpu request isn't an integer in spec.task[{index}] container[{id}]."
+                "the cpu request isn't an integer in spec.tasks[{index}] container[{id}]."
             ));
         }
     }
@@ -447,11 +447,11 @@ pub fn validate_create(job: &Job, view: &dyn ClusterView) -> (Vec<String>, Vec<S
             Some(t) => {
                 let errs = pod_template_errors(t);
                 if !errs.is_empty() {
-                    problems.push(format!("spec.task[{index}].{}", errs.join(". ")));
+                    problems.push(format!("spec.tasks[{index}].{}", errs.join(". ")));
                 }
             }
             None => problems.push(format!(
-                "spec.task[{index}].template.spec.containers: Required value"
+                "spec.tasks[{index}].template.spec.containers: Required value"
             )),
         }
         problems.extend(topology_problem(task, index));
@@ -812,7 +812,13 @@ mod tests {
         t["template"]["spec"]["containers"][0]["image"] = json!("");
         denied(
             json!({"tasks": [t]}),
-            "spec.task[0].template.spec.containers[0].image: Required value",
+            "spec.tasks[0].template.spec.containers[0].image: Required value",
+        );
+        let mut t = task("a", 1);
+        t["template"]["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "-1"}});
+        denied(
+            json!({"tasks": [t]}),
+            "spec.tasks[0].template.spec.containers[0].resources.requests[cpu]",
         );
         let mut t = task("a", 1);
         t["template"]["spec"]["restartPolicy"] = json!("Sometimes");
@@ -821,7 +827,7 @@ mod tests {
         t["template"].as_object_mut().unwrap().remove("spec");
         denied(
             json!({"tasks": [t]}),
-            "spec.task[0].template.spec.containers: Required value",
+            "spec.tasks[0].template.spec.containers: Required value",
         );
     }
 
@@ -833,7 +839,7 @@ mod tests {
         t["template"]["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "500m"}});
         denied(
             json!({"tasks": [t.clone()]}),
-            "the cpu request isn't an integer in spec.task[0] container[0]",
+            "the cpu request isn't an integer in spec.tasks[0] container[0]",
         );
         t["template"]["spec"]["containers"][0]["resources"] = json!({"limits": {"cpu": "2"}});
         allowed(json!({"tasks": [t.clone()]}));

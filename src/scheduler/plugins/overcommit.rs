@@ -95,9 +95,10 @@ impl Plugin for Overcommit {
             } else {
                 // Only the dimensions that are short: a gang short of memory is not told of cpu.
                 format!(
-                    "resource in cluster is overused: the gang needs {min}, more than gangs may ever hold of the cluster: {} (its allocatable × overcommit factor {})",
+                    "resource in cluster is overused: the gang needs {min}, more than gangs may ever hold of the cluster: {} (its allocatable × overcommit factor {}; short by {})",
                     room.describe(&alone),
-                    self.factor
+                    self.factor,
+                    min.minus(&room).describe(&alone)
                 )
             }
         };

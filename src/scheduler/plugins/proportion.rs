@@ -564,8 +564,11 @@ impl Plugin for Proportion {
             return 0;
         };
         if !st.queues[q].is_open() {
-            st.job_state[j].job_fit_error =
-                Some(format!("queue {} is not open", st.queues[q].name));
+            st.job_state[j].job_fit_error = Some(format!(
+                "queue {} is {}, not Open",
+                st.queues[q].name, st.queues[q].state
+            ));
+            st.job_state[j].refused_for_queue_state = true;
             return -1;
         }
         let Some(min) = st.jobs[j].min_resources.clone() else {
