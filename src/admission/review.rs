@@ -368,12 +368,12 @@ struct RawRequest {
     dry_run: Option<bool>,
 }
 
-/// `body` with every `\uXXXX` escape of a lone UTF-16 surrogate (one not part of a pair)
+/// `body` with every `\u` escape (four hex digits) of a lone UTF-16 surrogate (one not part of a pair)
 /// replaced by `\ufffd`, as Go's `encoding/json` decodes them: serde_json refuses them, but
 /// only where it decodes a string, so a review holding one in its object was answered by some
 /// webhooks and refused by others. Borrowed when there is none.
 pub fn replace_lone_surrogates(body: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    // The code unit of the `\uXXXX` escape at `i`, if there is one.
+    // The code unit of the six-byte `\u` escape at `i`, if there is one.
     let unit = |i: usize| -> Option<u16> {
         let esc = body.get(i..i + 6)?;
         if esc[0] != b'\\' || esc[1] != b'u' {
