@@ -59,6 +59,7 @@ pub mod scale;
 pub mod schema;
 pub mod selectors;
 pub mod store;
+pub mod table_view;
 pub mod tables;
 pub mod watch;
 pub mod webhooks;

@@ -21,8 +21,9 @@ use super::list::{ListResult, list_meta};
 use super::resources::ResourceInfo;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::Stored;
+use super::table_view::{self, TableOptions};
 use super::watch::{self, WatchQuery};
-use super::{ApiError, ApiServer, MAX_REQUEST_BYTES, discovery, human_age, openapi};
+use super::{ApiError, ApiServer, MAX_REQUEST_BYTES, discovery, openapi};
 
 type Api = Arc<ApiServer>;
 
@@ -367,115 +368,18 @@ fn list_response(t: &Target, page: &ListResult) -> Response {
     bytes_response(StatusCode::OK, Bytes::from(out))
 }
 
-/// A `meta.k8s.io/v1` Table for kubectl: Name, the CRD's printer columns (simple JSONPaths),
-/// and Age.
-fn table(t: &Target, items: &[Arc<Stored>], rv: u64, cont: Option<String>) -> Value {
-    if t.res.crd.is_none()
-        && let Some(cols) = super::tables::columns(&t.res.group, &t.res.kind)
-    {
-        return builtin_table(t, cols, items, rv, cont);
-    }
-    let printer: Vec<Value> = t
-        .res
-        .crd
-        .as_ref()
-        .and_then(|c| c.versions.get(&t.version))
-        .map(|v| v.printer_columns.clone())
-        .unwrap_or_default();
-    let mut cols = vec![
-        json!({"name": "Name", "type": "string", "format": "name", "description": "Name", "priority": 0}),
-    ];
-    let custom: Vec<&Value> = printer
-        .iter()
-        .filter(|c| {
-            c.get("jsonPath").and_then(Value::as_str) != Some(".metadata.creationTimestamp")
-        })
-        .collect();
-    for c in &custom {
-        cols.push(json!({
-            "name": c.get("name").cloned().unwrap_or(json!("")),
-            "type": c.get("type").cloned().unwrap_or(json!("string")),
-            "format": "", "description": c.get("description").cloned().unwrap_or(json!("")),
-            "priority": c.get("priority").cloned().unwrap_or(json!(0)),
-        }));
-    }
-    cols.push(
-        json!({"name": "Age", "type": "string", "format": "", "description": "age", "priority": 0}),
-    );
-    let now = k8s_openapi::jiff::Timestamp::now();
-    let rows: Vec<Value> = items
-        .iter()
-        .filter_map(|s| {
-            let v = s.value().ok()?;
-            let mut cells = vec![json!(s.name)];
-            for c in &custom {
-                let path = c.get("jsonPath").and_then(Value::as_str).unwrap_or_default();
-                let ptr = path.trim_start_matches('.').replace('.', "/");
-                cells.push(v.pointer(&format!("/{ptr}")).cloned().unwrap_or(Value::Null));
-            }
-            let age = v
-                .pointer("/metadata/creationTimestamp")
-                .and_then(Value::as_str)
-                .and_then(|c| c.parse::<k8s_openapi::jiff::Timestamp>().ok())
-                .map(|c| human_age((now - c).get_seconds()))
-                .unwrap_or_else(|| "<unknown>".into());
-            cells.push(json!(age));
-            let meta = v.get("metadata").cloned().unwrap_or(json!({}));
-            Some(json!({
-                "cells": cells,
-                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta},
-            }))
-        })
-        .collect();
-    let mut meta = json!({"resourceVersion": rv.to_string()});
-    if let Some(c) = cont {
-        meta["continue"] = json!(c);
-    }
-    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": cols, "rows": rows})
+/// A `meta.k8s.io/v1` Table of `items` for kubectl, with `metadata` as its list metadata.
+fn table(t: &Target, items: &[Arc<Stored>], metadata: Value, opts: &TableOptions) -> Value {
+    let values: Vec<Value> = items.iter().filter_map(|s| s.value().ok()).collect();
+    table_view::table(&t.res, &t.version, &values, metadata, opts)
 }
 
-/// A Table of a built-in kind with kube-apiserver's columns (see [`super::tables`]).
-fn builtin_table(
-    t: &Target,
-    cols: &[super::tables::Column],
-    items: &[Arc<Stored>],
-    rv: u64,
-    cont: Option<String>,
-) -> Value {
-    let defs: Vec<Value> = cols
-        .iter()
-        .map(|c| {
-            json!({"name": c.name, "type": c.kind, "format": if c.name == "Name" { "name" } else { "" },
-                   "description": c.name, "priority": c.priority})
-        })
-        .collect();
-    let now = k8s_openapi::jiff::Timestamp::now();
-    let rows: Vec<Value> = items
-        .iter()
-        .filter_map(|s| {
-            let v = s.value().ok()?;
-            let age = v
-                .pointer("/metadata/creationTimestamp")
-                .and_then(Value::as_str)
-                .and_then(|c| c.parse::<k8s_openapi::jiff::Timestamp>().ok())
-                .map(|c| human_age((now - c).get_seconds()))
-                .unwrap_or_else(|| "<unknown>".into());
-            let cells = super::tables::cells(&t.res.group, &t.res.kind, &v, &age, now.as_second());
-            let meta = v.get("metadata").cloned().unwrap_or(json!({}));
-            Some(json!({
-                "cells": cells,
-                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta},
-            }))
-        })
-        .collect();
-    let mut meta = json!({"resourceVersion": rv.to_string()});
-    if let Some(c) = cont {
-        meta["continue"] = json!(c);
-    }
-    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": defs, "rows": rows})
-}
-
-fn watch_response(api: Api, t: Target, q: &HashMap<String, String>) -> Result<Response, ApiError> {
+fn watch_response(
+    api: Api,
+    t: Target,
+    q: &HashMap<String, String>,
+    table: Option<TableOptions>,
+) -> Result<Response, ApiError> {
     let labels = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
         .map_err(ApiError::BadRequest)?;
     let fields = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
@@ -509,6 +413,7 @@ fn watch_response(api: Api, t: Target, q: &HashMap<String, String>) -> Result<Re
         timeout,
         bookmarks: verbs::flag(q, "allowWatchBookmarks"),
         send_initial: verbs::flag(q, "sendInitialEvents"),
+        table,
     };
     let stream = watch::start(api, t.res.clone(), t.version.clone(), wq);
     Ok((

@@ -3,7 +3,9 @@
 //! with synthetic ADDED events, filtered by namespace and selectors (an object that stops
 //! matching is sent as DELETED, one that starts matching as ADDED), with BOOKMARK events,
 //! `sendInitialEvents`, `timeoutSeconds`, the `watch-cut` fault, and a 410 ERROR event when
-//! the requested version is gone or the watcher fell too far behind.
+//! the requested version is gone or the watcher fell too far behind. A watch that asks for
+//! Tables (`kubectl get -w`) gets every event's object as a Table of one row
+//! ([`super::table_view`]), column definitions in the first event only.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +18,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::resources::ResourceInfo;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{Event, EventType, Stored};
+use super::table_view::{self, TableOptions};
 use super::{ApiError, ApiServer};
 
 /// What a watch asks for.
@@ -35,6 +38,8 @@ pub struct WatchQuery {
     pub bookmarks: bool,
     /// `sendInitialEvents=true`: initial state, then a bookmark marking its end.
     pub send_initial: bool,
+    /// Send objects as `meta.k8s.io/v1` Tables (`Accept: ...;as=Table`) with these options.
+    pub table: Option<TableOptions>,
 }
 
 impl WatchQuery {
@@ -90,16 +95,53 @@ fn event_line(kind: &str, object: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
-fn bookmark(res: &ResourceInfo, version: &str, rv: u64, initial_end: bool) -> Bytes {
+/// A bookmark's object: kind, apiVersion and the version reached; kube-apiserver 1.36 sends no
+/// `creationTimestamp` in it.
+fn bookmark(res: &ResourceInfo, version: &str, rv: u64, initial_end: bool) -> Value {
     let mut obj = json!({
         "kind": res.kind,
         "apiVersion": res.api_version(version),
-        "metadata": {"resourceVersion": rv.to_string(), "creationTimestamp": null},
+        "metadata": {"resourceVersion": rv.to_string()},
     });
     if initial_end {
         obj["metadata"]["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    event_line("BOOKMARK", obj.to_string().as_bytes())
+    obj
+}
+
+/// How one watch encodes its events' objects: as served, or as Tables. kube-apiserver encodes
+/// every object of a Table watch, bookmarks included, as a Table, and every one after the first
+/// without column definitions.
+struct Encoder {
+    res: Arc<ResourceInfo>,
+    version: String,
+    table: Option<TableOptions>,
+}
+
+impl Encoder {
+    fn line(&mut self, kind: &str, obj: &Stored) -> Bytes {
+        match self.table {
+            None => event_line(kind, &render(&self.res, &self.version, obj)),
+            Some(_) => match obj.value() {
+                Ok(v) => self.value_line(kind, &v),
+                Err(e) => error_line(&ApiError::Internal(e.to_string())),
+            },
+        }
+    }
+
+    fn value_line(&mut self, kind: &str, v: &Value) -> Bytes {
+        let Some(opts) = self.table.as_mut() else {
+            return event_line(kind, v.to_string().as_bytes());
+        };
+        let t = table_view::object_table(&self.res, &self.version, v, opts);
+        opts.no_headers = true;
+        event_line(kind, t.to_string().as_bytes())
+    }
+
+    fn bookmark(&mut self, rv: u64, initial_end: bool) -> Bytes {
+        let b = bookmark(&self.res, &self.version, rv, initial_end);
+        self.value_line("BOOKMARK", &b)
+    }
 }
 
 /// The ERROR event line carrying a `Status`.
@@ -146,27 +188,24 @@ async fn run(
             return;
         }
     };
+    let mut enc = Encoder {
+        res: res.clone(),
+        version: version.clone(),
+        table: q.table,
+    };
     let mut last_rv = q
         .from
         .unwrap_or(0)
         .max(if from.is_none() { start.rv } else { 0 });
     for ev in &start.initial {
         if let Some(kind) = q.translate(ev)
-            && tx
-                .send(event_line(kind.as_str(), &render(&res, &version, &ev.obj)))
-                .await
-                .is_err()
+            && tx.send(enc.line(kind.as_str(), &ev.obj)).await.is_err()
         {
             return;
         }
         last_rv = last_rv.max(ev.obj.rv);
     }
-    if q.send_initial
-        && tx
-            .send(bookmark(&res, &version, last_rv, true))
-            .await
-            .is_err()
-    {
+    if q.send_initial && tx.send(enc.bookmark(last_rv, true)).await.is_err() {
         return;
     }
     let mut rx = start.rx;
@@ -184,7 +223,7 @@ async fn run(
             _ = &mut deadline => return,
             _ = tx.closed() => return,
             _ = tick.tick(), if q.bookmarks => {
-                if tx.send(bookmark(&res, &version, last_rv, false)).await.is_err() {
+                if tx.send(enc.bookmark(last_rv, false)).await.is_err() {
                     return;
                 }
             }
@@ -195,7 +234,7 @@ async fn run(
                     }
                     last_rv = ev.obj.rv;
                     if let Some(kind) = q.translate(&ev)
-                        && tx.send(event_line(kind.as_str(), &render(&res, &version, &ev.obj))).await.is_err()
+                        && tx.send(enc.line(kind.as_str(), &ev.obj)).await.is_err()
                     {
                         return;
                     }

@@ -14,11 +14,12 @@ use super::{
     Api, Target, bytes_response, json_response, list_response, parse_object, read_body, render,
     success, table, watch_response,
 };
-use crate::list::ListOptions;
+use crate::list::{ListOptions, list_meta};
 use crate::ops::{DeleteOptions, ObjectRef, Propagation, ScaleWrite, WriteOptions};
 use crate::patching::PatchKind;
 use crate::prepare::Endpoint;
 use crate::selectors::{FieldSelector, LabelSelector};
+use crate::table_view::{TableOptions, wants_table};
 use crate::{ApiError, Caller, openapi};
 
 /// A request on a resource path, parsed: what every handler gets.
@@ -136,8 +137,18 @@ fn patch_kind(
     PatchKind::from_content_type(ct).ok_or_else(|| ApiError::UnsupportedMediaType(unknown(ct)))
 }
 
+/// The Table options of a request that asks for a Table (`None` when it does not); 400 on an
+/// unknown `includeObject`, before anything is read, as kube-apiserver answers.
+fn table_options(call: &Call) -> Result<Option<TableOptions>, ApiError> {
+    if !wants_table(&call.accept) {
+        return Ok(None);
+    }
+    TableOptions::from_query(&call.q).map(Some)
+}
+
 fn watch(call: Call) -> Result<Response, ApiError> {
-    watch_response(call.api, call.t, &call.q)
+    let table = table_options(&call)?;
+    watch_response(call.api, call.t, &call.q, table)
 }
 
 async fn list(call: Call) -> Result<Response, ApiError> {
@@ -146,15 +157,10 @@ async fn list(call: Call) -> Result<Response, ApiError> {
         .api
         .list(&call.t.res, call.t.namespace.as_deref(), &opts)
         .await?;
-    if call.accept.contains("as=Table") {
+    if let Some(opts) = table_options(&call)? {
         return Ok(json_response(
             StatusCode::OK,
-            &table(
-                &call.t,
-                &page.items,
-                page.resource_version,
-                page.continue_token.clone(),
-            ),
+            &table(&call.t, &page.items, list_meta(&page), &opts),
         ));
     }
     Ok(list_response(&call.t, &page))
@@ -162,10 +168,11 @@ async fn list(call: Call) -> Result<Response, ApiError> {
 
 fn get(call: Call, name: &str) -> Result<Response, ApiError> {
     let s = call.api.get_object(&call.t.res, call.namespace(), name)?;
-    if call.accept.contains("as=Table") {
+    if let Some(opts) = table_options(&call)? {
+        let meta = serde_json::json!({"resourceVersion": s.rv.to_string()});
         return Ok(json_response(
             StatusCode::OK,
-            &table(&call.t, &[s], call.api.resource_version(), None),
+            &table(&call.t, &[s], meta, &opts),
         ));
     }
     Ok(bytes_response(StatusCode::OK, render(&call.t, &s)))

@@ -2,3 +2,4 @@
 
 mod safety;
 mod status_answers;
+mod tables;
