@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What kubectl shows, against tephra's embedded API and (with FIDELITY_KUBECONFIG) against a
 # real kube-apiserver: the headers of `kubectl get` per built-in kind, narrow and `-o wide`;
-# `kubectl explain pod.spec.containers`; the 422 message for a vcJob that breaks its CRD's
-# schema; a `kind: List` file applied with default validation; an unknown kind.
+# `kubectl get -w` and `--watch-only` (rows in the list's columns); `--sort-by` of pods and
+# events; `kubectl explain` of built-in kinds' and CRDs' fields (with the CRD's descriptions);
+# the 422 message for a vcJob that breaks its CRD's schema; a `kind: List` file applied with
+# default validation; an unknown kind.
 #
 # Each check prints one transcript line `check<TAB>output` to $FIDELITY_TRANSCRIPT (if set);
 # tests/cluster/fidelity.sh runs this script against both servers and fails on any difference.
@@ -233,6 +235,112 @@ record "get configmap row" "$("${K[@]}" "${N[@]}" get cm cm --no-headers | tr -s
 record "get service row" "$("${K[@]}" "${N[@]}" get svc svc --no-headers | tr -s ' ' | cut -d' ' -f1,2,4,5)" "svc ClusterIP <none> 80/TCP"
 record "get endpoints row" "$("${K[@]}" "${N[@]}" get endpoints svc --no-headers | tr -s ' ' | cut -d' ' -f1-2)" "svc 10.1.0.1:80"
 
+# wait_for FILE PATTERN: until a line of FILE matches (at most 10s).
+wait_for() {
+  local _
+  for _ in $(seq 1 100); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# stop PID: ends a background kubectl started here.
+stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+# kubectl get -w prints the list, then one row per watch event in the list's columns: the
+# watch answers Tables too (columns in its first event only).
+"${K[@]}" "${N[@]}" apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: watched-1, labels: {watch: fidelity}}
+data: {a: b}
+EOF
+timeout 20 "${K[@]}" "${N[@]}" get configmaps -l watch=fidelity -w >"$WORK/watch.out" 2>&1 &
+WATCH=$!
+wait_for "$WORK/watch.out" '^watched-1 ' || fail "get -w printed no list: $(cat "$WORK/watch.out")"
+"${K[@]}" "${N[@]}" apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: watched-2, labels: {watch: fidelity}}
+data: {a: b, c: d}
+EOF
+wait_for "$WORK/watch.out" '^watched-2 ' || fail "get -w printed no event: $(cat "$WORK/watch.out")"
+stop "$WATCH"
+OUT="$(tr -s ' ' <"$WORK/watch.out" | cut -d' ' -f1-2 | paste -sd'|' -)"
+record "get configmaps -w" "$OUT" "NAME DATA|watched-1 1|watched-2 2"
+# --watch-only prints nothing of the list: the header is the first watch event's columns (a
+# custom resource's printer columns). kubectl logs the watch request once the list is done.
+# A discovery cache of its own, made after the CRDs were established (the one of earlier calls
+# knows no vcjobs).
+CK=("${K[@]}" --cache-dir "$WORK/discovery-crds")
+timeout 20 "${CK[@]}" "${N[@]}" get vcjob --watch-only -v=6 >"$WORK/watch-only.out" 2>"$WORK/watch-only.log" &
+WATCH=$!
+wait_for "$WORK/watch-only.log" 'watch=true' || fail "get --watch-only did not watch: $(cat "$WORK/watch-only.log")"
+"${K[@]}" "${N[@]}" apply -f - >/dev/null <<'EOF'
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: watched}
+spec:
+  minAvailable: 1
+  schedulerName: volcano
+  tasks:
+  - name: t
+    replicas: 1
+    template:
+      spec:
+        containers: [{name: c, image: busybox}]
+EOF
+wait_for "$WORK/watch-only.out" '^watched ' || fail "get --watch-only printed no event: $(cat "$WORK/watch-only.out")"
+stop "$WATCH"
+OUT="$(sed -n 1p "$WORK/watch-only.out" | tr -s ' ' | sed 's/ $//')|$(sed -n 2p "$WORK/watch-only.out" | cut -d' ' -f1)"
+record "get vcjob --watch-only" "$OUT" "NAME STATUS MINAVAILABLE RUNNINGS AGE|watched"
+
+# --sort-by: kubectl asks for Tables with includeObject=Object and sorts the rows by the
+# objects' field (in a PartialObjectMetadata it finds no such field and prints nothing).
+"${K[@]}" "${N[@]}" apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: sorted-a, labels: {sort: fidelity}}
+spec:
+  nodeName: fidelity-node-z
+  containers: [{name: c, image: busybox}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: sorted-b, labels: {sort: fidelity}}
+spec:
+  nodeName: fidelity-node-y
+  containers: [{name: c, image: busybox}]
+---
+apiVersion: v1
+kind: Event
+metadata: {name: sorted-1}
+involvedObject: {kind: ConfigMap, name: cm, namespace: fidelity}
+reason: Sorting
+message: later
+type: Normal
+firstTimestamp: "2024-01-02T00:00:00Z"
+lastTimestamp: "2024-01-02T00:00:00Z"
+count: 1
+source: {component: fidelity}
+---
+apiVersion: v1
+kind: Event
+metadata: {name: sorted-2}
+involvedObject: {kind: ConfigMap, name: cm, namespace: fidelity}
+reason: Sorting
+message: earlier
+type: Normal
+firstTimestamp: "2024-01-01T00:00:00Z"
+lastTimestamp: "2024-01-01T00:00:00Z"
+count: 1
+source: {component: fidelity}
+EOF
+OUT="$("${K[@]}" "${N[@]}" get pods -l sort=fidelity --sort-by=.spec.nodeName 2>&1 | tr -s ' ' | cut -d' ' -f1 | paste -sd'|' -)"
+record "get pods --sort-by=.spec.nodeName" "$OUT" "NAME|sorted-b|sorted-a"
+OUT="$("${K[@]}" "${N[@]}" get events --sort-by=.lastTimestamp 2>&1 | tr -s ' ' | sed 's/ $//' | awk 'NR == 1 {print} NR > 1 && $3 == "Sorting" {print $3, $5}' | paste -sd'|' -)"
+record "get events --sort-by=.lastTimestamp" "$OUT" "LAST SEEN TYPE REASON OBJECT MESSAGE|Sorting earlier|Sorting later"
+
 # kubectl explain reads the OpenAPI v3 documents (the first lines: kind, version, field).
 EXPLAIN="$("${K[@]}" explain pod.spec.containers 2>&1 | sed -n 1,5p | tr -s ' \t' ' ' | sed '/^ *$/d' | paste -sd'|' -)"
 record "explain pod.spec.containers" "$EXPLAIN" "KIND: Pod|VERSION: v1|FIELD: containers <[]Container>"
@@ -258,6 +366,11 @@ OUT="$("${K[@]}" create -f "$WORK/bad-job.yaml" 2>&1)" && fail "an invalid vcJob
 record "create invalid vcJob" "$OUT" 'The Job "bad" is invalid: spec.tasks[0].replicas: Invalid value: -1: spec.tasks[0].replicas in body should be greater than or equal to 0'
 OUT="$("${K[@]}" apply -f "$WORK/bad-job.yaml" 2>&1)" && fail "apply accepted an invalid vcJob: $OUT"
 record "apply invalid vcJob" "$OUT" 'The Job "bad" is invalid: spec.tasks[0].replicas: Invalid value: -1: spec.tasks[0].replicas in body should be greater than or equal to 0'
+
+# kubectl explain of a custom resource's field: the description its CRD's schema gives.
+explain() { "${CK[@]}" explain "$1" 2>&1 | tr -s ' \t' ' ' | sed '/^ *$/d' | paste -sd'|' -; }
+record "explain vcjob.spec.minAvailable" "$(explain vcjob.spec.minAvailable)" "GROUP: batch.volcano.sh|KIND: Job|VERSION: v1alpha1|FIELD: minAvailable <integer>|DESCRIPTION:| Gang size: the job starts only when this many pods can run together| (webhook default: the sum of the tasks' \`minAvailable\`)."
+record "explain vcjob.spec.tasks.replicas" "$(explain vcjob.spec.tasks.replicas)" "GROUP: batch.volcano.sh|KIND: Job|VERSION: v1alpha1|FIELD: replicas <integer>|DESCRIPTION:| Number of pods of this task."
 
 # A kind: List file with default validation (kubectl validates it against /openapi/v2).
 cat >"$WORK/list.yaml" <<'EOF'
