@@ -845,6 +845,29 @@ mod tests {
     }
 
     #[test]
+    fn crd_field_descriptions_reach_the_document_kubectl_explain_reads() {
+        let reg = Registry::new();
+        let crd: Value = serde_saphyr::from_str(include_str!(
+            "../../../manifests/crds/batch.volcano.sh_jobs.yaml"
+        ))
+        .unwrap();
+        reg.register(crd::resource_from_crd(&crd).unwrap());
+        let vc = group_version(&reg, "apis/batch.volcano.sh/v1alpha1").unwrap();
+        let spec =
+            &vc["components"]["schemas"]["sh.volcano.batch.v1alpha1.Job"]["properties"]["spec"];
+        let described = |v: &Value| v["description"].as_str().unwrap_or_default().to_string();
+        assert!(
+            described(&spec["properties"]["minAvailable"]).starts_with("Gang size: the job starts"),
+            "{}",
+            spec["properties"]["minAvailable"]
+        );
+        assert_eq!(
+            described(&spec["properties"]["tasks"]["items"]["properties"]["replicas"]),
+            "Number of pods of this task."
+        );
+    }
+
+    #[test]
     fn every_reference_resolves() {
         let reg = registry_with_vcjob();
         for (g, v) in served_group_versions(&reg) {
