@@ -8,6 +8,17 @@ use prometheus::{
     exponential_buckets,
 };
 
+/// The `outcome` label values of `tephra_extender_gang_binds_total`.
+pub const GANG_BIND_OUTCOMES: [&str; 7] = [
+    "held",
+    "completed",
+    "timed_out",
+    "gather_expired",
+    "failed",
+    "ahead",
+    "joined",
+];
+
 /// The extender's series, registered once per registry.
 #[derive(Clone, Debug)]
 pub struct ExtenderMetrics {
@@ -112,6 +123,25 @@ impl ExtenderMetrics {
         registry.register(Box::new(m.preemption_victims.clone()))?;
         registry.register(Box::new(m.placements_transferred.clone()))?;
         registry.register(Box::new(m.plan_gates_removed.clone()))?;
+        // Every series an alert or the dashboard reads is on the page from the start at 0, so
+        // a rule sees 0 rather than no data before the first request.
+        for (verb, results) in [
+            (
+                "filter",
+                &["ok", "unschedulable", "error", "bad_request"][..],
+            ),
+            ("prioritize", &["ok", "bad_request"][..]),
+            ("bind", &["ok", "error", "bad_request"][..]),
+            ("preempt", &["ok", "bad_request"][..]),
+        ] {
+            m.duration.with_label_values(&[verb]);
+            for result in results {
+                m.requests.with_label_values(&[verb, result]);
+            }
+        }
+        for outcome in GANG_BIND_OUTCOMES {
+            m.gang_binds.with_label_values(&[outcome]);
+        }
         Ok(m)
     }
 }

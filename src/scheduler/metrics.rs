@@ -8,6 +8,7 @@ use prometheus::{
 
 use super::outcome::SessionFigures;
 use super::resource::Resource;
+use crate::api::scheduling::PodGroupPhase;
 
 /// Every scheduler series.
 #[derive(Clone, Debug)]
@@ -190,8 +191,18 @@ impl SchedulerMetrics {
         registry.register(Box::new(m.status_writes.clone()))?;
         registry.register(Box::new(m.config_reloads.clone()))?;
         registry.register(Box::new(m.last_session.clone()))?;
+        // Series with known label values are on the page from the start at 0, so a rule
+        // sees 0 and not no data before the first session.
         for r in ["scheduled", "unschedulable", "error"] {
             m.attempts.with_label_values(&[r]);
+        }
+        for kind in ["podgroup", "queue", "event"] {
+            for result in ["ok", "error"] {
+                m.status_writes.with_label_values(&[kind, result]);
+            }
+        }
+        for phase in PodGroupPhase::KNOWN {
+            m.gangs.with_label_values(&[phase]);
         }
         Ok(m)
     }
@@ -238,7 +249,12 @@ impl SchedulerMetrics {
                 .with_label_values(&[q])
                 .set(if r.overused { 1.0 } else { 0.0 });
         }
+        // Known phases stay at 0 when no gang is in them; one this build does not know
+        // (written by a newer Volcano) has its series only while a gang is in it.
         self.gangs.reset();
+        for phase in PodGroupPhase::KNOWN {
+            self.gangs.with_label_values(&[phase]).set(0.0);
+        }
         for (phase, n) in &f.phases {
             self.gangs.with_label_values(&[phase]).set(*n as f64);
         }

@@ -179,7 +179,10 @@ pub struct QueueReport {
     pub real_capability: Resource,
     /// Dominant share of deserved.
     pub share: f64,
-    /// At or over its deserved share.
+    /// Holds more than its deserved share in some resource (`volcano_queue_overused`). The
+    /// allocate action's "overused" test is wider (at its share counts, so an idle queue
+    /// that deserves nothing is passed over), but a dashboard showing every idle queue as
+    /// overused would only alarm.
     pub overused: bool,
 }
 

@@ -957,3 +957,21 @@ fn a_gang_short_of_one_resource_is_told_of_that_one() {
         "resource in cluster is overused: the gang needs cpu 2, memory 24Gi, more than gangs may ever hold of the cluster: memory 19.2Gi (its allocatable × overcommit factor 1.2; short by memory 4.8Gi)"
     );
 }
+
+#[test]
+fn a_queue_is_reported_overused_only_when_it_holds_more_than_it_deserves() {
+    // One 4-cpu node: queue a runs 4 cpu; queue b asks for 4 cpu, so each deserves 2.
+    // `idle` has no demand: it deserves nothing and holds nothing.
+    let w = World::default()
+        .nodes(1, 4, 16)
+        .queue("a", 1)
+        .queue("b", 1)
+        .queue("idle", 1)
+        .running_gang("ns", "r", "a", 4, 1000, 1024, 1)
+        .gang("ns", "w", "b", 4, 4, 1000, 1024, "Pending");
+    let out = session(&w);
+    let overused = |q: &str| out.figures.queues.get(q).map(|r| r.overused);
+    assert_eq!(overused("a"), Some(true));
+    assert_eq!(overused("b"), Some(false));
+    assert_eq!(overused("idle"), Some(false));
+}

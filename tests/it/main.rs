@@ -17,6 +17,7 @@ mod extender_protocol;
 mod install_files;
 mod job_controller;
 mod leader_election;
+mod metrics_embedded;
 mod podgroup_controller;
 mod scheduler_embedded;
 mod scheduler_properties;

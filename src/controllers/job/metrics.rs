@@ -1,5 +1,6 @@
 //! The Job controller's series: Volcano's (same names and labels) and tephra's own.
 
+use crate::api::batch::JobPhase;
 use prometheus::{
     Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
 };
@@ -102,6 +103,10 @@ impl JobMetrics {
         registry.register(Box::new(requeues.clone()))?;
         registry.register(Box::new(writes.clone()))?;
         registry.register(Box::new(coalesced.clone()))?;
+        // Every phase is on the page from the start at 0, so a rule sees 0 and not no data.
+        for phase in JobPhase::KNOWN {
+            jobs.with_label_values(&[phase]);
+        }
         Ok(Self {
             completed,
             failed,

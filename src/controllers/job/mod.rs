@@ -373,7 +373,15 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
 }
 
 fn set_phase_gauge(ctx: &Context, old: Option<&Job>, new: Option<&Job>) {
-    let phase = |j: Option<&Job>| j.map(|j| j.phase().map(|p| p.to_string()).unwrap_or_default());
+    // A job the controller has not stamped yet is Pending, as Volcano reads an empty phase.
+    let phase = |j: Option<&Job>| {
+        j.map(|j| {
+            j.phase().map_or_else(
+                || crate::api::batch::JobPhase::Pending.to_string(),
+                |p| p.to_string(),
+            )
+        })
+    };
     let (o, n) = (phase(old), phase(new));
     if o == n {
         return;

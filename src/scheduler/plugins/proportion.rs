@@ -690,7 +690,7 @@ impl Plugin for Proportion {
                     capability: a.capability.clone(),
                     real_capability: a.real_capability.clone(),
                     share: a.share,
-                    overused: a.deserved.less_equal(&a.allocated),
+                    overused: !a.allocated.less_equal(&a.deserved),
                 },
             );
         }
