@@ -175,6 +175,13 @@ pub fn start(
     shutdown: &CancellationToken,
 ) -> Result<Controllers, ControllerError> {
     let metrics = ControllerMetrics::new(registry)?;
+    for (controller, label) in [
+        (podgroup::NAME, podgroup::PodGroupError::FIRST),
+        (queue::NAME, queue::QueueError::FIRST),
+        (job::NAME, job::JobError::FIRST),
+    ] {
+        metrics.errors.with_label_values(&[controller, label]);
+    }
     let token = shutdown.child_token();
     let mut tasks = podgroup::start(client, caches, feeds, &config, &metrics, &token);
     tasks.extend(queue::start(
@@ -205,6 +212,10 @@ pub fn start(
 
 /// An error that can name itself for the errors metric.
 pub trait MetricLabel {
+    /// One of the labels [`MetricLabel::metric_label`] gives, exported at 0 from the start:
+    /// the alert sums errors by controller, and must read 0 rather than no data.
+    const FIRST: &'static str;
+
     /// A short, stable label.
     fn metric_label(&self) -> &'static str;
 }

@@ -134,6 +134,8 @@ pub enum JobError {
 }
 
 impl MetricLabel for JobError {
+    const FIRST: &'static str = "conflict";
+
     fn metric_label(&self) -> &'static str {
         match self {
             JobError::Kube { op, .. } => op,

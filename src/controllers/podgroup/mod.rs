@@ -75,6 +75,8 @@ pub enum PodGroupError {
 }
 
 impl MetricLabel for PodGroupError {
+    const FIRST: &'static str = "conflict";
+
     fn metric_label(&self) -> &'static str {
         match self {
             PodGroupError::Kube { op, .. } => op,

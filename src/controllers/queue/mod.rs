@@ -63,6 +63,8 @@ pub enum QueueError {
 }
 
 impl MetricLabel for QueueError {
+    const FIRST: &'static str = "patch-status";
+
     fn metric_label(&self) -> &'static str {
         match self {
             QueueError::Kube { op, .. } => op,
