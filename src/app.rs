@@ -12,8 +12,9 @@ use crate::admission::{self, AdmissionConfig, AdmissionContext, AdmissionMetrics
 use crate::api::TypesError;
 use crate::certs::{self, CertError, PemChain};
 use crate::cli::{ApiserverArgs, CertsArgs, Cli, Command, LogFormat, ServeArgs, TlsMode};
+use crate::cluster::startup::StartupError;
 use crate::cluster::webhooks::{self, WebhookError, WebhookHost, WebhookTarget};
-use crate::cluster::{self, BootstrapError, CacheFeeds, Caches, ClusterError};
+use crate::cluster::{self, CacheFeeds, Caches, ClusterError};
 use crate::extender::{self, Extender, ExtenderOptions};
 use crate::leader::{Elector, ElectorConfig, Leadership, Outcome};
 use crate::metrics::{Metrics, MetricsError};
@@ -44,9 +45,9 @@ pub enum AppError {
     /// Rendering the CRDs failed.
     #[error(transparent)]
     Api(#[from] TypesError),
-    /// Creating the built-in queues failed.
+    /// A start-up write (CRDs, built-in queues) was refused for good.
     #[error(transparent)]
-    Bootstrap(#[from] BootstrapError),
+    Startup(#[from] StartupError),
     /// The log filter could not be parsed.
     #[error("invalid log filter: {0}")]
     LogFilter(String),
@@ -594,14 +595,27 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             start_sim_scheduler(config, &args, https_addr, ca, &shutdown)?;
         }
     }
-    cluster::ensure_default_queues(&client).await?;
     track_default_queues(queue_view, state.clone());
+    // In the background: on a cluster still being set up this waits for tephra's CRDs while
+    // the listeners answer (`/readyz` failing) and the elector campaigns.
+    let queues = {
+        let (client, stop) = (client.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let ensured = cluster::ensure_default_queues(&client).await;
+            if let Err(e) = &ensured {
+                tracing::error!(error = %report(e), "cannot create the built-in queues; shutting down");
+                stop.cancel();
+            }
+            ensured.map(drop)
+        })
+    };
     let elector = elect.then(|| {
-        let elector = Arc::new(Elector::new(
-            &client,
-            elector_config(&args),
-            leadership.clone(),
-        ));
+        // Not ready while no replica could lead: the Lease's namespace or RBAC is missing.
+        let ready = state.clone();
+        let elector = Arc::new(
+            Elector::new(&client, elector_config(&args), leadership.clone())
+                .with_readiness(move |ok| ready.set_condition("lease", ok)),
+        );
         let (e, stop) = (elector.clone(), shutdown.clone());
         let task = tokio::spawn(async move {
             let outcome = e.run(&stop).await;
@@ -630,6 +644,12 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     // Until a signal (or a lost Lease): then /readyz fails, in-flight requests drain.
     running.await.map_err(|e| AppError::Task(e.to_string()))??;
     shutdown.cancel();
+    let queues = if queues.is_finished() {
+        queues.await.map_err(|e| AppError::Task(e.to_string()))?
+    } else {
+        queues.abort();
+        Ok(())
+    };
     let stopped = async {
         controllers.join().await;
         if let Ok(Some(session)) = leader_tasks.await {
@@ -654,6 +674,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             Outcome::NeverLed => {}
         }
     }
+    queues?;
     tracing::info!("drained, exiting");
     Ok(())
 }
@@ -754,11 +775,18 @@ async fn start_embedded(
             stop.cancel();
         }
     });
-    cluster::bootstrap::install_crds(client).await?;
+    // Each write waits out a flaky API (`--faults`); a signal meanwhile ends start-up.
+    tokio::select! {
+        installed = cluster::bootstrap::install_crds(client) => installed?,
+        () = shutdown.cancelled() => return Ok(()),
+    };
     if let Some(f) = feeds {
         f.run(client, shutdown);
     }
-    let n = webhooks::register(client, hooks.ca_pem, hooks.target).await?;
+    let n = tokio::select! {
+        registered = webhooks::register(client, hooks.ca_pem, hooks.target) => registered?,
+        () = shutdown.cancelled() => return Ok(()),
+    };
     let url = api_addr.map(|a| format!("http://{a}")).unwrap_or_default();
     tracing::info!(
         configurations = n,

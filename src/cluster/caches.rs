@@ -21,6 +21,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use super::startup::{Class, INSTALL_CRDS, WARN_EVERY, WarnEvery, classify};
 use crate::admission::ClusterView;
 use crate::api::{Command, Job, PodGroup, Queue};
 
@@ -75,8 +76,11 @@ macro_rules! caches {
 
             /// Starts every watch on `client`; they run until `shutdown` is cancelled.
             pub fn run(self, client: &Client, shutdown: &CancellationToken) {
+                // One gate for every watch: a cluster without tephra's CRDs fails several of
+                // them at once, and one line says so.
+                let warn = Arc::new(std::sync::Mutex::new(WarnEvery::new(WARN_EVERY)));
                 $(
-                    spawn_reflector(self.$field.0, self.$field.1, Api::$api(client.clone()), shutdown.clone());
+                    spawn_reflector(self.$field.0, self.$field.1, Api::$api(client.clone()), warn.clone(), shutdown.clone());
                 )*
             }
         }
@@ -165,6 +169,7 @@ fn spawn_reflector<K>(
     writer: reflector::store::Writer<K>,
     subscribers: Vec<Subscriber<K>>,
     api: Api<K>,
+    warn: Arc<std::sync::Mutex<WarnEvery>>,
     shutdown: CancellationToken,
 ) where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
@@ -188,12 +193,37 @@ fn spawn_reflector<K>(
                             s(&event);
                         }
                     }
-                    Some(Err(e)) => tracing::warn!(%kind, error = %crate::report::report(&e), "watch error; retrying"),
+                    Some(Err(e)) => report_watch_error(&kind, &e, &warn),
                     None => break,
                 },
             }
         }
     });
+}
+
+/// Logs a watch error at WARN at most once per [`WARN_EVERY`] over all watches (each retries
+/// every few seconds), naming the fix when the API does not serve the kind: on a cluster
+/// where tephra's CRDs are not installed yet.
+fn report_watch_error(kind: &str, e: &watcher::Error, warn: &std::sync::Mutex<WarnEvery>) {
+    let class = match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => classify(e),
+        watcher::Error::WatchError(s) if s.code == 404 => Class::Missing,
+        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => Class::Transient,
+    };
+    let error = crate::report::report(e);
+    let due = warn
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .due(std::time::Instant::now());
+    if !due {
+        tracing::debug!(%kind, %error, "watch error; retrying");
+    } else if class == Class::Missing {
+        tracing::warn!(%kind, %error, "watch: waiting for the cluster: {INSTALL_CRDS}");
+    } else {
+        tracing::warn!(%kind, %error, "watch error; retrying");
+    }
 }
 
 impl Caches {

@@ -12,6 +12,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
 
+use super::startup::{self, Fixes, StartupError};
 use crate::certs::CertNames;
 
 /// `manifests/webhooks.yaml`, compiled in so the binary needs no files at run time.
@@ -23,15 +24,9 @@ pub enum WebhookError {
     /// The manifest is not the YAML this code expects.
     #[error("manifests/webhooks.yaml: {0}")]
     Manifest(String),
-    /// The API refused a configuration.
-    #[error("registering webhook configuration {name}: {source}")]
-    Api {
-        /// Which configuration.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
+    /// The API refused a configuration for good (transient errors are retried).
+    #[error(transparent)]
+    Api(#[from] StartupError),
 }
 
 /// Where the registered webhooks send their reviews: the name the serving certificate must
@@ -245,7 +240,8 @@ pub async fn register(
     Ok(n)
 }
 
-/// Create, or replace the existing object of the same name (keeping its resourceVersion).
+/// Create, or replace the existing object of the same name (keeping its resourceVersion);
+/// a conflict or a transient error starts over from the read.
 async fn apply<K>(client: &Client, doc: Value) -> Result<(), WebhookError>
 where
     K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
@@ -254,27 +250,26 @@ where
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
 {
-    let mut obj: K =
-        serde_json::from_value(doc).map_err(|e| WebhookError::Manifest(e.to_string()))?;
+    let obj: K = serde_json::from_value(doc).map_err(|e| WebhookError::Manifest(e.to_string()))?;
     let name = obj.meta().name.clone().unwrap_or_default();
     let api: Api<K> = Api::all(client.clone());
-    let err = |source| WebhookError::Api {
-        name: name.clone(),
-        source,
+    let attempt = || async {
+        let mut obj = obj.clone();
+        match api.get_opt(&name).await? {
+            None => api.create(&PostParams::default(), &obj).await?,
+            Some(existing) => {
+                obj.meta_mut().resource_version = existing.meta().resource_version.clone();
+                api.replace(&name, &PostParams::default(), &obj).await?
+            }
+        };
+        Ok(())
     };
-    match api.get_opt(&name).await.map_err(err)? {
-        None => {
-            api.create(&PostParams::default(), &obj)
-                .await
-                .map_err(err)?;
-        }
-        Some(existing) => {
-            obj.meta_mut().resource_version = existing.meta().resource_version.clone();
-            api.replace(&name, &PostParams::default(), &obj)
-                .await
-                .map_err(err)?;
-        }
-    }
+    startup::run(
+        format!("registering webhook configuration {name}"),
+        Fixes::OWN_RESOURCES,
+        attempt,
+    )
+    .await?;
     Ok(())
 }
 

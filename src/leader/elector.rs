@@ -15,6 +15,7 @@ use super::{
     Decision, LEADER_LABEL, LeaderError, Leadership, LeaseRecord, Observed, Timings, decide,
     observe,
 };
+use crate::cluster::startup::{Class, GRANT_RBAC, WARN_EVERY, WarnEvery, classify};
 use crate::report::report;
 
 /// What the elector needs to know.
@@ -51,7 +52,12 @@ pub struct Elector {
     pods: Option<(Api<Pod>, String)>,
     config: ElectorConfig,
     leadership: Leadership,
+    readiness: Option<Readiness>,
 }
+
+/// Told whether the Lease can be reached: false while the API answers that its namespace is
+/// missing or that tephra may not touch it, true again at the first answer.
+type Readiness = Box<dyn Fn(bool) + Send + Sync>;
 
 impl std::fmt::Debug for Elector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,6 +99,52 @@ impl Elector {
             pods,
             config,
             leadership,
+            readiness: None,
+        }
+    }
+
+    /// Reports to `f` whether the Lease can be reached, so `/readyz` fails while the cluster
+    /// lacks the Lease's namespace or tephra's RBAC: no replica could ever lead then.
+    #[must_use]
+    pub fn with_readiness(mut self, f: impl Fn(bool) + Send + Sync + 'static) -> Self {
+        self.readiness = Some(Box::new(f));
+        self
+    }
+
+    fn set_ready(&self, ready: bool) {
+        if let Some(f) = &self.readiness {
+            f(ready);
+        }
+    }
+
+    /// Says why a campaign attempt failed: what the cluster lacks and its fix at WARN, at most
+    /// once per `warn`'s period; other failures at DEBUG between those.
+    fn report_failure(&self, e: &LeaderError, warn: &mut WarnEvery) {
+        let class = match e {
+            LeaderError::Api { source, .. } => classify(source),
+            _ => Class::Transient,
+        };
+        let lacking = matches!(class, Class::Missing | Class::Denied);
+        if lacking {
+            self.set_ready(false);
+        }
+        if !warn.due(std::time::Instant::now()) {
+            tracing::debug!(error = %report(e), "leader election: attempt failed");
+            return;
+        }
+        let ns = &self.config.namespace;
+        match class {
+            Class::Missing => tracing::warn!(
+                error = %report(e),
+                "leader election: waiting for the cluster: the Lease's namespace {ns} does not exist: `kubectl create namespace {ns}` (or, for one replica, --leader-elect=false)"
+            ),
+            Class::Denied => tracing::warn!(
+                error = %report(e),
+                "leader election: waiting for the cluster: {GRANT_RBAC}"
+            ),
+            Class::Transient | Class::Permanent => {
+                tracing::warn!(error = %report(e), "leader election: attempt failed");
+            }
         }
     }
 
@@ -209,13 +261,19 @@ impl Elector {
         self.label_own_pod(false).await;
         let mut observed = None;
         let mut last_holder: Option<String> = None;
+        let mut warn = WarnEvery::new(WARN_EVERY);
         tracing::info!(
             lease = %format!("{}/{}", self.config.namespace, self.config.name),
             identity = %self.config.identity,
             "leader election: campaigning"
         );
         loop {
-            match self.attempt(&mut observed).await {
+            let attempt = self.attempt(&mut observed).await;
+            if attempt.is_ok() {
+                self.set_ready(true);
+                warn.reset();
+            }
+            match attempt {
                 Ok(true) => break,
                 Ok(false) => {
                     let holder = observed
@@ -226,7 +284,7 @@ impl Elector {
                         last_holder = holder;
                     }
                 }
-                Err(e) => tracing::warn!(error = %report(&e), "leader election: attempt failed"),
+                Err(e) => self.report_failure(&e, &mut warn),
             }
             tokio::select! {
                 () = shutdown.cancelled() => return Outcome::NeverLed,

@@ -22,4 +22,5 @@ mod podgroup_controller;
 mod scheduler_embedded;
 mod scheduler_properties;
 mod server_https;
+mod startup;
 mod tls_self;

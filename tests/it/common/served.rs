@@ -70,6 +70,13 @@ impl Proc {
         None
     }
 
+    /// Whether the process is still running (an exit is noticed, not waited for).
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// The process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
