@@ -18,6 +18,7 @@ use super::{AdmissionConfig, decode, decode_old, patch, quantity, working_copy};
 use crate::api::keys::{
     DEFAULT_QUEUE, HIERARCHY_ANNOTATION, HIERARCHY_WEIGHTS_ANNOTATION, ROOT_QUEUE,
 };
+use crate::api::scheduling::QueueState;
 use crate::api::{Queue, ResourceList};
 
 /// `/queues/mutate`: `root/` before a hierarchy that lacks it (and `1/` before its weights),
@@ -534,6 +535,16 @@ fn validate_delete(
     // The API server only calls this for a queue it has; if the cache has not seen it yet,
     // the old object stands in.
     let current = view.queue(&me).map(|q| (*q).clone()).or(old);
+    // Volcano's rule: a queue is closed (no new jobs, its PodGroups gone) before it goes, so a
+    // delete never strands the jobs that still name it.
+    if let Some(q) = current.as_ref()
+        && !matches!(q.state(), Some(QueueState::Closed))
+    {
+        return Err(format!(
+            "only queue with state `Closed` can be deleted, queue `{me}` state is `{}`",
+            q.state().map(ToString::to_string).unwrap_or_default()
+        ));
+    }
     if cfg.queue_allocated_pods_check
         && let Some(q) = current.as_ref()
     {
@@ -977,6 +988,20 @@ mod tests {
             "`default` queue can not be deleted",
         );
         denied_with(delete("root", &v, &cfg), "`root` queue can not be deleted");
+        // Only a Closed queue goes; one never synced has no state to show.
+        denied_with(
+            delete("dev", &v, &cfg),
+            "only queue with state `Closed` can be deleted, queue `dev` state is `Open`",
+        );
+        denied_with(
+            delete("l5", &v, &cfg),
+            "only queue with state `Closed` can be deleted, queue `l5` state is ``",
+        );
+        for closing in ["eng", "dev", "busy"] {
+            let mut q = (*v.queue(closing).unwrap()).clone();
+            q.status.get_or_insert_default().state = Some(QueueState::Closed);
+            v.apply_queue(q);
+        }
         denied_with(
             delete("eng", &v, &cfg),
             "queue eng can not be deleted because it has 1 child queues: dev",
@@ -984,7 +1009,7 @@ mod tests {
         assert!(delete("dev", &v, &cfg).is_allowed());
         assert!(delete("busy", &v, &cfg).is_allowed());
         // Once its only child is being deleted, the parent may go too.
-        let mut dying = Queue::test("dev").parent("eng").open();
+        let mut dying = Queue::test("dev").parent("eng").closed();
         dying.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::now(),

@@ -62,6 +62,54 @@ cluster_up=1
 export KUBECONFIG="$work/cluster/kubeconfig"
 k() { kubectl --request-timeout=20s "$@"; }
 
+# --- a cluster set up out of order -----------------------------------------------
+# Started before anything of tephra's is in the cluster, tephra stays up with /readyz
+# failing, its log names what is missing and the command that fixes it, and it is ready
+# once the CRDs and the Lease's namespace appear, without a restart. (Admin credentials:
+# its service account does not exist yet; the Lease goes to a namespace of this check's own.)
+order_ns=tephra-order-check
+read -r order_port order_metrics < <(python3 -c '
+import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])')
+order_log=$work/order-check.log
+order_fail() {
+  echo "run.sh: out-of-order set-up: $1" >&2
+  tail -n 30 "$order_log" >&2
+  kill "$order_pid" 2>/dev/null || true
+  exit 1
+}
+"$TEPHRA_BIN" serve --kubeconfig "$KUBECONFIG" \
+  --listen "127.0.0.1:$order_port" --metrics-listen "127.0.0.1:$order_metrics" \
+  --tls-cert "$work/tls/tls.crt" --tls-key "$work/tls/tls.key" \
+  --leader-elect-namespace "$order_ns" >"$order_log" 2>&1 &
+order_pid=$!
+for ((i = 0; i < 60; i++)); do
+  grep -q 'WARN.*tephra crds | kubectl apply -f -' "$order_log" \
+    && grep -q "WARN.*kubectl create namespace $order_ns" "$order_log" && break
+  kill -0 "$order_pid" 2>/dev/null || order_fail "tephra exited"
+  sleep 0.5
+done
+grep -q 'WARN.*tephra crds | kubectl apply -f -' "$order_log" || order_fail "no WARN names the CRDs' fix"
+grep -q "WARN.*kubectl create namespace $order_ns" "$order_log" || order_fail "no WARN names the namespace's fix"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$order_metrics/readyz" || true)
+[ "$code" = 503 ] || order_fail "/readyz answered $code without CRDs and namespace, not 503"
+{
+  k apply -f "$repo_dir/manifests/crds/"
+  k create namespace "$order_ns"
+} >>"$work/install.log" 2>&1 || order_fail "applying the CRDs and the namespace failed"
+for ((i = 0; i < 120; i++)); do
+  curl -sf "http://127.0.0.1:$order_metrics/readyz" >/dev/null 2>&1 && break
+  kill -0 "$order_pid" 2>/dev/null || order_fail "tephra exited once they appeared"
+  sleep 0.5
+done
+curl -sf "http://127.0.0.1:$order_metrics/readyz" >/dev/null 2>&1 || order_fail "not ready 60 s after the CRDs and namespace appeared"
+kill "$order_pid"
+wait "$order_pid" || order_fail "exit after SIGTERM was not 0"
+k delete namespace "$order_ns" --wait=false >/dev/null 2>&1 || true
+echo "run.sh: out-of-order set-up: tephra waited, named the fixes, and was ready once they were applied"
+
 # --- install tephra as the README says ------------------------------------------
 install_log=$work/install.log
 {

@@ -2,8 +2,8 @@
 # `tephra job|queue|pg` (the vcctl-style command line) against `tephra serve --embedded`, with
 # the exact output of every table form checked (ages and generated names normalised):
 # job run/list/view/view --watch/abort/resume/restart/delete, queue create/list/get/close/open/
-# delete, pg list, -A, -o wide|json|yaml, and the one-line errors (unknown job or queue, no
-# cluster) with exit code 1, --kubeconfig/KUBECONFIG with the context's namespace, `run -f -`.
+# delete (refused until Closed), pg list, -A, -o wide|json|yaml, and the one-line errors
+# (unknown job or queue, no cluster) with exit code 1, --kubeconfig/KUBECONFIG with the context's namespace, `run -f -`.
 # kubectl checks what the commands did, and that `kubectl describe`
 # of a vcJob and of its PodGroup says why the job waits.
 #
@@ -219,6 +219,9 @@ research   Closed   3        <none>   0         0         0         0         0 
 expect "queue open" "$("${T[@]}" queue open research | norm)" "queue.scheduling.volcano.sh/research: OpenQueue requested (command.bus.volcano.sh/research-openqueue-XXXXX)"
 wait_queue research Open
 ok "queue closed and opened by Command"
+run_fails "queue delete of an Open queue" 'tephra: error: deleting queue research: admission webhook "validatequeue.tephra.io" denied the request: only queue with state `Closed` can be deleted, queue `research` state is `Open`' "${T[@]}" queue delete research
+"${T[@]}" queue close research >/dev/null || fail "queue close research"
+wait_queue research Closed
 expect "queue delete" "$("${T[@]}" queue delete research)" 'queue.scheduling.volcano.sh "research" deleted'
 run_fails "queue get after delete" 'tephra: error: queue "research" not found' "${T[@]}" queue get research
 

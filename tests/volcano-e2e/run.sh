@@ -187,6 +187,8 @@ kind: Queue
 metadata: {name: $gc_probe}
 spec: {weight: 1}
 EOF
+# Only a Closed queue may be deleted; the specs' own teardown closes theirs the same way.
+k patch queue "$gc_probe" --subresource=status --type=merge -p '{"status":{"state":"Closed"}}' >/dev/null
 kubectl --request-timeout=100s delete queue "$gc_probe" --cascade=foreground --wait --timeout=90s >/dev/null \
   || { echo "run.sh: a foreground-deleted queue was still there after 90 s (the garbage collector does not watch Queues)" >&2; exit 1; }
 echo "garbage collector watches Queues (probe deleted in $(($(date +%s) - probe_start)) s)" >&2
