@@ -34,6 +34,9 @@ struct Workload {
     template_annotations: BTreeMap<String, String>,
     scheduler_name: String,
     replicas: i32,
+    /// A StatefulSet that makes its pods one at a time, each once the one before is Ready:
+    /// `podManagementPolicy` `OrderedReady`, the default.
+    ordered: bool,
 }
 
 impl Workload {
@@ -54,6 +57,7 @@ impl Workload {
                 .unwrap_or_default(),
             // Both kinds default `replicas` to 1.
             replicas: replicas.unwrap_or(1),
+            ordered: false,
         }
     }
 
@@ -87,11 +91,13 @@ fn decode_workload(req: &Request, old: bool) -> Result<Workload, Decision> {
     if is_sts {
         let s: StatefulSet = if old { decode_old(req)? } else { decode(req)? };
         let spec = s.spec;
-        Ok(Workload::from_parts(
-            s.metadata.annotations,
-            spec.replicas,
-            Some(&spec.template),
-        ))
+        let mut w =
+            Workload::from_parts(s.metadata.annotations, spec.replicas, Some(&spec.template));
+        w.ordered = spec
+            .pod_management_policy
+            .as_deref()
+            .is_none_or(|p| p == "OrderedReady");
+        Ok(w)
     } else {
         let d: Deployment = if old { decode_old(req)? } else { decode(req)? };
         let spec = d.spec;
@@ -142,6 +148,14 @@ pub fn mutate(req: &Request, cfg: &AdmissionConfig) -> Decision {
             "{MIN_MEMBER} asks for gang scheduling, but the pod template's schedulerName {:?} is not served by tephra ({}); the gang will not be enforced",
             w.scheduler_name,
             cfg.scheduler_names.join(", ")
+        ));
+    }
+    // The gang's pods must all exist before any is placed, and an OrderedReady StatefulSet
+    // makes the second only once the first is Ready: it would wait for ever. Admitted all the
+    // same (a user may be about to change the policy), with a warning saying so.
+    if w.ordered && min_member.trim().parse::<i64>().is_ok_and(|n| n > 1) {
+        warnings.push(format!(
+            "{MIN_MEMBER} {min_member} with podManagementPolicy OrderedReady (the default) can never start: the StatefulSet makes each pod only once the one before is Ready, and no pod of the gang runs before {min_member} exist; set spec.podManagementPolicy: Parallel"
         ));
     }
     if !w.template_annotations.contains_key(MIN_MEMBER) {
@@ -276,6 +290,34 @@ mod tests {
             assert_eq!(t["metadata"]["annotations"][QUEUE_NAME], "q");
             assert_eq!(t["metadata"]["annotations"][VOLCANO_QUEUE_NAME], "q2");
         }
+    }
+
+    #[test]
+    fn an_ordered_statefulset_gang_is_warned_that_it_can_never_start() {
+        let cfg = AdmissionConfig::default();
+        let warnings = |policy: Option<&str>, min: &str, kind: &str| {
+            let mut w = workload(kind, json!({MIN_MEMBER: min}), json!({}), None, 3);
+            if let Some(p) = policy {
+                w["spec"]["podManagementPolicy"] = json!(p);
+            }
+            mutate(&request(kind, "CREATE", w), &cfg).warnings
+        };
+        for policy in [None, Some("OrderedReady")] {
+            let got = warnings(policy, "3", "StatefulSet");
+            assert_eq!(got.len(), 1, "{policy:?}: {got:?}");
+            assert!(
+                got[0].contains("can never start")
+                    && got[0].contains("podManagementPolicy: Parallel"),
+                "{}",
+                got[0]
+            );
+        }
+        assert!(warnings(Some("Parallel"), "3", "StatefulSet").is_empty());
+        assert!(
+            warnings(None, "1", "StatefulSet").is_empty(),
+            "a gang of one starts"
+        );
+        assert!(warnings(None, "3", "Deployment").is_empty());
     }
 
     #[test]

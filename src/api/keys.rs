@@ -53,6 +53,10 @@ pub const QUEUE_ALLOCATION_GATE: &str = "scheduling.volcano.sh/queue-allocation-
 /// once a session has placed the pod, so kube-scheduler asks about a gang pod only when the
 /// plan has a node for it (no turned-down attempts, no backoff between room and bind).
 pub const PLAN_GATE: &str = "scheduling.tephra.io/gang-plan";
+/// A on a PodGroup: `true` when its pods come from a StatefulSet with `podManagementPolicy:
+/// OrderedReady`, which makes each pod only once the one before is Ready. Written by the
+/// PodGroup controller; the scheduler names it as the cause when such a gang waits for pods.
+pub const ORDERED_PODS: &str = "scheduling.tephra.io/ordered-pods";
 /// A on a PodGroup or job: sla plugin's maximum pending time.
 pub const JOB_WAITING_TIME: &str = "volcano.sh/sla-waiting-time";
 /// A on a PodGroup or job: the sla plugin's maximum pending time under its plain name, read

@@ -14,10 +14,10 @@ use super::index::Snapshot;
 use super::model::{JobId, TaskStatus};
 use super::resource::{PODS, Resource};
 use super::session::{QueueReport, Session, State};
-use crate::api::ResourceList;
 use crate::api::scheduling::{
     PodGroupCondition, PodGroupConditionType, PodGroupPhase, PodGroupStatus,
 };
+use crate::api::{ResourceList, keys};
 
 /// Where one pod goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -234,15 +234,35 @@ fn awaits_its_pods(st: &State, j: usize) -> bool {
             .is_none_or(|e| e.starts_with("Not enough valid tasks"))
 }
 
+/// Why a gang short of pods will stay so, when its pods come from an OrderedReady
+/// StatefulSet: the second pod is made only once the first is Ready, and no pod of the gang
+/// runs before all exist. Empty otherwise; appended to the gang's waiting message.
+fn ordered_cause(st: &State, j: usize) -> &'static str {
+    let job = &st.jobs[j];
+    let ordered = job
+        .podgroup
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::ORDERED_PODS))
+        .is_some_and(|v| v == "true");
+    if ordered && job.min_available > 1 && (job.tasks.len() as i64) < i64::from(job.min_available) {
+        "; its StatefulSet has podManagementPolicy OrderedReady and makes each pod only once the one before is Ready, so the gang can never start: set podManagementPolicy: Parallel"
+    } else {
+        ""
+    }
+}
+
 /// The verdict of a waiting gang that has no condition from the gang plugin: one without pods
 /// yet (refused admission, or admitted and waiting for them).
 fn waiting_message(st: &State, j: usize) -> String {
     let job = &st.jobs[j];
     if awaits_its_pods(st, j) {
         return format!(
-            "waiting for its pods: {} of minMember {} exist",
+            "waiting for its pods: {} of minMember {} exist{}",
             job.tasks.len(),
-            job.min_available
+            job.min_available,
+            ordered_cause(st, j)
         );
     }
     format!(
@@ -410,13 +430,18 @@ fn close(st: &State, now: Time) -> Outcome {
             settle_unschedulable(&mut status, &now);
         }
         if let Some((type_, reason, message)) = js.condition.as_ref().or(not_enqueued.as_ref()) {
+            let message = if type_ == "Unschedulable" {
+                format!("{message}{}", ordered_cause(st, j))
+            } else {
+                message.clone()
+            };
             let cond = PodGroupCondition {
                 type_: Some(PodGroupConditionType::from(type_.as_str())),
                 status: Some("True".into()),
                 transition_id: Some(st.id.clone()),
                 last_transition_time: Some(now.clone()),
                 reason: Some(reason.clone()),
-                message: Some(message.clone()),
+                message: Some(message),
             };
             let conditions = status.conditions.get_or_insert_with(Vec::new);
             match conditions
@@ -445,7 +470,7 @@ fn close(st: &State, now: Time) -> Outcome {
                 .condition
                 .as_ref()
                 .filter(|(t, _, _)| t == "Unschedulable")
-                .map(|(_, _, m)| m.clone())
+                .map(|(_, _, m)| format!("{m}{}", ordered_cause(st, j)))
                 .unwrap_or_else(|| waiting_message(st, j));
             Verdict::Waiting(message)
         };

@@ -124,6 +124,33 @@ ok "kubectl rollout status sts/web"
 expect "ordinal pod names" "$("${K[@]}" get pods -l app=web -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | sort | tr '\n' ' ')" "web-0 web-1 "
 expect "pod-name label" "$("${K[@]}" get pod web-1 -o jsonpath='{.metadata.labels.statefulset\.kubernetes\.io/pod-name}')" "web-1"
 
+# A gang StatefulSet with the default OrderedReady policy can never start (the second pod is
+# made only once the first runs, and the first waits for the second): kubectl shows the
+# webhook's warning, and the PodGroup's condition names the cause.
+WARN="$(cat <<'YAML' | "${K[@]}" apply -f - 2>&1 >/dev/null
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: ordered
+  annotations: {scheduling.volcano.sh/group-min-member: "2"}
+spec:
+  serviceName: ordered
+  replicas: 2
+  selector: {matchLabels: {app: ordered}}
+  template:
+    metadata: {labels: {app: ordered}}
+    spec:
+      containers: [{name: c, image: nginx:1.27}]
+YAML
+)" || fail "apply the ordered StatefulSet: $WARN"
+case "$WARN" in
+  *"Warning: scheduling.volcano.sh/group-min-member 2 with podManagementPolicy OrderedReady (the default) can never start"*"set spec.podManagementPolicy: Parallel"*) ok "kubectl apply warns that an OrderedReady gang can never start" ;;
+  *) fail "no warning for the OrderedReady gang: '$WARN'" ;;
+esac
+ORDERED_PG="podgroup-$("${K[@]}" get sts ordered -o jsonpath='{.metadata.uid}')"
+eventually "the PodGroup's condition names OrderedReady" 30 bash -c "${K[*]} get podgroup $ORDERED_PG -o jsonpath='{.status.conditions[*].message}' | grep -o 'podManagementPolicy OrderedReady and makes each pod only once the one before is Ready'"
+"${K[@]}" delete sts ordered --wait=false >/dev/null
+
 # A batch Job: two completions, one at a time.
 cat <<'YAML' | "${K[@]}" apply -f - >/dev/null || fail "apply a batch Job"
 apiVersion: batch/v1

@@ -405,6 +405,7 @@ impl ApiServer {
             name: &pre_name,
             old: None,
             dry_run: opts.dry_run,
+            warnings: Some(&opts.warnings),
         };
         let obj = self
             .admit_mutating(&attrs, Some(obj))
@@ -576,6 +577,7 @@ impl ApiServer {
                 name,
                 old: Some(&old_v),
                 dry_run: opts.dry_run,
+                warnings: Some(&opts.warnings),
             };
             let mut new = self
                 .admit_mutating(&attrs, Some(new))
@@ -666,6 +668,9 @@ impl ApiServer {
             name,
             old: Some(&old_v),
             dry_run: opts.dry_run,
+            // A delete has no write options to collect warnings in: a webhook's warnings on a
+            // delete are dropped.
+            warnings: None,
         };
         self.admit_mutating(&attrs, None).await?;
         self.admit_validating(&attrs, None).await?;

@@ -163,6 +163,9 @@ pub struct Attributes<'a> {
     pub old: Option<&'a Value>,
     /// `dryRun`.
     pub dry_run: bool,
+    /// Where the webhooks' `warnings` go (the REST layer sends them as `Warning` headers, which
+    /// kubectl prints); `None` drops them.
+    pub warnings: Option<&'a crate::openapi::Warnings>,
 }
 
 /// Which webhook kind.
@@ -362,6 +365,25 @@ pub enum Verdict {
     Allowed(Option<json_patch::Patch>),
     /// Denied: code, reason, message (already prefixed like kube-apiserver's).
     Denied(u16, String, String),
+}
+
+/// The `response.warnings` of an AdmissionReview response, as kube-apiserver passes them on
+/// (each capped in length, control characters dropped). Pure.
+pub fn response_warnings(body: &Value) -> Vec<String> {
+    const MAX_WARNING: usize = 4096;
+    body.pointer("/response/warnings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|w| {
+            w.chars()
+                .filter(|c| !c.is_control())
+                .take(MAX_WARNING)
+                .collect::<String>()
+        })
+        .filter(|w| !w.trim().is_empty())
+        .collect()
 }
 
 /// Reads an AdmissionReview response. Pure.
@@ -629,6 +651,11 @@ impl Webhooks {
             .map_err(|e| format!("webhook {url} answered {status}: {e}"))?;
         let body: Value = serde_json::from_slice(&bytes)
             .map_err(|e| format!("webhook {url} answered {status} with no AdmissionReview: {e}"))?;
+        if let Some(w) = a.warnings {
+            for warning in response_warnings(&body) {
+                w.add(warning);
+            }
+        }
         parse_response(name, uid, &body)
     }
 
@@ -723,6 +750,7 @@ mod tests {
             name: "x",
             old: None,
             dry_run: false,
+            warnings: None,
         }
     }
 
@@ -858,6 +886,13 @@ mod tests {
             matches!(parse_response("h", "u", &bare).unwrap(), Verdict::Denied(400, _, m) if m.ends_with("without explanation"))
         );
         assert!(parse_response("h", "other", &ok).is_err());
+        let warned = json!({"response": {"uid": "u", "allowed": true,
+            "warnings": ["gang can never start", "", "bell\u{7} rung", 3]}});
+        assert_eq!(
+            response_warnings(&warned),
+            ["gang can never start", "bell rung"]
+        );
+        assert!(response_warnings(&ok).is_empty());
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct OwnerInfo {
     pub kind: String,
     /// Its annotations.
     pub annotations: BTreeMap<String, String>,
+    /// It makes its pods one at a time, each once the one before is Ready (a StatefulSet with
+    /// `podManagementPolicy: OrderedReady`).
+    pub ordered_pods: bool,
 }
 
 /// Everything the PodGroup of a pod is decided from.
@@ -186,6 +189,11 @@ pub fn annotations(inputs: &Inputs<'_>) -> BTreeMap<String, String> {
     if out.contains_key(keys::JDB_MIN_AVAILABLE) {
         out.remove(keys::JDB_MAX_UNAVAILABLE);
     }
+    // Whatever the inheritance setting: it is what the scheduler says when the gang waits.
+    // The policy of a StatefulSet cannot change, so the key is never taken back.
+    if inputs.owners.iter().any(|o| o.ordered_pods) {
+        out.insert(keys::ORDERED_PODS.to_string(), "true".to_string());
+    }
     out
 }
 
@@ -327,7 +335,30 @@ mod tests {
                 .iter()
                 .map(|(k, v)| ((*k).into(), (*v).into()))
                 .collect(),
+            ordered_pods: false,
         }
+    }
+
+    #[test]
+    fn a_gang_of_an_ordered_statefulset_is_marked_whatever_the_inheritance() {
+        let p = pod(json!({}), json!([]));
+        let ordered = [OwnerInfo {
+            ordered_pods: true,
+            ..owner("StatefulSet", &[])
+        }];
+        for inherit in [true, false] {
+            let i = Inputs {
+                inherit,
+                ..inputs(&p, &ordered)
+            };
+            assert_eq!(
+                annotations(&i).get(keys::ORDERED_PODS).map(String::as_str),
+                Some("true"),
+                "inherit={inherit}"
+            );
+        }
+        let parallel = [owner("StatefulSet", &[])];
+        assert!(!annotations(&inputs(&p, &parallel)).contains_key(keys::ORDERED_PODS));
     }
 
     fn inputs<'a>(pod: &'a Pod, owners: &'a [OwnerInfo]) -> Inputs<'a> {

@@ -366,6 +366,7 @@ fn owner_info<K: Resource>(kind: &str, obj: &K) -> OwnerInfo {
     OwnerInfo {
         kind: kind.to_string(),
         annotations: obj.meta().annotations.clone().unwrap_or_default(),
+        ordered_pods: false,
     }
 }
 
@@ -422,7 +423,15 @@ pub async fn reconcile(key: GroupKey, ctx: Arc<Context>) -> Result<Action, PodGr
             let uid = sts.uid().unwrap_or_default();
             let replicas = sts.spec.replicas.unwrap_or(1);
             let revision = stateful_set_revision(&sts);
-            let owners = vec![owner_info("StatefulSet", sts.as_ref())];
+            let owners = vec![OwnerInfo {
+                // Unset is what the API server defaults to: OrderedReady.
+                ordered_pods: sts
+                    .spec
+                    .pod_management_policy
+                    .as_deref()
+                    .is_none_or(|p| p == "OrderedReady"),
+                ..owner_info("StatefulSet", sts.as_ref())
+            }];
             let pods = ctx.pods(ns, &uid);
             sync_gang(
                 &ctx,
