@@ -474,6 +474,20 @@ impl QueueSpec {
 }
 
 impl Queue {
+    /// A Queue named `name` with `spec` and nothing else in its metadata, as `kubectl create`
+    /// makes one. (The derived `Queue::new` also copies the CRD's own annotations, such as
+    /// `helm.sh/resource-policy`, onto the object.)
+    pub fn named(name: &str, spec: QueueSpec) -> Self {
+        Self {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_string()),
+                ..kube::api::ObjectMeta::default()
+            },
+            spec,
+            status: None,
+        }
+    }
+
     /// The state; `None` when no status has been written yet.
     pub fn state(&self) -> Option<&QueueState> {
         self.status.as_ref()?.state.as_ref()

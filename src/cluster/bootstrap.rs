@@ -66,7 +66,7 @@ impl QueueAction {
 
 /// The spec of a built-in queue: weight 1, reclaimable (Volcano's defaults).
 fn builtin_queue(name: &str) -> Queue {
-    let mut q = Queue::new(
+    let mut q = Queue::named(
         name,
         QueueSpec {
             weight: Some(1),

@@ -229,8 +229,13 @@ pub enum QueueCommand {
 pub struct CreateQueueFlags {
     /// The queue's name.
     pub name: String,
-    /// Share of the cluster relative to the other queues.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..))]
+    /// Share of the cluster relative to the other queues, 1 to 65535 (what the API accepts).
+    #[arg(
+        long,
+        default_value_t = 1,
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i32).range(1..=i64::from(crate::admission::bounds::MAX_QUEUE_WEIGHT))
+    )]
     pub weight: i32,
     /// Parent queue in the hierarchy (default: `root`).
     #[arg(long, value_name = "QUEUE")]

@@ -76,10 +76,16 @@ pub fn jobs_from_file(
         file: file.to_string(),
         reason,
     };
-    // The parser's message carries a multi-line source excerpt; its first line names the place.
+    // The parser's message carries a multi-line source excerpt; its first line names the place,
+    // after an `error:` of its own that the CLI's prefix already says.
     let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| {
         let text = e.to_string();
-        bad(text.lines().next().unwrap_or_default().trim().to_string())
+        let first = text.lines().next().unwrap_or_default().trim();
+        bad(first
+            .strip_prefix("error:")
+            .unwrap_or(first)
+            .trim()
+            .to_string())
     })?;
     let mut jobs = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
@@ -207,7 +213,7 @@ pub struct NewQueue {
 
 /// The Queue object of [`NewQueue`].
 pub fn queue(q: &NewQueue) -> Queue {
-    Queue::new(
+    Queue::named(
         &q.name,
         QueueSpec {
             weight: Some(q.weight),
@@ -311,6 +317,14 @@ mod tests {
         assert_eq!(err, "e.yaml: no vcJob in the file");
         let err = jobs_from_file(": : :", "y.yaml", "default", false).unwrap_err();
         assert!(matches!(err, VcctlError::File { .. }));
+        // "tephra: error: " comes first: the parser's own "error:" is not said again.
+        let err = jobs_from_file("x: [", "b.yaml", "default", false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("b.yaml: line 1 column ") && !err.contains("error"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -333,6 +347,8 @@ mod tests {
         });
         let v = serde_json::to_value(&q).unwrap();
         assert_eq!(v["spec"]["weight"], 3);
+        // As `kubectl create` makes it: the CRD's own annotations stay on the CRD.
+        assert!(v["metadata"].get("annotations").is_none(), "{v}");
         assert_eq!(v["spec"]["reclaimable"], false);
         assert!(v["spec"].get("capability").is_none());
     }
