@@ -16,7 +16,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde::Serialize;
 
@@ -109,8 +109,8 @@ pub struct Connection {
     #[arg(long, global = true, value_name = "URL", env = "TEPHRA_SERVER")]
     pub server: Option<String>,
 
-    /// Namespace (default: the kubeconfig context's, else `default`).
-    #[arg(short = 'n', long, global = true, value_name = "NS")]
+    /// Namespace (default: the kubeconfig context's, else `default`); `-N` as vcctl spells it.
+    #[arg(short = 'n', short_alias = 'N', long, global = true, value_name = "NS")]
     pub namespace: Option<String>,
 }
 
@@ -146,7 +146,7 @@ pub enum JobCommand {
         file: PathBuf,
     },
     /// List vcJobs with their phase and pod counts.
-    List(ListFlags),
+    List(JobListFlags),
     /// Show a vcJob: phase and why, tasks, its PodGroup, Events; --watch follows it live.
     View(ViewFlags),
     /// Abort a job: its pods are killed, it can be resumed (Command AbortJob; `vcctl job suspend`).
@@ -176,6 +176,20 @@ pub struct ListFlags {
     /// Output format: wide, json or yaml (default: a table).
     #[arg(short = 'o', long, value_enum)]
     pub output: Option<Output>,
+    /// Only those of this queue (`spec.queue`; unset counts as `default`).
+    #[arg(short = 'q', long, value_name = "QUEUE")]
+    pub queue: Option<String>,
+}
+
+/// Flags of `job list`.
+#[derive(Debug, Args)]
+pub struct JobListFlags {
+    /// What every listing takes.
+    #[command(flatten)]
+    pub list: ListFlags,
+    /// Only jobs of this scheduler (`spec.schedulerName`).
+    #[arg(short = 'S', long, value_name = "NAME")]
+    pub scheduler: Option<String>,
 }
 
 /// Flags of `job view`.
@@ -219,9 +233,45 @@ pub enum QueueCommand {
     Open(NameArg),
     /// Close a queue: it accepts no new jobs (Command CloseQueue).
     Close(NameArg),
-    /// Delete a queue (tephra's webhook refuses while it holds PodGroups, and for `default`
-    /// and `root`).
+    /// Delete a queue: only a Closed one (tephra's webhook refuses the others, and always
+    /// `default` and `root`).
     Delete(NameArg),
+    /// vcctl's form of open, close and weight changes: `queue operate NAME -a open|close`,
+    /// `-a update -w WEIGHT`.
+    Operate(OperateFlags),
+}
+
+/// What `queue operate` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OperateAction {
+    /// As `queue open`.
+    Open,
+    /// As `queue close`.
+    Close,
+    /// Set the weight (`-w`).
+    Update,
+}
+
+/// Flags of `queue operate`.
+#[derive(Debug, Args)]
+pub struct OperateFlags {
+    /// The queue's name (or `--name`, as vcctl takes it).
+    #[arg(required_unless_present = "name_flag", conflicts_with = "name_flag")]
+    pub name: Option<String>,
+    /// The queue's name (vcctl's `--name`; its `-n` is the namespace here, as in kubectl).
+    #[arg(long = "name", value_name = "NAME")]
+    pub name_flag: Option<String>,
+    /// open, close or update.
+    #[arg(short = 'a', long, value_enum)]
+    pub action: OperateAction,
+    /// With `-a update`: the new weight, 1 to 65535.
+    #[arg(
+        short = 'w',
+        long,
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i32).range(1..=i64::from(crate::admission::bounds::MAX_QUEUE_WEIGHT))
+    )]
+    pub weight: Option<i32>,
 }
 
 /// Flags of `queue create`.
@@ -437,16 +487,25 @@ pub async fn job(args: JobArgs) -> Result<(), VcctlError> {
     let jobs: Api<Job> = Api::namespaced(s.client.clone(), &s.namespace);
     match args.command {
         JobCommand::Run { file } => run_jobs(&s, &file).await,
-        JobCommand::List(flags) => {
+        JobCommand::List(JobListFlags {
+            list: flags,
+            scheduler,
+        }) => {
             let api: Api<Job> = if flags.all_namespaces {
                 Api::all(s.client.clone())
             } else {
                 jobs
             };
-            let list = api
+            let mut list = api
                 .list(&ListParams::default())
                 .await
                 .map_err(|e| list_error("jobs.batch.volcano.sh", e))?;
+            list.items.retain(|j| {
+                flags.queue.as_deref().is_none_or(|q| j.spec.queue() == q)
+                    && scheduler
+                        .as_deref()
+                        .is_none_or(|n| j.spec.scheduler_name.as_deref() == Some(n))
+            });
             match flags.output {
                 Some(f @ (Output::Json | Output::Yaml)) => {
                     out(&render_objects(&list.items, false, f)?)
@@ -703,6 +762,34 @@ pub async fn queue(args: QueueArgs) -> Result<(), VcctlError> {
         }
         QueueCommand::Open(n) => queue_command(&s, get(n.name).await?, Action::OpenQueue).await,
         QueueCommand::Close(n) => queue_command(&s, get(n.name).await?, Action::CloseQueue).await,
+        QueueCommand::Operate(f) => {
+            let name = f.name.or(f.name_flag).unwrap_or_default();
+            match (f.action, f.weight) {
+                (OperateAction::Open, None) => {
+                    queue_command(&s, get(name).await?, Action::OpenQueue).await
+                }
+                (OperateAction::Close, None) => {
+                    queue_command(&s, get(name).await?, Action::CloseQueue).await
+                }
+                (OperateAction::Update, Some(weight)) => {
+                    let patch = serde_json::json!({ "spec": { "weight": weight } });
+                    match queues
+                        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                    {
+                        Ok(_) => out(&format!("queue.scheduling.volcano.sh/{name} patched\n")),
+                        Err(e) if status_code(&e) == Some(404) => Err(not_found(&name)),
+                        Err(e) => Err(api_error(format!("updating queue {name}"), e)),
+                    }
+                }
+                (OperateAction::Update, None) => Err(VcctlError::Invalid(
+                    "queue operate -a update needs the new weight: -w WEIGHT".into(),
+                )),
+                (_, Some(_)) => Err(VcctlError::Invalid(
+                    "-w/--weight goes with -a update only".into(),
+                )),
+            }
+        }
         QueueCommand::Delete(n) => {
             match queues.delete(&n.name, &DeleteParams::background()).await {
                 Ok(_) => out(&format!(
@@ -748,10 +835,13 @@ pub async fn pg(args: PgArgs) -> Result<(), VcctlError> {
             } else {
                 Api::namespaced(s.client.clone(), &s.namespace)
             };
-            let list = api
+            let mut list = api
                 .list(&ListParams::default())
                 .await
                 .map_err(|e| list_error("podgroups.scheduling.volcano.sh", e))?;
+            if let Some(q) = flags.queue.as_deref() {
+                list.items.retain(|pg| pg.spec.queue() == q);
+            }
             match flags.output {
                 Some(f @ (Output::Json | Output::Yaml)) => {
                     out(&render_objects(&list.items, false, f)?)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `tephra job|queue|pg` (the vcctl-style command line) against `tephra serve --embedded`, with
 # the exact output of every table form checked (ages and generated names normalised):
-# job run/list/view/view --watch/abort/resume/restart/delete, queue create/list/get/close/open/
-# delete (refused until Closed), pg list, -A, -o wide|json|yaml, and the one-line errors
+# job run/list (-q, -S, -N)/view/view --watch/abort/resume/restart/delete, queue
+# create/list/get/close/open/operate/delete (refused until Closed), pg list, -A, -o wide|json|yaml, and the one-line errors
 # (unknown job or queue, no cluster) with exit code 1, --kubeconfig/KUBECONFIG with the context's namespace, `run -f -`.
 # kubectl checks what the commands did, and that `kubectl describe`
 # of a vcJob and of its PodGroup says why the job waits.
@@ -106,6 +106,12 @@ echo "$WATCH" | grep -q '^Running     0        3        0          0       maste
 ok "job view --watch followed the job to Completed"
 expect "job list" "$("${T[@]}" job list | norm)" "NAME         PHASE       MIN   PENDING   RUNNING   SUCCEEDED   FAILED   RETRIES   AGE
 hello-gang   Completed   3     0         0         1           0        0         AGE"
+# vcctl's filters and spelling: -q/--queue, -S/--scheduler, -N for the namespace.
+expect "job list -q default -N default" "$("${T[@]}" job list -q default -N default | norm | tail -n 1)" \
+  "hello-gang   Completed   3     0         0         1           0        0         AGE"
+expect "job list --queue other" "$("${T[@]}" job list --queue other 2>&1)" "No resources found in default namespace."
+expect "job list -S other-scheduler" "$("${T[@]}" job list -S other-scheduler 2>&1)" "No resources found in default namespace."
+expect "pg list -q other" "$("${T[@]}" pg list -q other 2>&1)" "No resources found in default namespace."
 VIEW="$("${T[@]}" job view hello-gang)"
 for line in "Name:          hello-gang" "Phase:         Completed" "Reason:        TaskCompleted" "Min Available: 3" \
   "  master   1          0         0         1           0"; do
@@ -219,6 +225,18 @@ research   Closed   3        <none>   0         0         0         0         0 
 expect "queue open" "$("${T[@]}" queue open research | norm)" "queue.scheduling.volcano.sh/research: OpenQueue requested (command.bus.volcano.sh/research-openqueue-XXXXX)"
 wait_queue research Open
 ok "queue closed and opened by Command"
+expect "queue operate -a update -w" "$("${T[@]}" queue operate research -a update -w 5)" "queue.scheduling.volcano.sh/research patched"
+expect "the new weight" "$("${K[@]}" get queue research -o jsonpath='{.spec.weight}')" "5"
+expect "queue operate --name -a close" "$("${T[@]}" queue operate --name research -a close | norm)" "queue.scheduling.volcano.sh/research: CloseQueue requested (command.bus.volcano.sh/research-closequeue-XXXXX)"
+wait_queue research Closed
+expect "queue operate -a open" "$("${T[@]}" queue operate research -a open | norm)" "queue.scheduling.volcano.sh/research: OpenQueue requested (command.bus.volcano.sh/research-openqueue-XXXXX)"
+wait_queue research Open
+run_fails "queue operate -a update without -w" "tephra: error: queue operate -a update needs the new weight: -w WEIGHT" "${T[@]}" queue operate research -a update
+# A negative weight is a value the bounds refuse, not an unknown flag (clap's usage errors exit 2).
+rc=0; err="$("${T[@]}" queue create neg --weight -1 2>&1)" || rc=$?
+[ "$rc" = 2 ] || fail "queue create --weight -1: exit code $rc, want 2"
+expect "queue create --weight -1" "$err" "tephra: error: invalid value '-1' for '--weight <WEIGHT>': -1 is not in 1..=65535 (see 'tephra --help')"
+expect "a CLI queue has no annotations, as one from kubectl create" "$("${K[@]}" get queue research -o jsonpath='{.metadata.annotations}')" ""
 run_fails "queue delete of an Open queue" 'tephra: error: deleting queue research: admission webhook "validatequeue.tephra.io" denied the request: only queue with state `Closed` can be deleted, queue `research` state is `Open`' "${T[@]}" queue delete research
 "${T[@]}" queue close research >/dev/null || fail "queue close research"
 wait_queue research Closed
