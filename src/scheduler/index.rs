@@ -34,6 +34,20 @@ pub struct Snapshot {
     pub queues: Vec<QueueInfo>,
     /// The PriorityClass marked `globalDefault`, its value.
     pub default_priority: i32,
+    /// PodGroups whose queue does not exist: not scheduled, only told why.
+    pub orphans: Vec<Orphan>,
+}
+
+/// A PodGroup naming a queue that does not exist (deleted while its jobs still named it, or
+/// made while the webhooks were not running).
+#[derive(Clone, Debug)]
+pub struct Orphan {
+    /// The gang.
+    pub id: JobId,
+    /// The queue it names.
+    pub queue: String,
+    /// The PodGroup as last seen.
+    pub podgroup: Arc<PodGroup>,
 }
 
 /// An assumed placement.
@@ -846,6 +860,8 @@ impl ClusterIndex {
     /// A Queue was deleted.
     pub fn delete_queue(&mut self, q: &Queue) {
         if let Some(name) = q.metadata.name.as_deref() {
+            // Its gangs are not scheduled any more, and are told why: a session must run.
+            self.changes.gang = true;
             self.queues.remove(name);
         }
     }
@@ -997,6 +1013,7 @@ impl ClusterIndex {
         let mut ids: Vec<&JobId> = self.podgroups.keys().collect();
         ids.sort();
         let mut jobs = Vec::with_capacity(ids.len());
+        let mut orphans = Vec::new();
         let mut tasks = Vec::new();
         for id in ids {
             let pg = &self.podgroups[id];
@@ -1007,6 +1024,11 @@ impl ClusterIndex {
                 .filter(|q| !q.is_empty())
                 .unwrap_or_else(|| keys::DEFAULT_QUEUE.to_string());
             if !self.queues.contains_key(&queue) {
+                orphans.push(Orphan {
+                    id: id.clone(),
+                    queue,
+                    podgroup: pg.clone(),
+                });
                 continue;
             }
             let priority = spec
@@ -1062,6 +1084,7 @@ impl ClusterIndex {
             tasks,
             queues,
             default_priority,
+            orphans,
         }
     }
 }

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::actions;
 use super::config::SchedulerConf;
-use super::index::Snapshot;
+use super::index::{Orphan, Snapshot};
 use super::model::{JobId, TaskStatus};
 use super::resource::{PODS, Resource};
 use super::session::{QueueReport, Session, State};
@@ -146,7 +146,8 @@ pub struct Outcome {
 
 /// Runs a whole session: open, every configured action in order, close. `now` stamps
 /// condition transition times; `id` is the session's transition id.
-pub fn run_session(snapshot: Snapshot, conf: &SchedulerConf, id: &str, now: Time) -> Outcome {
+pub fn run_session(mut snapshot: Snapshot, conf: &SchedulerConf, id: &str, now: Time) -> Outcome {
+    let orphans = std::mem::take(&mut snapshot.orphans);
     let mut ssn = Session::open(snapshot, conf, id.to_string(), now.0.as_millisecond());
     let mut action_ms = Vec::new();
     for action in conf.action_names() {
@@ -155,7 +156,10 @@ pub fn run_session(snapshot: Snapshot, conf: &SchedulerConf, id: &str, now: Time
         action_ms.push((action, start.elapsed().as_secs_f64() * 1000.0));
     }
     ssn.plugins.close(&mut ssn.state);
-    let mut out = close(&ssn.state, now);
+    let mut out = close(&ssn.state, now.clone());
+    for orphan in &orphans {
+        tell_orphan(orphan, id, &now, &mut out);
+    }
     out.figures.action_ms = action_ms;
     out.wake_at_ms = match (out.wake_at_ms, ssn.state.wake_at_ms) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -286,6 +290,54 @@ fn settle_unschedulable(status: &mut PodGroupStatus, now: &Time) {
             c.last_transition_time = Some(now.clone());
         }
     }
+}
+
+/// A gang whose queue does not exist is not scheduled; its PodGroup's Unschedulable
+/// condition says so (instead of whatever it said while the queue existed), and the extender's
+/// plan answers the same for its pods.
+fn tell_orphan(orphan: &Orphan, session: &str, now: &Time, out: &mut Outcome) {
+    let message = format!(
+        "queue {} does not exist: create it, or give the job a queue that does",
+        orphan.queue
+    );
+    let pg = &orphan.podgroup;
+    let old = pg.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let current = conditions
+        .iter_mut()
+        .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable"));
+    let said = current.as_ref().is_some_and(|c| {
+        c.status.as_deref() == Some("True")
+            && c.reason.as_deref() == Some(NOT_ENQUEUED_REASON)
+            && c.message.as_deref() == Some(message.as_str())
+    });
+    if !said {
+        let cond = PodGroupCondition {
+            type_: Some(PodGroupConditionType::from("Unschedulable")),
+            status: Some("True".into()),
+            transition_id: Some(session.to_string()),
+            last_transition_time: Some(now.clone()),
+            reason: Some(NOT_ENQUEUED_REASON.into()),
+            message: Some(message.clone()),
+        };
+        match current {
+            Some(c) => *c = cond,
+            None => conditions.push(cond),
+        }
+        out.podgroups.push(PodGroupUpdate {
+            namespace: pg.metadata.namespace.clone().unwrap_or_default(),
+            name: pg.metadata.name.clone().unwrap_or_default(),
+            uid: pg.metadata.uid.clone().unwrap_or_default(),
+            status,
+        });
+    }
+    out.plan
+        .min_member
+        .insert(orphan.id.clone(), pg.spec.min_member.unwrap_or(1));
+    out.plan
+        .gangs
+        .insert(orphan.id.clone(), Verdict::Waiting(message));
 }
 
 /// Reason of the Unschedulable condition of a gang the enqueue step holds back.

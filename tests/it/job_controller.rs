@@ -1380,3 +1380,85 @@ async fn jobs_of_ten_and_fifty_thousand_replicas_fill_the_cluster() {
         assert_eq!(turned_down, 0, "{replicas}: no pod of big was turned down");
     }
 }
+
+/// A queue deleted under its jobs (here: with the validating webhooks removed, which would
+/// refuse it): the PodGroup's condition says the queue does not exist, instead of what it
+/// said while the queue was there, and the job gets one QueueNotFound Event for the streak,
+/// not one per retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_queue_is_deleted_is_told_so_once() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use k8s_openapi::api::core::v1::Event;
+    let (_s, c) = Embedded::start(&[]).await;
+    let queues: Api<tephra::api::Queue> = Api::all(c.clone());
+    let q: tephra::api::Queue =
+        serde_json::from_value(json!({"metadata": {"name": "gone"}, "spec": {"weight": 1}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+    queues
+        .create(&PostParams::default(), &q)
+        .await
+        .unwrap_or_else(|e| panic!("creating queue gone: {e}"));
+    // More than the cluster holds: the gang stays Pending, its PodGroup saying why.
+    let mut spec = json!({"queue": "gone", "minAvailable": 1, "tasks": [task("t", 1, None, 0)]});
+    spec["tasks"][0]["template"]["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"cpu": "100"}});
+    create(&c, job("orphan", spec)).await;
+    let pgs: Api<PodGroup> = Api::namespaced(c.clone(), "default");
+    let conditions = || async {
+        pgs.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|pg| pg.name_any().starts_with("orphan-"))?
+            .status?
+            .conditions?
+            .into_iter()
+            .filter_map(|c| c.message)
+            .reduce(|a, b| format!("{a}; {b}"))
+    };
+    let before = eventually(30, "the PodGroup saying why it waits", conditions).await;
+    assert!(!before.contains("does not exist"), "{before}");
+    Api::<ValidatingWebhookConfiguration>::all(c.clone())
+        .delete("tephra-validating-webhooks", &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("removing the validating webhooks: {e}"));
+    queues
+        .delete("gone", &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting queue gone: {e}"));
+    eventually(30, "the condition naming the missing queue", || async {
+        conditions()
+            .await
+            .filter(|m| m.contains("queue gone does not exist"))
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(c.clone(), "default");
+    let not_found = || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .map(|l| {
+                l.items
+                    .into_iter()
+                    .filter(|e| e.reason.as_deref() == Some("QueueNotFound"))
+                    .map(|e| (e.message.unwrap_or_default(), e.count.unwrap_or(1)))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let first = eventually(30, "a QueueNotFound Event", || async {
+        let e = not_found().await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        first[0].0.contains("Queue gone does not exist"),
+        "{first:?}"
+    );
+    // The job is retried meanwhile (a few times within these seconds); the Event stays one.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let later = not_found().await;
+    assert_eq!(later.len(), 1, "{later:?}");
+    assert_eq!(later[0].1, 1, "the Event was repeated: {later:?}");
+}

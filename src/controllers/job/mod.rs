@@ -350,6 +350,25 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
         }));
     }
     {
+        // A queue deleted under its jobs: each is synced, finds the queue missing and says so
+        // (one QueueNotFound Event per streak), instead of waiting silently.
+        let ctx = ctx.clone();
+        feeds.queues(Arc::new(move |ev| {
+            if let watcher::Event::Delete(DeserializeGuard(Ok(q))) = ev {
+                let name = q.name_any();
+                for job in ctx.caches.jobs().state() {
+                    if let Ok(j) = &job.0
+                        && j.spec.queue() == name
+                    {
+                        let ns = j.namespace().unwrap_or_default();
+                        ctx.router
+                            .add(Request::job(&ns, &j.name_any(), Event::OutOfSync));
+                    }
+                }
+            }
+        }));
+    }
+    {
         let ctx = ctx.clone();
         let seen: Arc<Mutex<HashMap<(String, String), crate::api::PodGroup>>> = Arc::default();
         feeds.podgroups(Arc::new(move |ev| {
