@@ -1,11 +1,13 @@
 //! The kube-scheduler stand-in of embedded mode: it plays kube-scheduler configured with
 //! `manifests/scheduler-config.yaml`, against this service's own extender over HTTPS, so a
-//! gang runs from end to end on one machine.
+//! gang runs from end to end on one machine; and kube-scheduler's default profile for pods
+//! that name no scheduler (its own fit checks, the least allocated node, a Binding), so plain
+//! workloads run too. A pod naming a scheduler nothing here runs gets a Warning Event.
 //!
 //! What it copies from kube-scheduler (`pkg/scheduler`), because the extender's behaviour
 //! depends on it:
-//! * one scheduling cycle at a time: its own fit checks (resources, pod count, node selector,
-//!   ready and cordoned nodes), then `filter` with the names that pass (`nodeCacheCapable`,
+//! * one scheduling cycle at a time: its own fit checks (resources, pod count, node selector
+//!   and required node affinity, taints, ready and cordoned nodes), then `filter` with the names that pass (`nodeCacheCapable`,
 //!   `percentageOfNodesToScore: 100`), then `prioritize` unless one node is left;
 //! * the chosen node is *assumed* in its own cache at once and the binding cycle (`bind`) runs
 //!   concurrently, one task per pod, so held gang binds do not stop the next cycle;
@@ -22,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
@@ -34,6 +36,7 @@ use crate::cluster::events::{EventRecorder, EventType, object_ref};
 use crate::extender::protocol::{
     ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
 };
+use crate::scheduler::plugins::predicates::{term_matches, untolerated};
 use crate::scheduler::resource::{PODS, Resource, pod_request};
 
 /// kube-scheduler's initial per-pod backoff.
@@ -44,6 +47,9 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub const MAX_UNSCHEDULABLE: Duration = Duration::from_secs(300);
 /// The extender's `httpTimeout` in the shipped manifest.
 pub const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
+/// The scheduler name of pods that name none: kube-scheduler's default profile, which the
+/// stand-in plays without the extender (fit checks, then the least allocated node).
+pub const DEFAULT_PROFILE: &str = "default-scheduler";
 /// The extender's `weight` in the shipped manifest.
 pub const EXTENDER_WEIGHT: i64 = 1;
 
@@ -81,6 +87,7 @@ struct SimNode {
     ready: bool,
     unschedulable: bool,
     labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
 }
 
 #[derive(Clone, Debug)]
@@ -120,6 +127,8 @@ struct State {
     queues: Queues,
     /// Last unschedulable message written per pod, so it is written once.
     last_message: HashMap<String, String>,
+    /// Pods and vcJobs already told that no scheduler serves their scheduler name (by uid).
+    told_unserved: HashSet<String>,
 }
 
 impl State {
@@ -196,6 +205,8 @@ enum Why<'a> {
     Fixed(&'static str),
     /// `Insufficient <resource>`.
     Insufficient(&'a str),
+    /// A NoSchedule or NoExecute taint (key, value) no toleration covers.
+    Taint(&'a str, &'a str),
 }
 
 /// The body of `filter` and `prioritize` (`ExtenderArgs` with `nodeCacheCapable: true`),
@@ -348,6 +359,11 @@ fn apply_node(st: &mut State, n: &Node) {
         .and_then(|s| s.unschedulable)
         .unwrap_or(false);
     let labels = n.metadata.labels.clone().unwrap_or_default();
+    let taints = n
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
     let existed = st.nodes.contains_key(&name);
     let e = st.nodes.entry(name).or_insert_with(|| SimNode {
         allocatable: Resource::zero(),
@@ -356,11 +372,13 @@ fn apply_node(st: &mut State, n: &Node) {
         ready,
         unschedulable,
         labels: BTreeMap::new(),
+        taints: Vec::new(),
     });
     e.allocatable = allocatable;
     e.ready = ready;
     e.unschedulable = unschedulable;
     e.labels = labels;
+    e.taints = taints;
     if !existed {
         // Pods that arrived before their node count now.
         let pods: Vec<SimPod> = st.pods.values().cloned().collect();
@@ -398,6 +416,7 @@ async fn watch_pods(sim: Arc<Sim>, shutdown: CancellationToken) {
                     st.queues.backoff.remove(uid);
                     st.queues.attempts.remove(uid);
                     st.last_message.remove(uid);
+                    st.told_unserved.remove(uid);
                     if old.node.is_some() {
                         st.flush_unschedulable();
                     }
@@ -411,13 +430,69 @@ async fn watch_pods(sim: Arc<Sim>, shutdown: CancellationToken) {
 }
 
 impl Sim {
+    /// Pods it schedules: those of the extender's profiles, and `default-scheduler`'s, which
+    /// embedded mode has no other scheduler for.
     fn ours(&self, pod: &Pod) -> bool {
-        let name = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduler_name.as_deref())
-            .unwrap_or("default-scheduler");
-        self.names.iter().any(|n| n == name)
+        let name = profile_of(pod);
+        name == DEFAULT_PROFILE || self.extended(name)
+    }
+
+    /// A pod naming a scheduler nobody runs here would wait for ever without a word: it (and
+    /// the vcJob it belongs to) gets one Warning Event saying so.
+    fn tell_unserved(&self, st: &mut State, pod: &Pod) {
+        let name = profile_of(pod).to_string();
+        let mut served = vec![DEFAULT_PROFILE.to_string()];
+        served.extend(self.names.iter().cloned());
+        let message = format!(
+            "no scheduler serves schedulerName {name:?} in embedded mode (served: {}); the pod stays Pending until one does",
+            served.join(", ")
+        );
+        let ns = pod.metadata.namespace.as_deref();
+        let mut objects = Vec::new();
+        if let Some(uid) = pod.metadata.uid.as_deref()
+            && st.told_unserved.insert(uid.to_string())
+        {
+            objects.push(object_ref(
+                "v1",
+                "Pod",
+                ns,
+                pod.metadata.name.as_deref().unwrap_or_default(),
+                Some(uid),
+            ));
+        }
+        for owner in pod.metadata.owner_references.iter().flatten() {
+            if owner.kind == "Job"
+                && owner.api_version.starts_with("batch.volcano.sh/")
+                && st.told_unserved.insert(owner.uid.clone())
+            {
+                objects.push(object_ref(
+                    &owner.api_version,
+                    "Job",
+                    ns,
+                    &owner.name,
+                    Some(&owner.uid),
+                ));
+            }
+        }
+        if objects.is_empty() {
+            return;
+        }
+        let recorder = EventRecorder::new(self.client.clone(), DEFAULT_PROFILE);
+        tokio::spawn(async move {
+            for o in objects {
+                if let Err(e) = recorder
+                    .record(&o, EventType::Warning, "NoScheduler", &message)
+                    .await
+                {
+                    tracing::debug!(error = %crate::report::report(&e), "kube-scheduler stand-in: event not recorded");
+                }
+            }
+        });
+    }
+
+    /// Is `profile` one whose pods go through the extender?
+    fn extended(&self, profile: &str) -> bool {
+        self.names.iter().any(|n| n == profile)
     }
 
     fn apply_pod(&self, st: &mut State, pod: Pod) {
@@ -452,11 +527,11 @@ impl Sim {
             .as_ref()
             .and_then(|s| s.scheduling_gates.as_ref())
             .is_some_and(|g| !g.is_empty());
-        let pending = bound.is_none()
-            && !terminal
-            && !gated
-            && pod.metadata.deletion_timestamp.is_none()
-            && self.ours(&pod);
+        let waiting = bound.is_none() && !terminal && pod.metadata.deletion_timestamp.is_none();
+        let pending = waiting && !gated && self.ours(&pod);
+        if waiting && !self.ours(&pod) {
+            self.tell_unserved(st, &pod);
+        }
         let spec_changed = old.as_ref().is_some_and(|o| {
             o.pod.metadata.labels != pod.metadata.labels
                 || o.pod.metadata.annotations != pod.metadata.annotations
@@ -593,6 +668,17 @@ impl Sim {
         let p = st.pods.get(uid)?;
         let spec = p.pod.spec.as_ref();
         let selector = spec.and_then(|s| s.node_selector.as_ref());
+        let required_terms = spec
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            })
+            .map(|r| r.node_selector_terms.as_slice());
+        let tolerations = spec
+            .and_then(|s| s.tolerations.as_deref())
+            .unwrap_or_default();
         let tolerates_cordon = spec.and_then(|s| s.tolerations.as_ref()).is_some_and(|ts| {
             ts.iter().any(|t| {
                 t.key.as_deref() == Some("node.kubernetes.io/unschedulable")
@@ -612,10 +698,14 @@ impl Sim {
                 Some(Why::Fixed("node(s) were unschedulable"))
             } else if selector
                 .is_some_and(|sel| sel.iter().any(|(k, v)| n.labels.get(k) != Some(v)))
+                || required_terms
+                    .is_some_and(|ts| !ts.iter().any(|t| term_matches(t, name, &n.labels)))
             {
                 Some(Why::Fixed(
                     "node(s) didn't match Pod's node affinity/selector",
                 ))
+            } else if let Some(t) = untolerated(&n.taints, tolerations) {
+                Some(Why::Taint(&t.key, t.value.as_deref().unwrap_or("")))
             } else if n.allocatable.get(PODS) > 0.0
                 && f64::from(n.pods + 1) > n.allocatable.get(PODS) / 1000.0
             {
@@ -635,6 +725,7 @@ impl Sim {
                 let text = match why {
                     Why::Fixed(t) => t.to_string(),
                     Why::Insufficient(r) => format!("Insufficient {r}"),
+                    Why::Taint(k, v) => format!("node(s) had untolerated taint {{{k}: {v}}}"),
                 };
                 (text, n)
             })
@@ -677,6 +768,18 @@ impl Sim {
         if names.is_empty() {
             let msg = fit_message(total, &reasons);
             self.failed(&uid, msg, false).await;
+            return;
+        }
+        if !self.extended(profile_of(&pod)) {
+            // kube-scheduler's default profile: its fit checks passed; the node with the most
+            // room left (NodeResourcesFit's LeastAllocated score) wins.
+            let node = lock(&self.state).least_allocated(&names, &pod_request(&pod));
+            if let Some(node) = node
+                && lock(&self.state).assume(&uid, &node)
+            {
+                let me = self.clone();
+                tokio::spawn(async move { me.bind(uid, pod, node).await });
+            }
             return;
         }
         let body = FilterArgs {
@@ -738,6 +841,8 @@ impl Sim {
         tokio::spawn(async move { me.bind(uid, pod, node).await });
     }
 
+    /// The binding cycle: through the extender's `bind` for its profiles, a Binding posted
+    /// to the API for the default profile.
     async fn bind(&self, uid: String, pod: Arc<Pod>, node: String) {
         let args = ExtenderBindingArgs {
             pod_name: pod.metadata.name.clone().unwrap_or_default(),
@@ -745,11 +850,14 @@ impl Sim {
             pod_uid: uid.clone(),
             node,
         };
-        let r = self.post::<ExtenderBindingResult, _>("bind", &args).await;
-        let err = match r {
-            Ok(res) if res.error.is_empty() => None,
-            Ok(res) => Some(res.error),
-            Err(e) => Some(e),
+        let err = if self.extended(profile_of(&pod)) {
+            match self.post::<ExtenderBindingResult, _>("bind", &args).await {
+                Ok(res) if res.error.is_empty() => None,
+                Ok(res) => Some(res.error),
+                Err(e) => Some(e),
+            }
+        } else {
+            self.post_binding(&args).await.err()
         };
         tracing::debug!(pod = %format!("{}/{}", args.pod_namespace, args.pod_name), node = %args.node, error = ?err, "kube-scheduler stand-in: bind");
         match err {
@@ -780,6 +888,57 @@ impl Sim {
                 self.wake.notify_one();
             }
         }
+    }
+}
+
+impl Sim {
+    /// Binds the pod as kube-scheduler's DefaultBinder does: a Binding on the pod.
+    async fn post_binding(&self, args: &ExtenderBindingArgs) -> Result<(), String> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &args.pod_namespace);
+        let body = json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": args.pod_name, "namespace": args.pod_namespace, "uid": args.pod_uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": args.node},
+        });
+        api.create_subresource::<_, serde_json::Value>(
+            "binding",
+            &args.pod_name,
+            &kube::api::PostParams::default(),
+            &body,
+        )
+        .await
+        .map(drop)
+        .map_err(|e| crate::report::report(&e).to_string())
+    }
+}
+
+impl State {
+    /// Of `names`, the node that keeps the largest share of its CPU and memory free once
+    /// `req` is on it (kube-scheduler's LeastAllocated); the first of equals.
+    fn least_allocated(&self, names: &[String], req: &Resource) -> Option<String> {
+        let free_share = |n: &SimNode| {
+            let share = |alloc: f64, used: f64, want: f64| {
+                if alloc <= 0.0 {
+                    0.0
+                } else {
+                    ((alloc - used - want) / alloc).max(0.0)
+                }
+            };
+            share(n.allocatable.milli_cpu, n.used.milli_cpu, req.milli_cpu)
+                + share(n.allocatable.memory, n.used.memory, req.memory)
+        };
+        let mut best: Option<(f64, &String)> = None;
+        for name in names {
+            let Some(n) = self.nodes.get(name) else {
+                continue;
+            };
+            let score = free_share(n);
+            if best.is_none_or(|(b, _)| score > b) {
+                best = Some((score, name));
+            }
+        }
+        best.map(|(_, n)| n.clone())
     }
 }
 
@@ -835,7 +994,8 @@ fn profile_of(pod: &Pod) -> &str {
     pod.spec
         .as_ref()
         .and_then(|s| s.scheduler_name.as_deref())
-        .unwrap_or("default-scheduler")
+        .filter(|n| !n.is_empty())
+        .unwrap_or(DEFAULT_PROFILE)
 }
 
 /// kube-scheduler's FitError text: `0/N nodes are available: <count> <reason>, ...`.

@@ -311,7 +311,11 @@ pub fn node_constraints(task: &TaskInfo, node: &NodeInfo) -> Result<(), Unfit> {
         .node_selector
         .iter()
         .all(|(k, v)| node.labels.get(k) == Some(v))
-        || (!c.required_terms.is_empty() && !c.required_terms.iter().any(|t| term_matches(t, node)))
+        || (!c.required_terms.is_empty()
+            && !c
+                .required_terms
+                .iter()
+                .any(|t| term_matches(t, &node.name, &node.labels)))
     {
         return Err(Unfit::Unresolvable(
             "node(s) didn't match Pod's node affinity/selector".into(),

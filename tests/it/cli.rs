@@ -455,23 +455,6 @@ impl Running {
             self.seen.join("\n")
         )
     }
-
-    /// Exit code and the rest of standard error, within 30 s.
-    fn exit(mut self) -> (Option<i32>, String) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) => self.seen.push(line),
-                Err(_) => break,
-            }
-        }
-        // Still running after the deadline: stop it, so the test fails instead of hanging.
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-        }
-        let code = self.child.wait().ok().and_then(|s| s.code());
-        (code, self.seen.join("\n"))
-    }
 }
 
 impl Drop for Running {
@@ -685,9 +668,9 @@ fn a_certificate_with_no_usable_name_is_refused_naming_its_names() {
 
 #[test]
 fn a_kube_api_error_is_one_sentence_per_cause() {
-    // `serve` against an API without tephra's CRDs: creating the `default` queue fails with
-    // the API's 404, which kube-rs reports as `ApiError: ... (Status { .. })` in a chain
-    // that repeats itself.
+    // `serve` against an API without tephra's CRDs: creating the `default` queue gets the
+    // API's 404, which kube-rs reports as `ApiError: ... (Status { .. })` in a chain that
+    // repeats itself. serve waits for the CRDs, saying why in one sentence per cause.
     let mut api = Running::start(&[
         "apiserver".as_ref(),
         "--listen".as_ref(),
@@ -708,7 +691,7 @@ fn a_kube_api_error_is_one_sentence_per_cause() {
         ),
     )
     .unwrap();
-    let served = Running::start(&[
+    let mut served = Running::start(&[
         "serve".as_ref(),
         "--kubeconfig".as_ref(),
         kubeconfig.as_os_str(),
@@ -717,18 +700,23 @@ fn a_kube_api_error_is_one_sentence_per_cause() {
         "--metrics-listen".as_ref(),
         "127.0.0.1:0".as_ref(),
     ]);
-    let (code, err) = served.exit();
-    assert_eq!(code, Some(1), "{err}");
-    let lines = error_lines(&err);
-    assert_eq!(lines.len(), 1, "{err}");
-    let line = lines[0];
-    assert!(line.contains("ensuring queue default"), "{line}");
-    assert_eq!(line.matches("not found").count(), 1, "{line}");
-    assert_no_debug(line);
+    let waiting = served.wait_until("the wait for the CRDs", |v| {
+        v["step"].as_str() == Some("ensuring queue default")
+    });
+    assert_eq!(waiting["level"], "WARN", "{waiting}");
+    let message = waiting["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("tephra crds | kubectl apply -f -"),
+        "{waiting}"
+    );
+    let error = waiting["error"].as_str().unwrap_or_default();
+    assert_eq!(error.matches("not found").count(), 1, "{error}");
+    assert_no_debug(error);
     // The loops' log lines (the watches retrying) read the same way.
-    for log in err.lines().filter(|l| l.contains("\"error\"")) {
+    for log in served.seen.iter().filter(|l| l.contains("\"error\"")) {
         assert_no_debug(log);
     }
+    drop(served);
     drop(api);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -182,8 +182,9 @@ async fn a_gang_waits_pending_and_starts_when_a_node_is_added() {
     }
     .create(&c)
     .await;
-    // It waits, with the gang's reason on the pods.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // It waits, with the gang's reason on the pods (bounded generously: the other tests of
+    // this binary run beside it).
+    let deadline = Instant::now() + Duration::from_secs(60);
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     loop {
         let p = pods.get("wide-0").await.unwrap();

@@ -22,5 +22,6 @@ mod podgroup_controller;
 mod scheduler_embedded;
 mod scheduler_properties;
 mod server_https;
+mod stand_in_default_profile;
 mod startup;
 mod tls_self;

@@ -103,8 +103,7 @@ NEW="$("${K[@]}" get deploy deploy-with-volcano -o jsonpath='{.status.updatedRep
 expect "all replicas updated" "$NEW" "3"
 eventually "the old pods are gone" 30 bash -c "[ \"\$(${K[*]} get pods -l app=nginx -o jsonpath='{.items[*].spec.containers[0].image}' | tr ' ' '\n' | sort -u)\" = nginx:1.27 ] && echo yes"
 
-# A StatefulSet: ordinal pods, one at a time. (Pods go to Volcano's scheduler: the embedded
-# kube-scheduler stand-in plays the `volcano` profile only.)
+# A StatefulSet: ordinal pods, one at a time, placed through tephra's extender.
 cat <<'YAML' | "${K[@]}" apply -f - >/dev/null || fail "apply a StatefulSet"
 apiVersion: apps/v1
 kind: StatefulSet

@@ -92,12 +92,22 @@ fn render(top: &(dyn Error + 'static)) -> String {
     let texts: Vec<String> = layers.iter().map(|e| e.to_string()).collect();
     let mut parts: Vec<String> = Vec::new();
     for (i, layer) in layers.iter().enumerate() {
-        if let Some(kube::Error::Api(status)) = layer.downcast_ref::<kube::Error>() {
+        // Errors that box their kube cause (it is large) hold it as `Box<kube::Error>`, a type
+        // of its own to `downcast_ref`.
+        let kube_error = layer
+            .downcast_ref::<kube::Error>()
+            .or_else(|| layer.downcast_ref::<Box<kube::Error>>().map(|b| &**b));
+        if let Some(kube::Error::Api(status)) = kube_error {
             // The Status below it says the same again; the chain ends here.
             parts.push(api_status(status));
             break;
         }
-        if let Some(status) = layer.downcast_ref::<kube::core::Status>() {
+        let status = layer.downcast_ref::<kube::core::Status>().or_else(|| {
+            layer
+                .downcast_ref::<Box<kube::core::Status>>()
+                .map(|b| &**b)
+        });
+        if let Some(status) = status {
             parts.push(api_status(status));
             break;
         }
@@ -176,6 +186,24 @@ mod tests {
         assert!(
             !line.contains("Status {") && !line.contains("ApiError"),
             "{line}"
+        );
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("creating Lease ns/tephra: {source}")]
+    struct Boxed {
+        #[source]
+        source: Box<kube::Error>,
+    }
+
+    #[test]
+    fn a_boxed_kube_error_reads_the_same() {
+        let e = Boxed {
+            source: Box::new(status(404, "NotFound", "namespaces \"ns\" not found")),
+        };
+        assert_eq!(
+            report(&e).to_string(),
+            "creating Lease ns/tephra: namespaces \"ns\" not found (404 NotFound)"
         );
     }
 

@@ -83,7 +83,7 @@ impl Plugin for NodeOrder {
                 .constraints
                 .preferred_terms
                 .iter()
-                .filter(|(_, term)| term_matches(term, node))
+                .filter(|(_, term)| term_matches(term, &node.name, &node.labels))
                 .map(|(w, _)| *w)
                 .sum();
             if total > 0 {

@@ -7,7 +7,6 @@ use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Tain
 
 use super::interpod;
 use crate::scheduler::framework::{Plugin, Unfit};
-use crate::scheduler::model::NodeInfo;
 use crate::scheduler::resource::PODS;
 use crate::scheduler::session::State;
 
@@ -76,9 +75,13 @@ fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool
     }
 }
 
-/// Does a node selector term match the node? (An empty term matches nothing, as in
-/// Kubernetes.)
-pub fn term_matches(term: &NodeSelectorTerm, node: &NodeInfo) -> bool {
+/// Does a node selector term match the node of `name` and `labels`? (An empty term matches
+/// nothing, as in Kubernetes.)
+pub fn term_matches(
+    term: &NodeSelectorTerm,
+    name: &str,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> bool {
     let exprs = term.match_expressions.as_deref().unwrap_or_default();
     let fields = term.match_fields.as_deref().unwrap_or_default();
     if exprs.is_empty() && fields.is_empty() {
@@ -86,9 +89,9 @@ pub fn term_matches(term: &NodeSelectorTerm, node: &NodeInfo) -> bool {
     }
     exprs
         .iter()
-        .all(|r| requirement_matches(r, node.labels.get(&r.key).map(String::as_str)))
+        .all(|r| requirement_matches(r, labels.get(&r.key).map(String::as_str)))
         && fields.iter().all(|r| {
-            let v = (r.key == "metadata.name").then_some(node.name.as_str());
+            let v = (r.key == "metadata.name").then_some(name);
             requirement_matches(r, v)
         })
 }
@@ -148,7 +151,10 @@ impl Plugin for Predicates {
             .iter()
             .all(|(k, v)| node.labels.get(k) == Some(v))
             || (!c.required_terms.is_empty()
-                && !c.required_terms.iter().any(|term| term_matches(term, node)))
+                && !c
+                    .required_terms
+                    .iter()
+                    .any(|term| term_matches(term, &node.name, &node.labels)))
         {
             return Err(Unfit::unresolvable(
                 "node(s) didn't match Pod's node affinity/selector",
