@@ -453,6 +453,10 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     let metrics = Metrics::new()?;
     let shutdown = CancellationToken::new();
     server::cancel_on_signals(shutdown.clone());
+    // The embedded API stops last, when `serve` returns (however it returns): everything that
+    // talks to it has stopped by then, so no request of theirs fails on a closed API.
+    let api_stop = CancellationToken::new();
+    let _api_stop = api_stop.clone().drop_guard();
     let state = ServerState::new(metrics.clone());
     if elect {
         args.leader
@@ -590,7 +594,10 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             ca_pem: &ca,
             target: &target,
         };
-        start_embedded(&client, listener, options, webhooks, feeds, &shutdown).await?;
+        start_embedded(
+            &client, listener, options, webhooks, feeds, &shutdown, &api_stop,
+        )
+        .await?;
         if !args.no_sim_scheduler {
             start_sim_scheduler(config, &args, https_addr, ca, &shutdown)?;
         }
@@ -761,6 +768,7 @@ async fn start_embedded(
     hooks: EmbeddedWebhooks<'_>,
     feeds: Option<CacheFeeds>,
     shutdown: &CancellationToken,
+    api_stop: &CancellationToken,
 ) -> Result<(), AppError> {
     options.webhook_service_addr = Some(SocketAddr::new(
         reach_ip(hooks.https_addr),
@@ -768,9 +776,9 @@ async fn start_embedded(
     ));
     let api = ApiServer::start(options, shutdown.clone());
     let api_addr = listener.local_addr().ok();
-    let stop = shutdown.clone();
+    let (stop, api_stop) = (shutdown.clone(), api_stop.clone());
     tokio::spawn(async move {
-        if let Err(e) = embedded::serve(api, listener, stop.clone()).await {
+        if let Err(e) = embedded::serve(api, listener, api_stop).await {
             tracing::error!(error = %report(&e), "embedded API stopped; shutting down");
             stop.cancel();
         }

@@ -9,6 +9,7 @@ use crate::common::served::{self, Proc};
 
 /// `/readyz` on the metrics listener at `addr`: its status, `None` while nothing answers.
 async fn readyz(addr: &str) -> Option<u16> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
         .get(format!("http://{addr}/readyz"))
         .timeout(Duration::from_secs(5))
@@ -181,5 +182,62 @@ async fn serve_waits_for_its_crds_and_goes_on_once_they_are_installed() {
         );
     }
     assert_eq!(serve.stop(), Some(0), "{}", log_text(&log));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGTERM while jobs are being made: everything that talks to the embedded API stops before
+/// the API does, so no request fails on a closed API (there were `ERROR kube_client ...
+/// client error (Connect)` lines), and the exit is 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_under_load_stops_the_embedded_api_last() {
+    let dir = std::env::temp_dir().join(format!("tephra-startup-stop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let log = dir.join("serve.log");
+    let metrics = format!("127.0.0.1:{}", served::free_port());
+    let api = format!("127.0.0.1:{}", served::free_port());
+    let mut serve = Proc::spawn(
+        &[
+            // kube_client's own lines too: they are what a failed request logs.
+            "--log",
+            "info",
+            "serve",
+            "--embedded",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            &metrics,
+            "--embedded-api-listen",
+            &api,
+        ],
+        Some(&log),
+    );
+    assert!(
+        ready_or_exit(&mut serve, &metrics, Duration::from_secs(60)).await,
+        "not ready:\n{}",
+        log_text(&log)
+    );
+    let c = served::client(&format!("http://{api}"));
+    let jobs: kube::Api<tephra::api::Job> = kube::Api::namespaced(c.clone(), "default");
+    let creates = (0..20).map(|i| {
+        let jobs = jobs.clone();
+        async move {
+            let job: tephra::api::Job = serde_json::from_value(serde_json::json!({
+                "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+                "metadata": {"name": format!("load-{i}")},
+                "spec": {"minAvailable": 2, "tasks": [{"name": "w", "replicas": 2, "template": {"spec": {
+                    "containers": [{"name": "c", "image": "busybox",
+                                    "resources": {"requests": {"cpu": "100m"}}}]}}}]}
+            }))
+            .unwrap_or_else(|e| panic!("{e}"));
+            let _ = jobs.create(&kube::api::PostParams::default(), &job).await;
+        }
+    });
+    futures::future::join_all(creates).await;
+    // While the controllers and the stand-ins are busy with them.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(serve.stop(), Some(0), "{}", log_text(&log));
+    let text = log_text(&log);
+    let errors: Vec<&str> = text.lines().filter(|l| l.contains(" ERROR ")).collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
     let _ = std::fs::remove_dir_all(&dir);
 }
