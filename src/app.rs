@@ -289,6 +289,11 @@ fn preflight(args: &ServeArgs) -> Result<Checked, AppError> {
     if args.faults.is_some() && !args.embedded {
         return Err(AppError::Flags("--faults only applies with --embedded"));
     }
+    if args.embedded_data.is_some() && !args.embedded {
+        return Err(AppError::Flags(
+            "--embedded-data only applies with --embedded",
+        ));
+    }
     let embedded = args
         .embedded
         .then(|| {
@@ -448,7 +453,11 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     let elect = args.leader.enabled(args.embedded);
     tracing::info!(
         "{}",
-        crate::cli::serve_banner(args.embedded.then_some(args.embedded_api_listen), elect)
+        crate::cli::serve_banner(
+            args.embedded.then_some(args.embedded_api_listen),
+            args.embedded_data.as_deref(),
+            elect
+        )
     );
     let metrics = Metrics::new()?;
     let shutdown = CancellationToken::new();
@@ -594,10 +603,12 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             ca_pem: &ca,
             target: &target,
         };
-        start_embedded(
-            &client, listener, options, webhooks, feeds, &shutdown, &api_stop,
-        )
-        .await?;
+        let api = EmbeddedApi {
+            listener,
+            options,
+            data: args.embedded_data.as_deref(),
+        };
+        start_embedded(&client, api, webhooks, feeds, &shutdown, &api_stop).await?;
         if !args.no_sim_scheduler {
             start_sim_scheduler(config, &args, https_addr, ca, &shutdown)?;
         }
@@ -749,6 +760,14 @@ fn elector_config(args: &ServeArgs) -> ElectorConfig {
     }
 }
 
+/// The embedded API before it starts: its bound listener, its options, and the folder of its
+/// data file (`--embedded-data`), if any.
+struct EmbeddedApi<'a> {
+    listener: TcpListener,
+    options: EmbeddedOptions,
+    data: Option<&'a std::path::Path>,
+}
+
 /// How the embedded API reaches and trusts tephra's webhooks.
 struct EmbeddedWebhooks<'a> {
     /// The bound HTTPS listener.
@@ -763,18 +782,30 @@ struct EmbeddedWebhooks<'a> {
 /// HTTPS listener, installs the CRDs, starts the cache feeds and registers the webhooks.
 async fn start_embedded(
     client: &kube::Client,
-    listener: TcpListener,
-    mut options: EmbeddedOptions,
+    api: EmbeddedApi<'_>,
     hooks: EmbeddedWebhooks<'_>,
     feeds: Option<CacheFeeds>,
     shutdown: &CancellationToken,
     api_stop: &CancellationToken,
 ) -> Result<(), AppError> {
+    let EmbeddedApi {
+        listener,
+        mut options,
+        data,
+    } = api;
     options.webhook_service_addr = Some(SocketAddr::new(
         reach_ip(hooks.https_addr),
         hooks.https_addr.port(),
     ));
-    let api = ApiServer::start(options, shutdown.clone());
+    let api = match data {
+        Some(dir) => {
+            let persist = tephra_apiserver::persist::Persist::open(dir)
+                .map_err(|e| AppError::Embedded(report(&e).to_string()))?;
+            ApiServer::start_open(options, Arc::new(persist), shutdown.clone())
+                .map_err(|e| AppError::Embedded(report(&e).to_string()))?
+        }
+        None => ApiServer::start(options, shutdown.clone()),
+    };
     let api_addr = listener.local_addr().ok();
     let (stop, api_stop) = (shutdown.clone(), api_stop.clone());
     tokio::spawn(async move {

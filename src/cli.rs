@@ -63,14 +63,23 @@ pub const SERVE_RUNS: &str = "the admission webhooks (vcJobs, Pods, PodGroups, Q
 /// The first line `tephra serve` logs: what runs in this mode, and where its state lives.
 /// `api` is the embedded API's address (embedded mode), `elect` whether replicas elect a
 /// leader.
-pub fn serve_banner(api: Option<SocketAddr>, elect: bool) -> String {
+pub fn serve_banner(
+    api: Option<SocketAddr>,
+    data: Option<&std::path::Path>,
+    elect: bool,
+) -> String {
     let parts = "the admission webhooks, the gang scheduling session, the kube-scheduler \
          extender and the Job, PodGroup and Queue controllers";
+    let kept = match data {
+        Some(dir) => format!("its objects are kept in {} across restarts", dir.display()),
+        None => "its objects are kept in memory only and are gone when tephra stops \
+                 (--embedded-data DIR keeps them)"
+            .to_string(),
+    };
     match api {
         Some(addr) => format!(
             "tephra serve --embedded: a Kubernetes API on http://{addr} with kubelet and \
-             kube-scheduler stand-ins, and on it {parts}; its objects are kept in memory only \
-             and are gone when tephra stops"
+             kube-scheduler stand-ins, and on it {parts}; {kept}"
         ),
         None if elect => format!(
             "tephra serve: {parts} against the cluster; replicas elect a leader on a Lease \
@@ -279,6 +288,12 @@ pub struct ServeArgs {
     /// Embedded mode: inject API faults, e.g. `write-error=0.1,conflict=0.05,watch-cut=30,seed=7`.
     #[arg(long, value_name = "SPEC")]
     pub faults: Option<String>,
+
+    /// Embedded mode: keep the embedded API's objects in DIR (one file, `objects.redb`, written
+    /// on every change), so a restart finds its jobs, queues and pods. Without it they live in
+    /// memory and are gone when tephra stops.
+    #[arg(long, value_name = "DIR")]
+    pub embedded_data: Option<PathBuf>,
 
     /// Scheduler extender flags.
     #[command(flatten)]
@@ -774,13 +789,18 @@ mod tests {
     #[test]
     fn the_first_log_line_says_where_state_lives_and_names_leader_election_only_where_it_runs() {
         let addr: SocketAddr = "127.0.0.1:6443".parse().unwrap();
-        let embedded = serve_banner(Some(addr), false);
+        let embedded = serve_banner(Some(addr), None, false);
         assert!(embedded.contains("http://127.0.0.1:6443"), "{embedded}");
         assert!(embedded.contains("in memory only"), "{embedded}");
         assert!(!embedded.contains("leader"), "{embedded}");
-        let elected = serve_banner(None, true);
+        let kept = serve_banner(Some(addr), Some(std::path::Path::new("/var/tephra")), false);
+        assert!(
+            kept.contains("kept in /var/tephra across restarts"),
+            "{kept}"
+        );
+        let elected = serve_banner(None, None, true);
         assert!(elected.contains("elect a leader on a Lease"), "{elected}");
-        let single = serve_banner(None, false);
+        let single = serve_banner(None, None, false);
         assert!(
             single.contains("only replica") && !single.contains("Lease"),
             "{single}"

@@ -241,3 +241,140 @@ async fn sigterm_under_load_stops_the_embedded_api_last() {
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Starts `serve --embedded --embedded-data dir` on fresh ports; the process, its API URL and
+/// its metrics address.
+fn serve_with_data(dir: &Path, log: &Path) -> (Proc, String, String) {
+    let metrics = format!("127.0.0.1:{}", served::free_port());
+    let api = format!("127.0.0.1:{}", served::free_port());
+    let proc = Proc::spawn(
+        &[
+            "serve",
+            "--embedded",
+            "--embedded-data",
+            &dir.to_string_lossy(),
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            &metrics,
+            "--embedded-api-listen",
+            &api,
+        ],
+        Some(log),
+    );
+    (proc, format!("http://{api}"), metrics)
+}
+
+/// `--embedded-data DIR`: a restarted embedded mode finds the queue, the job and its pod it
+/// had, and goes on writing after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_data_keeps_jobs_queues_and_pods_across_a_restart() {
+    use kube::api::{Api, PostParams};
+    use tephra::api::{Job, Queue};
+    let base = std::env::temp_dir().join(format!("tephra-startup-data-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let data = base.join("data");
+    std::fs::create_dir_all(&base).unwrap_or_else(|e| panic!("{e}"));
+
+    let log = base.join("first.log");
+    let (mut first, url, metrics) = serve_with_data(&data, &log);
+    assert!(
+        ready_or_exit(&mut first, &metrics, Duration::from_secs(60)).await,
+        "{}",
+        log_text(&log)
+    );
+    assert!(log_text(&log).contains(&format!("kept in {}", data.display())));
+    let c = served::client(&url);
+    let queue: Queue = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "kept"}, "spec": {"weight": 2}}),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<Queue>::all(c.clone())
+        .create(&PostParams::default(), &queue)
+        .await
+        .unwrap_or_else(|e| panic!("creating queue kept: {e}"));
+    let job: Job = serde_json::from_value(serde_json::json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "kept", "namespace": "default"},
+        "spec": {"queue": "kept", "minAvailable": 1, "tasks": [{"name": "t", "replicas": 1,
+            "template": {"spec": {"containers": [{"name": "c", "image": "busybox",
+                "resources": {"requests": {"cpu": "100m"}}}]}}}]}
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    // The queue reaches the webhooks' cache a moment after it is made.
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while let Err(e) = jobs.create(&PostParams::default(), &job).await {
+        assert!(Instant::now() < deadline, "creating job kept: {e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let node = loop {
+        let p = pods.get_opt("kept-t-0").await.ok().flatten();
+        if let Some(n) = p.and_then(|p| p.spec?.node_name) {
+            break n;
+        }
+        assert!(Instant::now() < deadline, "kept-t-0 was never placed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(first.stop(), Some(0), "{}", log_text(&log));
+
+    let log = base.join("second.log");
+    let (mut second, url, metrics) = serve_with_data(&data, &log);
+    assert!(
+        ready_or_exit(&mut second, &metrics, Duration::from_secs(60)).await,
+        "{}",
+        log_text(&log)
+    );
+    let c = served::client(&url);
+    let q = Api::<Queue>::all(c.clone())
+        .get_opt("kept")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("queue kept is gone:\n{}", log_text(&log)));
+    assert_eq!(q.spec.weight, Some(2));
+    let j = Api::<Job>::namespaced(c.clone(), "default")
+        .get_opt("kept")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("job kept is gone"));
+    assert_eq!(j.spec.queue(), "kept");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
+    let p = pods
+        .get_opt("kept-t-0")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("pod kept-t-0 is gone"));
+    assert_eq!(p.spec.and_then(|s| s.node_name), Some(node));
+    // New writes go on after the old ones: a second job is admitted and placed.
+    let mut again = job.clone();
+    again.metadata.name = Some("after".into());
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while let Err(e) = jobs.create(&PostParams::default(), &again).await {
+        assert!(Instant::now() < deadline, "creating job after: {e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pods
+        .get_opt("after-t-0")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| p.spec?.node_name)
+        .is_none()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "after-t-0 was never placed:\n{}",
+            log_text(&log)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(second.stop(), Some(0), "{}", log_text(&log));
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -51,6 +51,7 @@ pub mod openapi;
 pub mod openapi_v2;
 pub mod ops;
 pub mod patching;
+pub mod persist;
 pub mod prepare;
 pub mod protobuf;
 pub mod resources;
@@ -403,9 +404,37 @@ impl ApiServer {
     /// A server with the system namespaces and `options.nodes` Ready nodes, and no background
     /// tasks (see [`ApiServer::start`] for the stand-ins). Logs the faults in force.
     pub fn new(options: EmbeddedOptions) -> Arc<Self> {
+        let store = Store::new(options.watch_history);
+        Self::build(options, store)
+    }
+
+    /// [`ApiServer::new`] on the objects of a data file (`--embedded-data`), which every
+    /// change is written through to. The CRDs it holds are served again at once.
+    pub fn open(
+        options: EmbeddedOptions,
+        data: Arc<persist::Persist>,
+    ) -> Result<Arc<Self>, persist::PersistError> {
+        let path = data.path().display().to_string();
+        let (store, loaded) = Store::with_persist(options.watch_history, data)?;
+        tracing::info!(objects = loaded, file = %path, "embedded API: objects read from its data file");
+        let api = Self::build(options, store);
+        let crds = GroupResource::new("apiextensions.k8s.io", "customresourcedefinitions");
+        if let Some(res) = api.registry.by_group_resource(&crds) {
+            for crd in api
+                .store
+                .list(&crds, None, None, usize::MAX, |_| true)
+                .items
+            {
+                api.after_write(&res, &crd);
+            }
+        }
+        Ok(api)
+    }
+
+    fn build(options: EmbeddedOptions, store: Store) -> Arc<Self> {
         let api = Arc::new_cyclic(|me| Self {
             me: me.clone(),
-            store: Store::new(options.watch_history),
+            store,
             registry: Registry::new(),
             faults: Faults::new(options.faults.clone()),
             admission: webhooks::Webhooks::new(options.webhook_service_addr),
@@ -413,7 +442,12 @@ impl ApiServer {
             options,
         });
         tracing::info!("embedded API {}", api.faults.spec().describe());
+        let namespaces = GroupResource::new("", "namespaces");
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            // A store read from its data file has them already.
+            if api.store.get(&namespaces, "", ns).is_some() {
+                continue;
+            }
             if let Err(e) = api.seed(
                 "",
                 "namespaces",
@@ -422,7 +456,11 @@ impl ApiServer {
                 tracing::warn!(namespace = ns, error = %e, "seeding namespace");
             }
         }
+        let nodes = GroupResource::new("", "nodes");
         for i in 1..=api.options.nodes {
+            if api.store.get(&nodes, "", &format!("node-{i}")).is_some() {
+                continue;
+            }
             if let Err(e) = api.seed("", "nodes", nodes::node(&format!("node-{i}"), i)) {
                 tracing::warn!(node = i, error = %e, "seeding node");
             }
@@ -434,7 +472,19 @@ impl ApiServer {
     /// controller manager unless `sim_controllers` is off), which stop when `shutdown` is
     /// cancelled. Must be called inside a Tokio runtime.
     pub fn start(options: EmbeddedOptions, shutdown: CancellationToken) -> Arc<Self> {
-        let api = Self::new(options);
+        Self::run_stand_ins(Self::new(options), shutdown)
+    }
+
+    /// [`ApiServer::open`] plus the stand-ins, as [`ApiServer::start`].
+    pub fn start_open(
+        options: EmbeddedOptions,
+        data: Arc<persist::Persist>,
+        shutdown: CancellationToken,
+    ) -> Result<Arc<Self>, persist::PersistError> {
+        Ok(Self::run_stand_ins(Self::open(options, data)?, shutdown))
+    }
+
+    fn run_stand_ins(api: Arc<Self>, shutdown: CancellationToken) -> Arc<Self> {
         if api.options.sim_kubelet {
             tokio::spawn(kubelet::run(api.clone(), shutdown.clone()));
         }

@@ -182,6 +182,7 @@ fn store_err(res: &ResourceInfo, name: &str, e: StoreError) -> ApiError {
             ApiError::Expired(format!("too old resource version: {requested} ({oldest})"))
         }
         StoreError::Encode(e) => ApiError::Internal(e.to_string()),
+        StoreError::Persist(e) => ApiError::Internal(e),
         StoreError::TooLarge(n) => ApiError::TooLarge(format!(
             "Request entity too large: object is {n} bytes, limit is {MAX_OBJECT_BYTES}"
         )),
@@ -355,7 +356,7 @@ impl ApiServer {
         Ok(stored)
     }
 
-    fn after_write(&self, res: &ResourceInfo, stored: &Stored) {
+    pub(crate) fn after_write(&self, res: &ResourceInfo, stored: &Stored) {
         if res.group == "apiextensions.k8s.io"
             && res.plural == "customresourcedefinitions"
             && !stored.deleting

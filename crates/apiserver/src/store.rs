@@ -21,6 +21,8 @@ use axum::body::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+use crate::persist::{Persist, PersistError};
+
 /// Storage key of a resource: API group and plural name (versions share storage).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupResource {
@@ -240,6 +242,9 @@ pub enum StoreError {
     /// The object could not be serialized.
     #[error("encoding: {0}")]
     Encode(#[from] serde_json::Error),
+    /// The data file (`--embedded-data`) refused the write.
+    #[error("writing the embedded data: {0}")]
+    Persist(String),
     /// The serialized object is larger than the store accepts.
     #[error("object is {0} bytes, over the limit of {limit}", limit = super::MAX_OBJECT_BYTES)]
     TooLarge(usize),
@@ -294,13 +299,16 @@ struct Index {
 /// dependent within seconds of its owner going; this covers far more removals than that.
 pub const REMOVED_UIDS_KEPT: usize = 100_000;
 
-/// The in-memory store.
+/// The in-memory store, written through to a [`Persist`] file when it has one.
 #[derive(Debug)]
 pub struct Store {
     rv: AtomicU64,
     tables: RwLock<HashMap<GroupResource, Arc<RwLock<Table>>>>,
     index: Mutex<Index>,
     history_cap: usize,
+    persist: Option<Arc<Persist>>,
+    /// The version the store started at: no watch history before it (a loaded store's).
+    base_rv: u64,
 }
 
 fn lock_read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -325,7 +333,60 @@ impl Store {
             tables: RwLock::new(HashMap::new()),
             index: Mutex::new(Index::default()),
             history_cap: history_cap.max(16),
+            persist: None,
+            base_rv: 0,
         }
+    }
+
+    /// A store holding what `persist` holds, writing every change through to it. An object
+    /// that cannot be read back is skipped with a warning. Returns the store and how many
+    /// objects it loaded.
+    pub fn with_persist(
+        history_cap: usize,
+        persist: Arc<Persist>,
+    ) -> Result<(Self, usize), PersistError> {
+        let (saved_rv, objects) = persist.load()?;
+        let mut store = Self::new(history_cap);
+        let mut top = saved_rv.max(1);
+        let mut loaded = 0;
+        for o in objects {
+            let value: Value = match serde_json::from_slice(&o.json) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(object = %format!("{}/{}/{}", o.gr.resource, o.namespace, o.name), error = %e, "embedded data: unreadable object skipped");
+                    continue;
+                }
+            };
+            let rv = str_at(&value, &["metadata", "resourceVersion"])
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(saved_rv);
+            let Ok(stored) = Stored::from_value(&value, rv) else {
+                continue;
+            };
+            top = top.max(rv);
+            let stored = Arc::new(stored);
+            let t = store.table(&o.gr);
+            lock_write(&t)
+                .objects
+                .insert((o.namespace.clone(), o.name.clone()), stored.clone());
+            store.reindex(
+                &ObjectKey {
+                    gr: o.gr,
+                    namespace: o.namespace,
+                    name: o.name,
+                },
+                None,
+                Some(&stored),
+            );
+            loaded += 1;
+        }
+        store.rv = AtomicU64::new(top);
+        store.base_rv = top;
+        for t in lock_read(&store.tables).values() {
+            lock_write(t).floor = top;
+        }
+        store.persist = Some(persist);
+        Ok((store, loaded))
     }
 
     /// The latest resourceVersion handed out.
@@ -344,7 +405,7 @@ impl Store {
                 Arc::new(RwLock::new(Table {
                     objects: BTreeMap::new(),
                     history: VecDeque::new(),
-                    floor: 0,
+                    floor: self.base_rv,
                     tx,
                 }))
             })
@@ -473,6 +534,11 @@ impl Store {
         if stored.json.len() > super::MAX_OBJECT_BYTES {
             return Err(StoreError::TooLarge(stored.json.len()));
         }
+        // On disk first: a write that cannot be kept is refused, not served and then lost.
+        if let Some(p) = &self.persist {
+            p.put(gr, &key.0, &key.1, &stored.json, rv)
+                .map_err(|e| StoreError::Persist(tephra_report::report(&e).to_string()))?;
+        }
         t.objects.insert(key.clone(), stored.clone());
         self.reindex(
             &ObjectKey {
@@ -538,6 +604,10 @@ impl Store {
         let mut value = old.value()?;
         set_rv(&mut value, rv);
         let stored = Arc::new(Stored::from_value(&value, rv)?);
+        if let Some(p) = &self.persist {
+            p.delete(gr, &key.0, &key.1, rv)
+                .map_err(|e| StoreError::Persist(tephra_report::report(&e).to_string()))?;
+        }
         t.objects.remove(&key);
         self.reindex(
             &ObjectKey {
