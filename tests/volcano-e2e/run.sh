@@ -187,8 +187,11 @@ kind: Queue
 metadata: {name: $gc_probe}
 spec: {weight: 1}
 EOF
-# Only a Closed queue may be deleted; the specs' own teardown closes theirs the same way.
+# Only a Closed queue may be deleted; the specs' own teardown closes theirs the same way (once
+# the queue controller has opened it, so its first sync does not reopen it).
+k wait --for=jsonpath='{.status.state}'=Open "queue/$gc_probe" --timeout=60s >/dev/null
 k patch queue "$gc_probe" --subresource=status --type=merge -p '{"status":{"state":"Closed"}}' >/dev/null
+k wait --for=jsonpath='{.status.state}'=Closed "queue/$gc_probe" --timeout=60s >/dev/null
 kubectl --request-timeout=100s delete queue "$gc_probe" --cascade=foreground --wait --timeout=90s >/dev/null \
   || { echo "run.sh: a foreground-deleted queue was still there after 90 s (the garbage collector does not watch Queues)" >&2; exit 1; }
 echo "garbage collector watches Queues (probe deleted in $(($(date +%s) - probe_start)) s)" >&2
