@@ -8,7 +8,7 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use common::served::{self, Embedded, Proc};
+use common::served::{self, Embedded, Proc, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -16,22 +16,6 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tephra::api::batch::JobPhase;
 use tephra::api::{Command, Job, PodGroup};
-
-/// Polls `f` every 50 ms until it gives `Some`, for at most `secs` seconds.
-async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn container(cpu: &str) -> Value {
     json!({"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}})

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::served::{self, Proc};
+use common::served::{self, Proc, eventually, kubeconfig};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, ListParams, PostParams};
@@ -23,34 +23,6 @@ use tephra::api::batch::JobPhase;
 
 const NS: &str = "tephra-system";
 const LEASE_DURATION: Duration = Duration::from_secs(3);
-
-/// Polls `f` every 20 ms until it gives `Some`, for at most `secs` seconds.
-async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn kubeconfig(dir: &Path, url: &str) -> String {
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\nusers:\n- name: t\n  user: {{}}\n"
-        ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    path.to_string_lossy().into_owned()
-}
 
 /// One replica, as the Deployment runs it: its Pod name and namespace from the downward API.
 fn replica(kubeconfig: &str, pod: &str, log: Option<&Path>) -> Proc {

@@ -2,29 +2,12 @@
 //! `gang/nginx` example) are placed by the kube-scheduler stand-in as kube-scheduler's default
 //! profile would place them, and a pod naming a scheduler nobody runs is told so.
 
-use std::time::{Duration, Instant};
-
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use crate::common::served::Embedded;
-
-async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+use crate::common::served::{Embedded, eventually};
 
 async fn make(c: &Client, name: &str, spec: Value) {
     let mut spec = spec;

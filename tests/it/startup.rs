@@ -114,21 +114,14 @@ async fn serve_waits_for_its_crds_and_goes_on_once_they_are_installed() {
         assert!(Instant::now() < deadline, "tephra apiserver did not answer");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\nusers:\n- name: t\n  user: {{}}\n"
-        ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = served::kubeconfig(&dir, &url);
     let metrics = format!("127.0.0.1:{}", served::free_port());
     let log = dir.join("serve.log");
     let mut serve = Proc::spawn(
         &[
             "serve",
             "--kubeconfig",
-            &kubeconfig.to_string_lossy(),
+            &kubeconfig,
             "--leader-elect=false",
             "--listen",
             "127.0.0.1:0",

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::served::{self, Proc};
+use common::served::{self, Proc, eventually, kubeconfig};
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::Client;
@@ -27,34 +27,6 @@ const HOST: &str = "tephra.tephra-system.svc";
 /// How long reviews are sent: past one CA rotation (made at 2/3 of the CA's ~40 s span,
 /// moved to after 1 s, old one dropped 6 s after the publish).
 const LOAD: Duration = Duration::from_secs(38);
-
-/// Polls `f` every 50 ms until it gives `Some`, for at most `secs` seconds.
-async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn kubeconfig(dir: &Path, url: &str) -> String {
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\nusers:\n- name: t\n  user: {{}}\n"
-        ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    path.to_string_lossy().into_owned()
-}
 
 /// One replica with short certificate lifetimes: serving 6 s, CA 36 s, overlap 6 s,
 /// propagation 1 s, the Secret read every 200 ms.

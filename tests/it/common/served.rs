@@ -208,3 +208,32 @@ impl Embedded {
         )
     }
 }
+
+/// Polls `f` every 20 ms until it gives `Some`, for at most `secs` seconds.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Writes `dir/kubeconfig` for a plain-HTTP API at `url` (no credentials) and returns its path.
+pub fn kubeconfig(dir: &Path, url: &str) -> String {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\nusers:\n- name: t\n  user: {{}}\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    path.to_string_lossy().into_owned()
+}
