@@ -284,3 +284,9 @@ impl QueueInfo {
         matches!(self.state, QueueState::Open | QueueState::Other(_))
     }
 }
+
+/// Moves a wake-up time (milliseconds since the epoch) to `at` when that is earlier, or sets
+/// it when none was set: several rules ask for the next session, the first deadline wins.
+pub fn wake_by(slot: &mut Option<i64>, at: i64) {
+    *slot = Some(slot.map_or(at, |w| w.min(at)));
+}

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::actions;
 use super::config::SchedulerConf;
 use super::index::{Orphan, Snapshot};
-use super::model::{JobId, TaskStatus};
+use super::model::{JobId, TaskStatus, wake_by};
 use super::resource::{PODS, Resource};
 use super::session::{QueueReport, Session, State};
 use crate::api::scheduling::{
@@ -161,10 +161,9 @@ pub fn run_session(mut snapshot: Snapshot, conf: &SchedulerConf, id: &str, now: 
         tell_orphan(orphan, id, &now, &mut out);
     }
     out.figures.action_ms = action_ms;
-    out.wake_at_ms = match (out.wake_at_ms, ssn.state.wake_at_ms) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    if let Some(at) = ssn.state.wake_at_ms {
+        wake_by(&mut out.wake_at_ms, at);
+    }
     out
 }
 
@@ -557,7 +556,7 @@ fn close(st: &State, now: Time) -> Outcome {
         {
             status = old.clone();
             changed = false;
-            out.wake_at_ms = Some(out.wake_at_ms.map_or(due, |w| w.min(due)));
+            wake_by(&mut out.wake_at_ms, due);
         }
         if changed {
             out.podgroups.push(PodGroupUpdate {

@@ -343,8 +343,7 @@ pub fn allocate_job(
             // Growing beyond the minimum waits a period after the gang started
             // (`ClusterIndex::set_grow_delay`); a session is due then.
             if from != i64::MAX {
-                let w = ssn.state.wake_at_ms.map_or(from, |w| w.min(from));
-                ssn.state.wake_at_ms = Some(w);
+                crate::scheduler::model::wake_by(&mut ssn.state.wake_at_ms, from);
             }
             tasks.clear();
             break;

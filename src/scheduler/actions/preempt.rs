@@ -74,7 +74,7 @@ pub fn run_with(ssn: &mut Session, scope: Scope) {
         _ => true,
     });
     if let Some(at) = due_at {
-        ssn.state.wake_at_ms = Some(ssn.state.wake_at_ms.map_or(at, |w| w.min(at)));
+        crate::scheduler::model::wake_by(&mut ssn.state.wake_at_ms, at);
     }
     jobs.sort_by(|a, b| ssn.plugins.job_order(&ssn.state, *a, *b));
     for j in jobs {

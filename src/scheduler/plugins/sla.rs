@@ -95,7 +95,7 @@ impl Plugin for Sla {
             .filter(|&d| d > st.now_ms)
             .min();
         if let Some(d) = next {
-            st.wake_at_ms = Some(st.wake_at_ms.map_or(d, |w| w.min(d)));
+            crate::scheduler::model::wake_by(&mut st.wake_at_ms, d);
         }
     }
 }
