@@ -198,13 +198,27 @@ pub fn prepare_create(
         let spec = obj.get("spec").unwrap_or(&Value::Null);
         let qos = qos_class(spec);
         let mut status = json!({"phase": "Pending", "qosClass": qos});
-        // A pod created behind scheduling gates says so, as kube-apiserver marks it (kubectl
-        // shows it `SchedulingGated`).
-        if spec
+        let gated = spec
             .get("schedulingGates")
             .and_then(Value::as_array)
-            .is_some_and(|g| !g.is_empty())
+            .is_some_and(|g| !g.is_empty());
+        // A pod already on a node cannot wait for its gates: kube-apiserver refuses it.
+        if gated
+            && spec
+                .get("nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty())
         {
+            return Err(ApiError::Invalid(format!(
+                "Pod \"{}\" is invalid: spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared",
+                obj.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            )));
+        }
+        // A pod created behind scheduling gates says so, as kube-apiserver marks it (kubectl
+        // shows it `SchedulingGated`).
+        if gated {
             status["conditions"] = json!([{
                 "type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
                 "message": "Scheduling is blocked due to non-empty scheduling gates",
@@ -581,6 +595,16 @@ mod tests {
         assert_eq!(cond["status"], "False");
         assert_eq!(cond["reason"], "SchedulingGated");
         assert_eq!(crate::tables::pod_status(&out), "SchedulingGated");
+        // Gated and already on a node: refused, as kube-apiserver refuses it.
+        let placed = json!({"metadata": {"name": "q"},
+                            "spec": {"containers": [{"name": "c", "image": "i"}], "nodeName": "n1",
+                                     "schedulingGates": [{"name": "example.com/wait"}]}});
+        let e = prepare_create(&pods, placed, &ctx("default")).unwrap_err();
+        assert_eq!(e.code(), 422);
+        assert_eq!(
+            e.to_string(),
+            "Pod \"q\" is invalid: spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared"
+        );
     }
 
     #[test]
