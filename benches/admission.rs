@@ -136,7 +136,7 @@ impl Settings {
             slices: num("TEPHRA_BENCH_SLICES", 3u64)?.max(1),
             strict: std::env::var("TEPHRA_BENCH_STRICT").is_ok_and(|v| v == "1"),
             handler_only: std::env::var("TEPHRA_BENCH_HANDLER_ONLY").is_ok_and(|v| v == "1"),
-            handler_calls: num("TEPHRA_BENCH_HANDLER_calls", 5_000usize)?.max(100),
+            handler_calls: num("TEPHRA_BENCH_HANDLER_CALLS", 5_000usize)?.max(100),
         })
     }
 }
