@@ -895,12 +895,7 @@ impl Sim {
     /// Binds the pod as kube-scheduler's DefaultBinder does: a Binding on the pod.
     async fn post_binding(&self, args: &ExtenderBindingArgs) -> Result<(), String> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &args.pod_namespace);
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": args.pod_name, "namespace": args.pod_namespace, "uid": args.pod_uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": args.node},
-        });
+        let body = crate::extender::binder::binding_body(args);
         api.create_subresource::<_, serde_json::Value>(
             "binding",
             &args.pod_name,

@@ -82,6 +82,21 @@ fn retryable(code: u16) -> bool {
     code >= 500 || code == 429
 }
 
+/// The `Binding` that puts a pod on a node (posted to the pod's `binding` subresource; the uid
+/// makes the API refuse it for a pod deleted and made again under the same name).
+pub(crate) fn binding_body(args: &ExtenderBindingArgs) -> serde_json::Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {
+            "name": args.pod_name,
+            "namespace": args.pod_namespace,
+            "uid": args.pod_uid,
+        },
+        "target": { "apiVersion": "v1", "kind": "Node", "name": args.node },
+    })
+}
+
 /// Why a bind is answered with an error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BindError {
@@ -940,16 +955,7 @@ impl Binder {
     async fn post(&self, args: &ExtenderBindingArgs) -> Result<(), BindError> {
         let started = Instant::now();
         let api: Api<Pod> = Api::namespaced(self.inner.client.clone(), &args.pod_namespace);
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {
-                "name": args.pod_name,
-                "namespace": args.pod_namespace,
-                "uid": args.pod_uid,
-            },
-            "target": { "apiVersion": "v1", "kind": "Node", "name": args.node },
-        });
+        let body = binding_body(args);
         let mut attempt = 0;
         let result = loop {
             attempt += 1;

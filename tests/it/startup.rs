@@ -36,6 +36,26 @@ fn log_text(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// Starts `serve --embedded` on fresh loopback ports with `extra` flags, logging to `log`;
+/// the process, its API URL and its metrics address.
+fn serve_embedded(extra: &[&str], log: &Path) -> (Proc, String, String) {
+    let metrics = format!("127.0.0.1:{}", served::free_port());
+    let api = format!("127.0.0.1:{}", served::free_port());
+    let mut args = vec![
+        "serve",
+        "--embedded",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        &metrics,
+        "--embedded-api-listen",
+        &api,
+    ];
+    args.extend_from_slice(extra);
+    let proc = Proc::spawn(&args, Some(log));
+    (proc, format!("http://{api}"), metrics)
+}
+
 /// Every write of start-up (CRDs, webhook configurations, built-in queues) meets injected
 /// 500s and 409s and watches are cut, yet `serve --embedded` comes up ready whatever the draw.
 /// Without the retries seed 7 exits: `installing CRD podgroups.scheduling.volcano.sh:
@@ -51,25 +71,9 @@ async fn serve_embedded_comes_up_ready_whatever_faults_the_seed_draws() {
         let mut starts: Vec<(u32, Proc, String)> = batch
             .iter()
             .map(|&seed| {
-                let metrics = format!("127.0.0.1:{}", served::free_port());
-                let api = format!("127.0.0.1:{}", served::free_port());
                 let faults = format!("write-error=0.05,conflict=0.05,watch-cut=10,seed={seed}");
                 let log = dir.join(format!("seed-{seed}.log"));
-                let proc = Proc::spawn(
-                    &[
-                        "serve",
-                        "--embedded",
-                        "--faults",
-                        &faults,
-                        "--listen",
-                        "127.0.0.1:0",
-                        "--metrics-listen",
-                        &metrics,
-                        "--embedded-api-listen",
-                        &api,
-                    ],
-                    Some(&log),
-                );
+                let (proc, _, metrics) = serve_embedded(&["--faults", &faults], &log);
                 (seed, proc, metrics)
             })
             .collect();
@@ -109,11 +113,10 @@ async fn serve_waits_for_its_crds_and_goes_on_once_they_are_installed() {
         None,
     );
     let c = served::client(&url);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while c.apiserver_version().await.is_err() {
-        assert!(Instant::now() < deadline, "tephra apiserver did not answer");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    served::eventually(30, "tephra apiserver to answer", || async {
+        c.apiserver_version().await.ok()
+    })
+    .await;
     let kubeconfig = served::kubeconfig(&dir, &url);
     let metrics = format!("127.0.0.1:{}", served::free_port());
     let log = dir.join("serve.log");
@@ -186,30 +189,14 @@ async fn sigterm_under_load_stops_the_embedded_api_last() {
     let dir = std::env::temp_dir().join(format!("tephra-startup-stop-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let log = dir.join("serve.log");
-    let metrics = format!("127.0.0.1:{}", served::free_port());
-    let api = format!("127.0.0.1:{}", served::free_port());
-    let mut serve = Proc::spawn(
-        &[
-            // kube_client's own lines too: they are what a failed request logs.
-            "--log",
-            "info",
-            "serve",
-            "--embedded",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            &metrics,
-            "--embedded-api-listen",
-            &api,
-        ],
-        Some(&log),
-    );
+    // kube_client's own lines too: they are what a failed request logs.
+    let (mut serve, url, metrics) = serve_embedded(&["--log", "info"], &log);
     assert!(
         ready_or_exit(&mut serve, &metrics, Duration::from_secs(60)).await,
         "not ready:\n{}",
         log_text(&log)
     );
-    let c = served::client(&format!("http://{api}"));
+    let c = served::client(&url);
     let jobs: kube::Api<tephra::api::Job> = kube::Api::namespaced(c.clone(), "default");
     let creates = (0..20).map(|i| {
         let jobs = jobs.clone();
@@ -235,29 +222,6 @@ async fn sigterm_under_load_stops_the_embedded_api_last() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Starts `serve --embedded --embedded-data dir` on fresh ports; the process, its API URL and
-/// its metrics address.
-fn serve_with_data(dir: &Path, log: &Path) -> (Proc, String, String) {
-    let metrics = format!("127.0.0.1:{}", served::free_port());
-    let api = format!("127.0.0.1:{}", served::free_port());
-    let proc = Proc::spawn(
-        &[
-            "serve",
-            "--embedded",
-            "--embedded-data",
-            &dir.to_string_lossy(),
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            &metrics,
-            "--embedded-api-listen",
-            &api,
-        ],
-        Some(log),
-    );
-    (proc, format!("http://{api}"), metrics)
-}
-
 /// `--embedded-data DIR`: a restarted embedded mode finds the queue, the job and its pod it
 /// had, and goes on writing after them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,7 +234,8 @@ async fn embedded_data_keeps_jobs_queues_and_pods_across_a_restart() {
     std::fs::create_dir_all(&base).unwrap_or_else(|e| panic!("{e}"));
 
     let log = base.join("first.log");
-    let (mut first, url, metrics) = serve_with_data(&data, &log);
+    let data_dir = data.to_string_lossy();
+    let (mut first, url, metrics) = serve_embedded(&["--embedded-data", &data_dir], &log);
     assert!(
         ready_or_exit(&mut first, &metrics, Duration::from_secs(60)).await,
         "{}",
@@ -314,7 +279,7 @@ async fn embedded_data_keeps_jobs_queues_and_pods_across_a_restart() {
     assert_eq!(first.stop(), Some(0), "{}", log_text(&log));
 
     let log = base.join("second.log");
-    let (mut second, url, metrics) = serve_with_data(&data, &log);
+    let (mut second, url, metrics) = serve_embedded(&["--embedded-data", &data_dir], &log);
     assert!(
         ready_or_exit(&mut second, &metrics, Duration::from_secs(60)).await,
         "{}",
