@@ -586,6 +586,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     tracing::info!(https = %https_addr, metrics = %metrics_at, "serving");
     let running = serve_on_own_thread(bound, shutdown.clone())?;
 
+    let mut stand_in = None;
     if let Some((listener, options, config)) = embedded_api {
         let (target, ca) = match checked.webhook {
             Some((host, ca)) => (host.target(https_addr.port()), ca),
@@ -610,7 +611,9 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         };
         start_embedded(&client, api, webhooks, feeds, &shutdown, &api_stop).await?;
         if !args.no_sim_scheduler {
-            start_sim_scheduler(config, &args, https_addr, ca, &shutdown)?;
+            stand_in = Some(start_sim_scheduler(
+                config, &args, https_addr, ca, &shutdown,
+            )?);
         }
     }
     track_default_queues(queue_view, state.clone());
@@ -690,6 +693,16 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
                 }
             }
             Outcome::NeverLed => {}
+        }
+    }
+    if let Some(thread) = stand_in {
+        // Its requests must be over before the embedded API closes (when this returns).
+        let joined = tokio::task::spawn_blocking(move || thread.join());
+        if tokio::time::timeout(LEADER_TASKS_STOP, joined)
+            .await
+            .is_err()
+        {
+            tracing::warn!(after = ?LEADER_TASKS_STOP, "the kube-scheduler stand-in did not stop in time");
         }
     }
     queues?;
@@ -844,13 +857,13 @@ fn start_sim_scheduler(
     https_addr: SocketAddr,
     ca_pem: String,
     shutdown: &CancellationToken,
-) -> Result<(), AppError> {
+) -> Result<std::thread::JoinHandle<()>, AppError> {
     let ip = if https_addr.ip().is_unspecified() {
         std::net::Ipv4Addr::LOCALHOST.into()
     } else {
         https_addr.ip()
     };
-    crate::sim_scheduler::start(
+    let thread = crate::sim_scheduler::start(
         config,
         crate::sim_scheduler::SimSchedulerOptions {
             scheduler_names: args.scheduler_names.clone(),
@@ -862,7 +875,7 @@ fn start_sim_scheduler(
         shutdown.clone(),
     )?;
     tracing::info!("kube-scheduler stand-in started (extender over HTTPS)");
-    Ok(())
+    Ok(thread)
 }
 
 /// `/readyz` stays 503 (condition `caches`) until every watch cache has its first list, so

@@ -275,12 +275,14 @@ pub fn start(
     config: kube::Config,
     opts: SimSchedulerOptions,
     shutdown: CancellationToken,
-) -> Result<(), SimSchedulerError> {
+) -> Result<std::thread::JoinHandle<()>, SimSchedulerError> {
     let http = https_client(&opts)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| SimSchedulerError::Client(format!("runtime: {e}")))?;
+    // The thread ends once `shutdown` is cancelled and its runtime (with every request it
+    // had in flight) is gone: join it before the API it talks to stops.
     std::thread::Builder::new()
         .name("kube-scheduler-stand-in".into())
         .spawn(move || {
@@ -307,8 +309,7 @@ pub fn start(
                 schedule_loop(sim, shutdown).await;
             });
         })
-        .map_err(|e| SimSchedulerError::Client(format!("thread: {e}")))?;
-    Ok(())
+        .map_err(|e| SimSchedulerError::Client(format!("thread: {e}")))
 }
 
 async fn watch_nodes(sim: Arc<Sim>, shutdown: CancellationToken) {
