@@ -12,7 +12,7 @@
 use crate::admission::quantity;
 use crate::admission::validation::{dns1123_label_errors, dns1123_subdomain_errors};
 use crate::api::scheduling::NetworkTopologySpec;
-use crate::api::{Job, PodGroup, Queue, ResourceList};
+use crate::api::{JobSpec, PodGroup, Queue, ResourceList};
 
 /// Largest queue weight Volcano's CRD accepts.
 pub const MAX_QUEUE_WEIGHT: i32 = 65535;
@@ -99,8 +99,7 @@ fn quantities(path: impl std::fmt::Display, list: Option<&ResourceList>, out: &m
 }
 
 /// A vcJob's bounds and formats (CREATE and UPDATE).
-pub fn job_problems(job: &Job) -> Vec<String> {
-    let spec = &job.spec;
+pub fn job_problems(spec: &JobSpec) -> Vec<String> {
     let mut out = Vec::new();
     at_least("spec.minAvailable", spec.min_available, 0, &mut out);
     at_least("spec.maxRetry", spec.max_retry, 0, &mut out);
@@ -299,8 +298,8 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    fn job(spec: Value) -> Job {
-        serde_json::from_value(json!({"metadata": {"name": "j"}, "spec": spec})).unwrap()
+    fn job(spec: Value) -> JobSpec {
+        serde_json::from_value(spec).unwrap()
     }
 
     fn task(extra: Value) -> Value {

@@ -23,7 +23,7 @@ pub fn pod_template_errors(template: &PodTemplateSpec) -> Vec<String> {
     };
     let mut volume_names = BTreeSet::new();
     for (i, v) in spec.volumes.iter().flatten().enumerate() {
-        let path = format!("template.spec.volumes[{i}].name");
+        let path = Item("volumes", i, ".name");
         if v.name.is_empty() {
             errs.push(format!("{path}: Required value"));
         } else {
@@ -48,8 +48,8 @@ pub fn pod_template_errors(template: &PodTemplateSpec) -> Vec<String> {
     ];
     for (field, containers) in groups {
         for (i, c) in containers.iter().enumerate() {
-            let base = format!("template.spec.{field}[{i}]");
-            container_errors(c, &base, &mut names, &volume_names, &mut errs);
+            let base = Item(field, i, "");
+            container_errors(c, base, &mut names, &volume_names, &mut errs);
         }
     }
     if let Some(policy) = spec.restart_policy.as_deref()
@@ -69,9 +69,21 @@ pub fn pod_template_errors(template: &PodTemplateSpec) -> Vec<String> {
     errs
 }
 
+/// The path of item `index` of list `field` of a template's spec, then `rest`. Written only
+/// into an error: admitting a good template formats no path.
+#[derive(Clone, Copy)]
+struct Item(&'static str, usize, &'static str);
+
+impl std::fmt::Display for Item {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Item(field, index, rest) = self;
+        write!(f, "template.spec.{field}[{index}]{rest}")
+    }
+}
+
 fn container_errors<'a>(
     c: &'a Container,
-    base: &str,
+    base: Item,
     names: &mut BTreeSet<&'a str>,
     volumes: &BTreeSet<&str>,
     errs: &mut Vec<String>,
@@ -130,7 +142,7 @@ fn container_errors<'a>(
         let mut limits = std::collections::BTreeMap::new();
         for (kind, list) in [("limits", &res.limits), ("requests", &res.requests)] {
             for (name, q) in list.iter().flatten() {
-                let path = format!("{base}.resources.{kind}[{name}]");
+                let path = format_args!("{base}.resources.{kind}[{name}]");
                 match quantity::parse(&q.0) {
                     None => errs.push(format!(
                         "{path}: Invalid value: {:?}: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",

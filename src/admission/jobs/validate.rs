@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::Deserialize;
+
 use crate::admission::bounds;
 use crate::admission::review::{Decision, Operation, Request};
 use crate::admission::validation::{
@@ -14,11 +16,11 @@ use crate::admission::validation::{
 };
 use crate::admission::view::{ClusterView, queue_accepts, queue_state};
 use crate::admission::{AdmissionConfig, decode, decode_old, quantity};
+use crate::api::JobSpec;
 use crate::api::batch::{LifecyclePolicy, NumaPolicy, TaskSpec, VolumeSpec, pod_name};
 use crate::api::bus::{Action, Event};
 use crate::api::keys::{ROOT_QUEUE, plugins};
 use crate::api::scheduling::NetworkTopologySpec;
-use crate::api::{Job, JobSpec};
 
 /// Events a user may put in a policy.
 pub const VALID_EVENTS: &[&str] = &[
@@ -44,18 +46,40 @@ pub const VALID_ACTIONS: &[&str] = &[
     "ResumeJob",
 ];
 
+/// The parts of a vcJob the rules read: its name and spec. The rest of `metadata` (labels,
+/// annotations, managedFields) is skipped rather than decoded, which is most of what a typed
+/// decode costs; the API server has validated it before calling any webhook.
+#[derive(Deserialize)]
+struct Submitted {
+    #[serde(default)]
+    metadata: Named,
+    spec: JobSpec,
+}
+
+#[derive(Default, Deserialize)]
+struct Named {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+impl Submitted {
+    fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
 /// The decision for one `/jobs/validate` request.
 pub fn review(req: &Request, view: &dyn ClusterView, _cfg: &AdmissionConfig) -> Decision {
     if !matches!(req.operation, Operation::Create | Operation::Update) {
         return Decision::bad_request("expect operation to be 'CREATE' or 'UPDATE'");
     }
-    let job: Job = match decode(req) {
+    let job: Submitted = match decode(req) {
         Ok(j) => j,
         Err(d) => return d,
     };
     match req.operation {
         Operation::Create => {
-            let (problems, warnings) = validate_create(&job, view);
+            let (problems, warnings) = validate_create(job.name(), &job.spec, view);
             let d = if problems.is_empty() {
                 Decision::allow()
             } else {
@@ -64,21 +88,17 @@ pub fn review(req: &Request, view: &dyn ClusterView, _cfg: &AdmissionConfig) -> 
             d.with_warnings(warnings)
         }
         Operation::Update => {
-            let old: Job = match decode_old(req) {
+            let old: Submitted = match decode_old(req) {
                 Ok(j) => j,
                 Err(d) => return d,
             };
-            match validate_update(&old, &job) {
+            match validate_update(&old.spec, job.name(), &job.spec) {
                 Ok(()) => Decision::allow(),
                 Err(msg) => Decision::deny(msg),
             }
         }
         _ => Decision::bad_request("expect operation to be 'CREATE' or 'UPDATE'"),
     }
-}
-
-fn name_of(job: &Job) -> &str {
-    job.metadata.name.as_deref().unwrap_or_default()
 }
 
 /// The mpi plugin's master task name (`--master`, default `master`), read the way Go's flag
@@ -363,10 +383,12 @@ fn dependencies_form_a_dag(tasks: &[TaskSpec]) -> bool {
 }
 
 /// Every problem of a job being created (empty: admit), and the warnings.
-pub fn validate_create(job: &Job, view: &dyn ClusterView) -> (Vec<String>, Vec<String>) {
-    let spec = &job.spec;
+pub fn validate_create(
+    job_name: &str,
+    spec: &JobSpec,
+    view: &dyn ClusterView,
+) -> (Vec<String>, Vec<String>) {
     let tasks = spec.tasks();
-    let job_name = name_of(job);
     let mut warnings = Vec::new();
     if tasks.is_empty() {
         return (vec!["No task specified in job spec".into()], warnings);
@@ -381,7 +403,7 @@ pub fn validate_create(job: &Job, view: &dyn ClusterView) -> (Vec<String>, Vec<S
         }
     }
 
-    let mut problems: Vec<String> = bounds::job_problems(job);
+    let mut problems: Vec<String> = bounds::job_problems(spec);
     // With the svc plugin (which the distributed-framework plugins imply), the job name is
     // also a Service name and each pod's DNS subdomain, and each pod name its host name:
     // stricter forms than Volcano checks, so a job that passes here can create its pods and
@@ -523,11 +545,10 @@ fn queue_problem(queue: &str, view: &dyn ClusterView) -> Option<String> {
     (!problems.is_empty()).then(|| problems.join("; "))
 }
 
-/// The first problem of a job update, if any.
-pub fn validate_update(old: &Job, new: &Job) -> Result<(), String> {
-    let job_name = name_of(new);
+/// The first problem of an update of job `job_name` from `old` to `new`, if any.
+pub fn validate_update(old: &JobSpec, job_name: &str, new: &JobSpec) -> Result<(), String> {
     let mut total: i64 = 0;
-    for task in new.spec.tasks() {
+    for task in new.tasks() {
         let name = task.name();
         if task.replicas() < 0 {
             return Err(format!("'replicas' must be >= 0 in task: {name}"));
@@ -547,23 +568,23 @@ pub fn validate_update(old: &Job, new: &Job) -> Result<(), String> {
         }
         total += i64::from(task.replicas());
     }
-    if i64::from(new.spec.min_available()) > total {
+    if i64::from(new.min_available()) > total {
         return Err("job 'minAvailable' must not be greater than total replicas".into());
     }
-    if new.spec.min_available() < 0 {
+    if new.min_available() < 0 {
         return Err("job 'minAvailable' must be >= 0".into());
     }
-    if let Some(msg) = network_topology_problem(new.spec.network_topology.as_ref()) {
+    if let Some(msg) = network_topology_problem(new.network_topology.as_ref()) {
         return Err(msg);
     }
     // Volcano's own update rules above keep their messages; the schema bounds come next.
     if let Some(first) = bounds::job_problems(new).into_iter().next() {
         return Err(first);
     }
-    if old.spec.tasks().len() != new.spec.tasks().len() {
+    if old.tasks().len() != new.tasks().len() {
         return Err("job updates may not add or remove tasks".into());
     }
-    if comparable(&old.spec, &old.spec) != comparable(&new.spec, &old.spec) {
+    if comparable(old, old) != comparable(new, old) {
         return Err("job updates may not change fields other than `minAvailable`, `tasks[*].replicas under spec` and `PriorityClassName`".into());
     }
     Ok(())
