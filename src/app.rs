@@ -584,7 +584,8 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         .metrics_addr()
         .map_or_else(|| "the HTTPS listener".to_string(), |a| a.to_string());
     tracing::info!(https = %https_addr, metrics = %metrics_at, "serving");
-    let running = serve_on_own_thread(bound, shutdown.clone())?;
+    // `_https_runtime` is dropped when this function returns, after everything else stopped.
+    let (running, _https_runtime) = serve_on_own_thread(bound, shutdown.clone())?;
 
     let mut stand_in = None;
     if let Some((listener, options, config)) = embedded_api {
@@ -719,10 +720,21 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
 /// working through: in `cargo bench --bench jobs` a 0.6 ms filter took about 4 ms end to end,
 /// so binding fell behind pod creation. Threads of their own are woken by the kernel as soon as
 /// a request arrives, whatever else is queued; the rest of the process keeps its own threads.
+///
+/// The runtime outlives the listeners: it runs until the returned sender is dropped. The
+/// extender's writes share the process's kube client, whose pooled connections are driven by
+/// tasks on the runtime that opened them; were this runtime dropped when the listeners stop,
+/// a controller reusing such a connection while draining would fail (`SendRequest`).
 fn serve_on_own_thread(
     bound: server::BoundServer,
     shutdown: CancellationToken,
-) -> Result<tokio::task::JoinHandle<Result<(), ServerError>>, AppError> {
+) -> Result<
+    (
+        tokio::task::JoinHandle<Result<(), ServerError>>,
+        tokio::sync::oneshot::Sender<()>,
+    ),
+    AppError,
+> {
     let workers = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
     // One worker: the thread that drives the listeners serves the connections too.
     let mut builder = if workers == 1 {
@@ -738,20 +750,25 @@ fn serve_on_own_thread(
         .build()
         .map_err(|e| AppError::Task(format!("the HTTPS runtime: {e}")))?;
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
     std::thread::Builder::new()
         .name("https".into())
         .spawn(move || {
-            let _ = tx.send(runtime.block_on(bound.run(shutdown)));
+            runtime.block_on(async move {
+                let _ = tx.send(bound.run(shutdown).await);
+                let _ = released.await;
+            });
         })
         .map_err(|e| AppError::Task(format!("the HTTPS thread: {e}")))?;
-    Ok(tokio::spawn(async move {
+    let running = tokio::spawn(async move {
         rx.await.unwrap_or_else(|_| {
             Err(ServerError::Stopped {
                 listener: "https",
                 reason: "its thread ended".into(),
             })
         })
-    }))
+    });
+    Ok((running, release))
 }
 
 /// How long shutdown waits for the controllers and the session to finish their current work.

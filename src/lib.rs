@@ -32,7 +32,6 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod admission;
-pub mod api;
 pub mod app;
 pub mod certs;
 pub mod cli;
@@ -48,4 +47,5 @@ pub mod sim_scheduler;
 pub mod vcctl;
 
 /// One-line error reports (the `tephra-report` crate, shared with the embedded API).
+pub use tephra_api as api;
 pub use tephra_report as report;

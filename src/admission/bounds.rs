@@ -9,8 +9,8 @@
 //! webhook rules do not already cover. Each problem is one sentence in Kubernetes' field-error
 //! form: `spec.tasks[0].replicas: Invalid value: -1: must be greater than or equal to 0`.
 
-use crate::admission::quantity;
 use crate::admission::validation::{dns1123_label_errors, dns1123_subdomain_errors};
+use crate::api::quantity;
 use crate::api::scheduling::NetworkTopologySpec;
 use crate::api::{JobSpec, PodGroup, Queue, ResourceList};
 

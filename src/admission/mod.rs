@@ -34,7 +34,6 @@ pub mod metrics;
 pub mod patch;
 pub mod podgroups;
 pub mod pods;
-pub mod quantity;
 pub mod queues;
 pub mod review;
 pub mod validation;

@@ -14,10 +14,11 @@ use serde_json::json;
 use super::bounds;
 use super::review::{Decision, Operation, Request};
 use super::view::ClusterView;
-use super::{AdmissionConfig, decode, decode_old, patch, quantity, working_copy};
+use super::{AdmissionConfig, decode, decode_old, patch, working_copy};
 use crate::api::keys::{
     DEFAULT_QUEUE, HIERARCHY_ANNOTATION, HIERARCHY_WEIGHTS_ANNOTATION, ROOT_QUEUE,
 };
+use crate::api::quantity;
 use crate::api::scheduling::QueueState;
 use crate::api::{Queue, ResourceList};
 

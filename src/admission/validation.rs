@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
 
-use super::quantity;
+use crate::api::quantity;
 
 pub use tephra_names::{
     dns1035_label_errors, dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors,

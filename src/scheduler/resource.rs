@@ -11,7 +11,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::admission::quantity;
+use crate::api::quantity;
 
 /// The tolerance of every comparison, per dimension.
 pub const EPSILON: f64 = 0.1;

@@ -188,7 +188,7 @@ pub fn parse_resources(s: &str) -> Result<BTreeMap<String, Quantity>, String> {
             .split_once('=')
             .filter(|(k, v)| !k.trim().is_empty() && !v.trim().is_empty())
             .ok_or_else(|| format!("{pair:?} is not NAME=QUANTITY (e.g. cpu=4,memory=8Gi)"))?;
-        if crate::admission::quantity::parse(v.trim()).is_none() {
+        if crate::api::quantity::parse(v.trim()).is_none() {
             return Err(format!("{k}={v}: not a quantity (e.g. 4, 500m, 8Gi)"));
         }
         out.insert(k.trim().to_string(), Quantity(v.trim().to_string()));

@@ -19,6 +19,7 @@ mod job_controller;
 mod leader_election;
 mod metrics_embedded;
 mod podgroup_controller;
+mod pure_crates;
 mod scheduler_embedded;
 mod scheduler_properties;
 mod server_https;

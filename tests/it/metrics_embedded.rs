@@ -136,7 +136,7 @@ async fn every_series_users_are_told_of_is_there_from_the_start() {
             .as_ref()
             .and_then(|s| s.allocated.as_ref())
             .and_then(|a| a.get("cpu"))
-            .and_then(|c| tephra::admission::quantity::parse(&c.0))
+            .and_then(|c| tephra::api::quantity::parse(&c.0))
             .unwrap_or(0.0)
             * 1000.0;
         let series = format!("volcano_queue_allocated_milli_cpu{{queue_name=\"{name}\"}}");

@@ -15,11 +15,12 @@ use crate::admission::validation::{
     qualified_name_errors,
 };
 use crate::admission::view::{ClusterView, queue_accepts, queue_state};
-use crate::admission::{AdmissionConfig, decode, decode_old, quantity};
+use crate::admission::{AdmissionConfig, decode, decode_old};
 use crate::api::JobSpec;
 use crate::api::batch::{LifecyclePolicy, NumaPolicy, TaskSpec, VolumeSpec, pod_name};
 use crate::api::bus::{Action, Event};
 use crate::api::keys::{ROOT_QUEUE, plugins};
+use crate::api::quantity;
 use crate::api::scheduling::NetworkTopologySpec;
 
 /// Events a user may put in a policy.

@@ -164,8 +164,7 @@ impl Sim {
         for n in &scenario.nodes {
             for name in node_names(&n.name, n.count) {
                 let node = node_object(&name, n);
-                total_milli_cpu +=
-                    crate::admission::quantity::parse(&n.cpu).unwrap_or(0.0) * 1000.0;
+                total_milli_cpu += crate::api::quantity::parse(&n.cpu).unwrap_or(0.0) * 1000.0;
                 index.apply_node(&node);
             }
         }
@@ -669,7 +668,7 @@ fn min_resources(job: &JobSpec) -> BTreeMap<String, f64> {
     for t in &job.tasks {
         let n = t.replicas.min(left);
         left -= n;
-        let q = |v: &str| crate::admission::quantity::parse(v).unwrap_or(0.0);
+        let q = |v: &str| crate::api::quantity::parse(v).unwrap_or(0.0);
         *sum.entry("cpu".into()).or_default() += q(&t.cpu) * n as f64;
         *sum.entry("memory".into()).or_default() += q(&t.memory) * n as f64;
         for (k, v) in &t.scalars {

@@ -316,5 +316,5 @@ impl Scenario {
 
 /// A Kubernetes quantity's value (`500m` → 0.5), `None` when it does not parse.
 fn quantity(v: &str) -> Option<f64> {
-    crate::admission::quantity::parse(v).filter(|x| x.is_finite() && *x >= 0.0)
+    crate::api::quantity::parse(v).filter(|x| x.is_finite() && *x >= 0.0)
 }

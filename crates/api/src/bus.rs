@@ -169,6 +169,6 @@ mod tests {
 
     #[test]
     fn the_job_api_version_is_batchs() {
-        assert_eq!(JOB_API_VERSION, crate::api::batch::API_VERSION);
+        assert_eq!(JOB_API_VERSION, crate::batch::API_VERSION);
     }
 }

@@ -479,9 +479,9 @@ impl Queue {
     /// `helm.sh/resource-policy`, onto the object.)
     pub fn named(name: &str, spec: QueueSpec) -> Self {
         Self {
-            metadata: kube::api::ObjectMeta {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                 name: Some(name.to_string()),
-                ..kube::api::ObjectMeta::default()
+                ..k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta::default()
             },
             spec,
             status: None,

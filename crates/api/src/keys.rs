@@ -237,7 +237,7 @@ pub mod podgroup_reasons {
 }
 
 /// Queue events and actions (`scheduling/v1beta1/types.go`); the action names are also
-/// [`crate::api::bus::Action`] values.
+/// [`crate::bus::Action`] values.
 pub mod queue_events {
     /// The queue or one of its PodGroups changed.
     pub const OUT_OF_SYNC: &str = "OutOfSync";

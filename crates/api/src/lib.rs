@@ -1,5 +1,9 @@
 //! Volcano's API types, re-implemented in Rust, and the CRDs generated from them.
 //!
+//! This crate owns the wire shapes every other part of tephra agrees on. It may depend on
+//! serde, k8s-openapi and kube's derive macros, never on a client, a runtime or the network
+//! (the `pure_crates` integration test of the workspace root checks that).
+//!
 //! ```text
 //!   batch.volcano.sh/v1alpha1        scheduling.volcano.sh/v1beta1        bus.volcano.sh/v1alpha1
 //!   ┌──────────────┐  controller    ┌──────────────┐  spec.queue   ┌─────────┐   ┌──────────┐
@@ -15,16 +19,22 @@
 //! * [`keys`]: every well-known label, annotation, event reason and name Volcano uses.
 //! * [`crds`]: the CustomResourceDefinitions (what `tephra crds` prints, and
 //!   `manifests/crds/` holds).
-//! * [`testing`]: small builders for tests (`Job::test("j").in_queue("q").task("t", 2)`).
+//! * [`quantity`]: Kubernetes quantities (`500m`, `2Gi`) read as numbers.
+//! * `testing` (feature `testing`, for tests only): small builders
+//!   (`Job::test("j").in_queue("q").task("t", 2)`).
 //!
 //! String-valued enumerations (phases, actions, events, ...) are Rust enums with an
 //! `Other(String)` fallback: a value written for a newer Volcano still parses and round-trips.
+
+#![forbid(unsafe_code)]
 
 pub mod batch;
 pub mod bus;
 pub mod crds;
 pub mod keys;
+pub mod quantity;
 pub mod scheduling;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 mod common;
