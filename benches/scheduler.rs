@@ -9,8 +9,8 @@
 use std::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use tephra::scheduler::testing::{self, World};
 use tephra::scheduler::{SchedulerConf, run_session};
+use tephra_scheduler::testing::{self, World};
 
 fn rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")

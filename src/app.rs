@@ -728,13 +728,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
 fn serve_on_own_thread(
     bound: server::BoundServer,
     shutdown: CancellationToken,
-) -> Result<
-    (
-        tokio::task::JoinHandle<Result<(), ServerError>>,
-        tokio::sync::oneshot::Sender<()>,
-    ),
-    AppError,
-> {
+) -> Result<(ServerTask, tokio::sync::oneshot::Sender<()>), AppError> {
     let workers = std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1));
     // One worker: the thread that drives the listeners serves the connections too.
     let mut builder = if workers == 1 {
@@ -770,6 +764,9 @@ fn serve_on_own_thread(
     });
     Ok((running, release))
 }
+
+/// The HTTPS listeners, running until shutdown: what they ended with.
+type ServerTask = tokio::task::JoinHandle<Result<(), ServerError>>;
 
 /// How long shutdown waits for the controllers and the session to finish their current work.
 const LEADER_TASKS_STOP: std::time::Duration = std::time::Duration::from_secs(5);

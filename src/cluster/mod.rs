@@ -6,9 +6,11 @@ pub mod bootstrap;
 pub mod caches;
 pub mod config;
 pub mod events;
+pub mod index;
 pub mod startup;
 pub mod webhooks;
 
 pub use bootstrap::ensure_default_queues;
 pub use caches::{CacheError, CacheFeeds, Caches};
 pub use config::{ClusterError, ClusterSource, Environment};
+pub use index::{Index, Relist};

@@ -26,8 +26,8 @@ use super::metrics::SchedulerMetrics;
 use super::outcome::{Outcome, Plan, Verdict, run_session};
 use super::pending::{Batch, Pending};
 use crate::api::{PodGroup, Queue};
-use crate::cluster::CacheFeeds;
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
+use crate::cluster::{CacheFeeds, Relist};
 
 /// How long a placement made by a session counts against its node without kube-scheduler
 /// binding the pod. Longer than kube-scheduler's largest retry backoff (10 s) plus its
@@ -172,12 +172,14 @@ impl Scheduler {
     /// something worth scheduling for changed.
     pub fn subscribe(&self, feeds: &mut CacheFeeds) {
         macro_rules! feed {
-            ($method:ident, $handler:ident) => {{
+            ($kind:ident, $feed:ident) => {{
                 let inner = self.inner.clone();
-                feeds.$method(Arc::new(move |ev| {
+                let relist = Mutex::new(Relist::default());
+                feeds.$kind(Arc::new(move |ev| {
                     let wake = {
+                        let mut relist = lock(&relist);
                         let mut idx = lock(&inner.index);
-                        idx.$handler(ev);
+                        relist.$feed(&mut *idx, ev);
                         idx.peek_changes().any()
                     };
                     if wake {
@@ -186,11 +188,11 @@ impl Scheduler {
                 }));
             }};
         }
-        feed!(pods, on_pod_event);
-        feed!(nodes, on_node_event);
-        feed!(podgroups, on_podgroup_event);
-        feed!(queues, on_queue_event);
-        feed!(priority_classes, on_priority_class_event);
+        feed!(pods, feed);
+        feed!(nodes, feed);
+        feed!(podgroups, feed_decoded);
+        feed!(queues, feed_decoded);
+        feed!(priority_classes, feed);
     }
 
     /// The latest plan.

@@ -6,7 +6,12 @@
 use std::process::Command;
 
 /// The crates that decide without doing I/O.
-const PURE: &[&str] = &["tephra-api", "tephra-names"];
+const PURE: &[&str] = &[
+    "tephra-admission",
+    "tephra-api",
+    "tephra-names",
+    "tephra-scheduler",
+];
 
 /// Crates that mean a client, a server or an async runtime.
 const FORBIDDEN: &[&str] = &[

@@ -12,8 +12,8 @@ use proptest::prelude::*;
 use serde_json::json;
 use tephra::scheduler::outcome::Verdict;
 use tephra::scheduler::resource::Resource;
-use tephra::scheduler::testing::{self, World};
 use tephra::scheduler::{SchedulerConf, run_session};
+use tephra_scheduler::testing::{self, World};
 
 #[derive(Clone, Debug)]
 struct GangSpec {

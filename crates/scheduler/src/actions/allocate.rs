@@ -1,0 +1,543 @@
+//! `allocate`: queue by queue (fairest first), job by job, task by task, every pending task of
+//! an admitted gang gets a node: predicates, then nodes with idle room, then nodes with room
+//! once releasing pods are gone (pipelined), the best-scored first. A job's placements are
+//! committed only when the gang is ready; a gang that is only pipelined keeps its promise for
+//! the rest of the session; anything else is undone.
+//!
+//! One addition to Volcano's action: room is held for gangs the enqueue action admitted whose
+//! pods do not exist yet (see [`held_for_unborn_gangs`]); a ready gang's members beyond its
+//! minimum do not take it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::framework::Unfit;
+use crate::model::TaskStatus;
+use crate::resource::Resource;
+use crate::session::{FitErrors, Session, State, Statement};
+use tephra_api::scheduling::PodGroupPhase;
+
+use super::pop_best;
+
+/// How many feasible nodes to look for among `n` (Volcano's adaptive bound; all up to 100).
+pub fn nodes_to_find(n: usize) -> usize {
+    if n <= 100 {
+        return n;
+    }
+    let percent = (50 - (n as i64) / 125).max(5) as usize;
+    (n * percent / 100).max(100).min(n)
+}
+
+/// What became of one job's turn.
+#[derive(Debug)]
+pub enum Turn {
+    /// The gang is ready: commit.
+    Ready(Statement),
+    /// Promised but not ready: keep the promise for this session.
+    Pipelined,
+    /// Nothing usable: undone.
+    Discarded,
+}
+
+/// The room to hold for gangs admitted by the enqueue action (phase Inqueue) that have fewer
+/// pods than their `minMember` — the Job controller creates a gang's pods only once it is
+/// admitted, so they are still on their way: the sum of what their `minResources` still
+/// lacks. `None` when there are none, or without the enqueue action (nothing bounds what is
+/// admitted then).
+///
+/// Volcano's enqueue admits a gang because its minimum fits beside the minimums already
+/// admitted, and Volcano keeps that promise only by timing: its session runs once a second,
+/// by when the pods of gangs admitted together usually all exist, and its allocate gives every
+/// gang its minimum before any gang grows beyond it. tephra runs a session as soon as pods
+/// appear, so the first gang's pods could take the room promised to a gang admitted beside it
+/// (Volcano's "Schedule Multiple Jobs": three gangs of 16 pods with a minimum of 2 on 16 cpus,
+/// the third never started). Holding the promised minimum only against members beyond other
+/// gangs' minimums keeps every gang's start as Volcano decides it.
+pub fn held_for_unborn_gangs(st: &State) -> Option<Resource> {
+    if !st.has_enqueue {
+        return None;
+    }
+    let mut held = Resource::zero();
+    let mut any = false;
+    for (j, job) in st.jobs.iter().enumerate() {
+        let Some(min) = &job.min_resources else {
+            continue;
+        };
+        if job.phase != PodGroupPhase::Inqueue || job.tasks.len() as i64 >= job.min_available as i64
+        {
+            continue;
+        }
+        held.add(&min.minus(&st.job_state[j].allocated));
+        any = true;
+    }
+    (any && !held.is_empty()).then_some(held)
+}
+
+/// Would placing task `t` still leave `held` free in the cluster (idle room of usable nodes,
+/// summed)?
+fn leaves_held_room(st: &State, t: usize, held: &Resource) -> bool {
+    let mut free = Resource::zero();
+    for n in st.nodes.iter().filter(|n| n.ready && !n.unschedulable) {
+        free.add(&n.idle());
+    }
+    held.plus(&st.tasks[t].resreq).less_equal_in(&free, held)
+}
+
+/// Runs the action: a pass within every queue's deserved share, then, for the gangs that
+/// pass held back only for their queue's share, a pass that lends them room no queue within
+/// its share took.
+///
+/// Why the second pass: Volcano caps every queue at its deserved share, computed from what the
+/// queues ask for. When a queue's share is not a whole number of its pods (a gang of three
+/// 2-cpu pods in a queue that deserves 5.75 cpu) or the queue entitled to the rest cannot use
+/// it (its pods do not fit the nodes that have it), that rest stays idle while gangs wait for
+/// it, until pods finish and the shares are computed again. A user sees an idle cluster and a
+/// Pending job. The loan is only of room left after every queue has had its turn within its
+/// share, so the shares still decide who goes first; with `reclaim` configured, a queue below
+/// its share takes a loan back as it takes back anything held beyond a deserved share.
+pub fn run(ssn: &mut Session) {
+    let held = held_for_unborn_gangs(&ssn.state);
+    let mut cursor = 0usize;
+    let (by_queue, worksheets) = collect(ssn, |_| true);
+    pass(ssn, by_queue, worksheets, held.as_ref(), &mut cursor);
+    let (by_queue, worksheets) = collect(ssn, |js| js.held_back_by_share);
+    if worksheets.is_empty() {
+        return;
+    }
+    ssn.state.lending = true;
+    pass(ssn, by_queue, worksheets, held.as_ref(), &mut cursor);
+    ssn.state.lending = false;
+}
+
+/// The admitted jobs with pending tasks that `wanted` picks, by queue, and each job's tasks in
+/// order (popped from the end).
+fn collect(
+    ssn: &mut Session,
+    wanted: impl Fn(&crate::session::JobState) -> bool,
+) -> (BTreeMap<usize, Vec<usize>>, BTreeMap<usize, Vec<usize>>) {
+    let mut by_queue: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut worksheets: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for j in 0..ssn.state.jobs.len() {
+        if !wanted(&ssn.state.job_state[j]) {
+            continue;
+        }
+        if ssn.state.jobs[j].is_pending() {
+            if ssn.state.has_enqueue {
+                continue;
+            }
+            ssn.state.jobs[j].phase = PodGroupPhase::Inqueue;
+        }
+        if let Err(e) = ssn.plugins.job_valid(&ssn.state, j) {
+            ssn.state.job_state[j].job_fit_error = Some(e.message);
+            continue;
+        }
+        let q = ssn.state.job_queue[j];
+        if q == usize::MAX {
+            continue;
+        }
+        let mut tasks: Vec<usize> = ssn.state.jobs[j]
+            .tasks
+            .iter()
+            .copied()
+            .filter(|&t| {
+                let task = &ssn.state.tasks[t];
+                task.status == TaskStatus::Pending && !task.gated && !task.best_effort()
+            })
+            .collect();
+        if tasks.is_empty() {
+            continue;
+        }
+        tasks.sort_by(|a, b| ssn.plugins.task_order(&ssn.state, *a, *b));
+        // Popped from the end: reverse so the first in order comes first.
+        tasks.reverse();
+        worksheets.insert(j, tasks);
+        by_queue.entry(q).or_default().push(j);
+    }
+    (by_queue, worksheets)
+}
+
+/// One pass over the queues (fairest first) and their jobs.
+fn pass(
+    ssn: &mut Session,
+    mut by_queue: BTreeMap<usize, Vec<usize>>,
+    mut worksheets: BTreeMap<usize, Vec<usize>>,
+    held: Option<&Resource>,
+    cursor: &mut usize,
+) {
+    let mut queues: Vec<usize> = by_queue.keys().copied().collect();
+    // Every pass either drops a queue, drops a job or places at least one task: bounded.
+    while let Some(q) = pop_best(&mut queues, |a, b| {
+        ssn.plugins.queue_order(&ssn.state, a, b)
+    }) {
+        if ssn.plugins.overused(&ssn.state, q) {
+            for &j in by_queue.get(&q).into_iter().flatten() {
+                ssn.state.job_state[j].held_back_by_share = true;
+            }
+            continue;
+        }
+        let Some(jobs) = by_queue.get_mut(&q) else {
+            continue;
+        };
+        let Some(j) = pop_best(jobs, |a, b| ssn.plugins.job_order(&ssn.state, a, b)) else {
+            continue;
+        };
+        let mut tasks = worksheets.remove(&j).unwrap_or_default();
+        let mixed = mixed_requests(&ssn.state, &tasks);
+        let original = mixed.then(|| tasks.clone());
+        let mut turn = allocate_job(ssn, j, &mut tasks, cursor, held);
+        if let (Turn::Discarded, Some(original)) = (&turn, original) {
+            // A gang of unlike pods can fail in its own order where another order fits: largest
+            // first (a small pod took the one node a large one needed) and, when it needs fewer
+            // pods than it has, its minimum made of its smallest pods (largest of them first).
+            // Last, that minimum on the first node that fits, whatever the node scores prefer
+            // (first-fit decreasing): the scores spread or pack the pods, and either can leave
+            // no node for the last ones where plain first fit leaves one.
+            let some = ssn.state.jobs[j].min_available.max(0) as usize;
+            for order in [
+                Order::LargestFirst,
+                Order::SmallestSet,
+                Order::SmallestSetFirstFit,
+            ] {
+                if order == Order::SmallestSet && some >= original.len() {
+                    continue;
+                }
+                let mut again = original.clone();
+                by_size(ssn, &mut again, order, some);
+                ssn.state.first_fit = order == Order::SmallestSetFirstFit;
+                turn = allocate_job(ssn, j, &mut again, cursor, held);
+                ssn.state.first_fit = false;
+                tasks = again;
+                if !matches!(turn, Turn::Discarded) {
+                    break;
+                }
+            }
+        }
+        if let Turn::Ready(stmt) = turn {
+            ssn.commit(stmt);
+            if !tasks.is_empty() {
+                worksheets.insert(j, tasks);
+                if let Some(jobs) = by_queue.get_mut(&q) {
+                    jobs.push(j);
+                }
+            }
+        }
+        if !by_queue.get(&q).is_none_or(Vec::is_empty) {
+            queues.push(q);
+        }
+    }
+}
+
+/// Do the tasks ask for different amounts?
+fn mixed_requests(st: &State, tasks: &[usize]) -> bool {
+    tasks
+        .windows(2)
+        .any(|w| st.tasks[w[0]].resreq != st.tasks[w[1]].resreq)
+}
+
+/// Which pods of a gang to try first when its own order failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Order {
+    /// Every pod, largest first.
+    LargestFirst,
+    /// The `minMember` smallest pods, largest of them first, then the others smallest first.
+    SmallestSet,
+    /// [`Order::SmallestSet`], each pod on the first node that fits.
+    SmallestSetFirstFit,
+}
+
+/// Orders a worksheet (popped from the end) by size, within the job's task order by
+/// priority: largest first is first-fit decreasing, which packs where the job's own order may
+/// not; the smallest set makes the gang's minimum of the pods most likely to fit, packed
+/// largest first.
+fn by_size(ssn: &Session, tasks: &mut Vec<usize>, order: Order, min: usize) {
+    let st = &ssn.state;
+    let cmp_size = |a: usize, b: usize| {
+        let (ra, rb) = (&st.tasks[a].resreq, &st.tasks[b].resreq);
+        ra.milli_cpu
+            .total_cmp(&rb.milli_cpu)
+            .then(ra.memory.total_cmp(&rb.memory))
+    };
+    // In the order the pods are to be tried: higher priority first, then by size.
+    let by_priority = |a: usize, b: usize| st.tasks[b].priority.cmp(&st.tasks[a].priority);
+    let mut wanted: Vec<usize> = tasks.clone();
+    match order {
+        Order::LargestFirst => {
+            wanted.sort_by(|&a, &b| {
+                by_priority(a, b)
+                    .then(cmp_size(b, a))
+                    .then_with(|| ssn.plugins.task_order(st, a, b))
+            });
+        }
+        Order::SmallestSet | Order::SmallestSetFirstFit => {
+            wanted.sort_by(|&a, &b| {
+                by_priority(a, b)
+                    .then(cmp_size(a, b))
+                    .then_with(|| ssn.plugins.task_order(st, a, b))
+            });
+            let k = min.min(wanted.len());
+            wanted[..k].sort_by(|&a, &b| {
+                by_priority(a, b)
+                    .then(cmp_size(b, a))
+                    .then_with(|| ssn.plugins.task_order(st, a, b))
+            });
+        }
+    }
+    // Popped from the end.
+    wanted.reverse();
+    *tasks = wanted;
+}
+
+/// Volcano's `NeedContinueAllocating`: after a task found no node, is it still worth trying
+/// the job's other tasks?
+fn need_continue(ssn: &Session, j: usize, failed_roles: &BTreeSet<String>) -> bool {
+    let st = &ssn.state;
+    let job = &st.jobs[j];
+    if job.min_available as usize == job.tasks.len() {
+        return false;
+    }
+    let role_sum: i64 = job.task_min_available.values().map(|v| *v as i64).sum();
+    if (job.min_available as i64) < role_sum {
+        let pending_ok = job
+            .tasks
+            .iter()
+            .filter(|&&t| {
+                st.tasks[t].status == TaskStatus::Pending
+                    && !failed_roles.contains(&st.tasks[t].role)
+            })
+            .count() as i64;
+        return st.ready_task_num(j) as i64 + pending_ok >= job.min_available as i64;
+    }
+    failed_roles.iter().all(|role| {
+        let min = job.task_min_available.get(role).copied().unwrap_or(0);
+        let allocated = job
+            .tasks
+            .iter()
+            .filter(|&&t| st.tasks[t].role == *role && st.tasks[t].status.is_allocated())
+            .count() as i32;
+        min <= 0 || allocated >= min
+    })
+}
+
+/// One job's turn: places tasks from `tasks` (popped from the end) until the gang is ready or
+/// they run out. With `held` room ([`held_for_unborn_gangs`]), a member beyond the gang's
+/// minimum is placed only if that room stays free; otherwise the gang's remaining members wait
+/// for a later session.
+pub fn allocate_job(
+    ssn: &mut Session,
+    j: usize,
+    tasks: &mut Vec<usize>,
+    cursor: &mut usize,
+    held: Option<&Resource>,
+) -> Turn {
+    let mut stmt = Statement::default();
+    let q = ssn.state.job_queue[j];
+    let n_nodes = ssn.state.nodes.len();
+    let want = nodes_to_find(n_nodes);
+    let mut failed_roles: BTreeSet<String> = BTreeSet::new();
+    let mut candidates: Option<Candidates> = None;
+    let mut last_node: Option<usize> = None;
+    while let Some(t) = tasks.pop() {
+        if let Some(from) = ssn.state.jobs[j].grow_from_ms
+            && ssn.state.now_ms < from
+            && ssn.plugins.job_ready(&ssn.state, j)
+        {
+            // Growing beyond the minimum waits a period after the gang started
+            // (`ClusterIndex::set_grow_delay`); a session is due then.
+            if from != i64::MAX {
+                crate::model::wake_by(&mut ssn.state.wake_at_ms, from);
+            }
+            tasks.clear();
+            break;
+        }
+        if let Some(h) = held
+            && (ssn.state.lending || ssn.plugins.job_ready(&ssn.state, j))
+            && !leaves_held_room(&ssn.state, t, h)
+        {
+            // Growing beyond the minimum, or borrowing, would take room promised to an
+            // admitted gang.
+            tasks.clear();
+            break;
+        }
+        if !ssn.plugins.allocatable(&ssn.state, q, t) {
+            // Volcano skips such a task without a word; the user is told which queue is full.
+            let name = ssn.state.tasks[t].name.clone();
+            let queue = ssn.state.queues[q].name.clone();
+            let limit = if ssn.state.lending {
+                "its capability less the other queues' guarantees"
+            } else {
+                "its deserved share"
+            };
+            let js = &mut ssn.state.job_state[j];
+            js.held_back_by_share = true;
+            js.fit_errors.insert(
+                t,
+                FitErrors {
+                    err: Some(format!(
+                        "queue {queue} has no room for task {name} within {limit}"
+                    )),
+                    ..FitErrors::default()
+                },
+            );
+            continue;
+        }
+        let role = ssn.state.tasks[t].role.clone();
+        if failed_roles.contains(&role) {
+            let name = ssn.state.tasks[t].name.clone();
+            ssn.state.job_state[j].fit_errors.insert(
+                t,
+                FitErrors {
+                    err: Some(format!(
+                        "Task {name} with role spec {role} has already predicated failed, skip"
+                    )),
+                    ..FitErrors::default()
+                },
+            );
+            continue;
+        }
+        // The tasks of a gang are mostly alike (same role, request and constraints): after
+        // the first, only the node just used has changed, so the candidates found for the
+        // previous task are kept and that one node is looked at again. This is what makes a
+        // gang of ten cost about one search instead of ten.
+        let reusable = candidates
+            .as_ref()
+            .is_some_and(|c| c.matches(&ssn.state.tasks[t]));
+        if reusable
+            && let (Some(c), Some(n)) = (candidates.as_mut(), last_node)
+            && let Some(pos) = c.nodes.iter().position(|e| e.node == n)
+        {
+            match ssn.predicate(t, n) {
+                Ok(()) => {
+                    c.nodes[pos] = Candidate {
+                        node: n,
+                        score: ssn.plugins.node_score(&ssn.state, t, n),
+                        idle: ssn.state.fits_idle(t, n),
+                    }
+                }
+                Err(_) => {
+                    c.nodes.remove(pos);
+                }
+            }
+        }
+        if !reusable || candidates.as_ref().is_none_or(|c| c.nodes.is_empty()) {
+            // Feasible nodes, searched from where the last search stopped.
+            let mut found: Vec<Candidate> = Vec::new();
+            let mut errors = FitErrors::default();
+            let mut checked = 0;
+            while checked < n_nodes && found.len() < want {
+                let n = (*cursor + checked) % n_nodes;
+                checked += 1;
+                match ssn.predicate(t, n) {
+                    Ok(()) => found.push(Candidate {
+                        node: n,
+                        score: ssn.plugins.node_score(&ssn.state, t, n),
+                        idle: ssn.state.fits_idle(t, n),
+                    }),
+                    Err(Unfit { reason, .. }) => errors.add(&ssn.state.nodes[n].name, &reason),
+                }
+            }
+            if n_nodes > 0 {
+                *cursor = (*cursor + checked) % n_nodes;
+            }
+            if found.is_empty() {
+                candidates = None;
+                ssn.state.job_state[j].fit_errors.insert(t, errors);
+                failed_roles.insert(role);
+                if need_continue(ssn, j, &failed_roles) {
+                    continue;
+                }
+                break;
+            }
+            candidates = Some(Candidates::new(&ssn.state.tasks[t], found));
+        }
+        let Some(c) = candidates.as_ref() else {
+            continue;
+        };
+        // Nodes with idle room first; among them the best score, the first on a tie.
+        let on_idle = c.nodes.iter().any(|e| e.idle);
+        let mut best: Option<&Candidate> = None;
+        for e in c.nodes.iter().filter(|e| e.idle || !on_idle) {
+            let better = match best {
+                None => true,
+                // First fit: the first node in the cluster's order, whatever the scores.
+                Some(b) if ssn.state.first_fit => e.node < b.node,
+                Some(b) => e.score > b.score,
+            };
+            if better {
+                best = Some(e);
+            }
+        }
+        let Some(best) = best.map(|b| b.node) else {
+            continue;
+        };
+        if on_idle {
+            ssn.allocate(&mut stmt, t, best);
+        } else {
+            ssn.pipeline(&mut stmt, t, best);
+        }
+        last_node = Some(best);
+        if ssn.plugins.job_ready(&ssn.state, j) {
+            break;
+        }
+    }
+    if ssn.plugins.job_ready(&ssn.state, j) {
+        return Turn::Ready(stmt);
+    }
+    if !stmt.ops.is_empty() && ssn.plugins.job_pipelined(&ssn.state, j) {
+        return Turn::Pipelined;
+    }
+    ssn.discard(stmt);
+    Turn::Discarded
+}
+
+/// A feasible node with its score and whether the task fits its idle resources now.
+#[derive(Clone, Debug)]
+struct Candidate {
+    node: usize,
+    score: f64,
+    idle: bool,
+}
+
+/// The candidates found for one kind of task (role, request, constraints).
+#[derive(Debug)]
+struct Candidates {
+    role: String,
+    resreq: crate::resource::Resource,
+    constraints: std::sync::Arc<crate::model::Constraints>,
+    nodes: Vec<Candidate>,
+}
+
+impl Candidates {
+    fn new(task: &crate::model::TaskInfo, nodes: Vec<Candidate>) -> Self {
+        Self {
+            role: task.role.clone(),
+            resreq: task.resreq.clone(),
+            constraints: task.constraints.clone(),
+            nodes,
+        }
+    }
+
+    /// Would every predicate and score come out the same for `task`?
+    fn matches(&self, task: &crate::model::TaskInfo) -> bool {
+        self.role == task.role
+            && self.resreq == task.resreq
+            && (std::sync::Arc::ptr_eq(&self.constraints, &task.constraints)
+                || *self.constraints == *task.constraints)
+    }
+}
+
+/// The highest-scored node; ties go to the first in `nodes` (so the same snapshot always
+/// gives the same plan, where Volcano breaks ties at random).
+pub fn best_node(ssn: &Session, t: usize, nodes: &[usize]) -> usize {
+    if nodes.len() == 1 {
+        return nodes[0];
+    }
+    let mut best = nodes[0];
+    let mut best_score = f64::NEG_INFINITY;
+    for &n in nodes {
+        let s = ssn.plugins.node_score(&ssn.state, t, n);
+        if s > best_score {
+            best = n;
+            best_score = s;
+        }
+    }
+    best
+}

@@ -1,0 +1,94 @@
+//! `backfill`: places best-effort tasks (no requests) of admitted, valid gangs on any node the
+//! plugin predicates allow; a gang's placements are committed once it is ready.
+
+use crate::model::TaskStatus;
+use crate::session::{FitErrors, Session, Statement};
+
+use super::allocate::best_node;
+
+/// Runs the action.
+pub fn run(ssn: &mut Session) {
+    let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
+        .filter(|&j| {
+            !ssn.state.jobs[j].is_pending()
+                && ssn.state.job_queue[j] != usize::MAX
+                && ssn.plugins.job_valid(&ssn.state, j).is_ok()
+        })
+        .collect();
+    jobs.sort_by(|a, b| {
+        let (qa, qb) = (ssn.state.job_queue[*a], ssn.state.job_queue[*b]);
+        ssn.plugins
+            .queue_order(&ssn.state, qa, qb)
+            .then_with(|| ssn.plugins.job_order(&ssn.state, *a, *b))
+    });
+    for j in jobs {
+        let mut tasks: Vec<usize> = ssn.state.jobs[j]
+            .tasks
+            .iter()
+            .copied()
+            .filter(|&t| {
+                let task = &ssn.state.tasks[t];
+                task.best_effort()
+                    && !task.gated
+                    && matches!(task.status, TaskStatus::Pending | TaskStatus::Pipelined)
+            })
+            .collect();
+        if tasks.is_empty() {
+            continue;
+        }
+        tasks.sort_by(|a, b| ssn.plugins.task_order(&ssn.state, *a, *b));
+        let mut stmt = Statement::default();
+        for t in tasks {
+            if ssn.state.tasks[t].status == TaskStatus::Pipelined {
+                // Un-pipeline: it is placed for real below.
+                if let Some(n) = ssn.state.tasks[t]
+                    .node
+                    .as_ref()
+                    .and_then(|n| ssn.state.node_index.get(n))
+                    .copied()
+                {
+                    let req = ssn.state.tasks[t].resreq.clone();
+                    ssn.state.nodes[n].pipelined.sub(&req);
+                    ssn.state.nodes[n].task_count = ssn.state.nodes[n].task_count.saturating_sub(1);
+                }
+                ssn.state.tasks[t].node = None;
+                ssn.state.set_status(t, TaskStatus::Pending);
+            }
+            let mut errors = FitErrors::default();
+            let feasible: Vec<usize> = (0..ssn.state.nodes.len())
+                .filter(|&n| match ssn.plugins.predicate(&ssn.state, t, n) {
+                    Ok(()) => true,
+                    Err(u) => {
+                        errors.add(&ssn.state.nodes[n].name, &u.reason);
+                        false
+                    }
+                })
+                .collect();
+            if feasible.is_empty() {
+                ssn.state.job_state[j].fit_errors.insert(t, errors);
+                continue;
+            }
+            let best = best_node(ssn, t, &feasible);
+            ssn.allocate(&mut stmt, t, best);
+        }
+        if ssn.plugins.job_ready(&ssn.state, j) {
+            ssn.commit(stmt);
+            // Tasks the gang had allocated but not committed (kept by a pipelined turn) go
+            // too, now that the gang is whole.
+            let held: Vec<usize> = ssn.state.jobs[j]
+                .tasks
+                .iter()
+                .copied()
+                .filter(|&t| ssn.state.tasks[t].status == TaskStatus::Allocated)
+                .collect();
+            for t in held {
+                if let Some(node) = ssn.state.tasks[t].node.clone() {
+                    ssn.state.set_status(t, TaskStatus::Binding);
+                    ssn.state.placements.push((t, node));
+                }
+            }
+        } else {
+            ssn.discard(stmt);
+        }
+    }
+}

@@ -1,0 +1,1183 @@
+//! The scheduler's own index of the cluster, fed by the shared watch caches' events (never by
+//! API calls) and kept incrementally: each pod's contribution to its node is added and removed
+//! as the pod changes, so taking a [`Snapshot`] costs a copy, not a recount of every pod.
+//!
+//! Placements this service has made but the API does not show yet (kube-scheduler is binding
+//! them) are *assumed*: they count against their node at once and are released when the pod is
+//! deleted, when it shows up bound, or when their time-to-live passes without a bind.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+
+use super::model::{Constraints, JobId, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
+use super::resource::{Resource, pod_request};
+use tephra_api::keys;
+use tephra_api::scheduling::{PodGroupPhase, QueueState};
+use tephra_api::{PodGroup, Queue};
+
+/// A copy of the index for one session.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Usable and unusable nodes (predicates decide).
+    pub nodes: Vec<NodeInfo>,
+    /// Jobs with a PodGroup whose queue exists.
+    pub jobs: Vec<JobInfo>,
+    /// Every task of those jobs, indexed by `JobInfo::tasks`.
+    pub tasks: Vec<TaskInfo>,
+    /// Every queue.
+    pub queues: Vec<QueueInfo>,
+    /// The PriorityClass marked `globalDefault`, its value.
+    pub default_priority: i32,
+    /// PodGroups whose queue does not exist: not scheduled, only told why.
+    pub orphans: Vec<Orphan>,
+}
+
+/// A PodGroup naming a queue that does not exist (deleted while its jobs still named it, or
+/// made while the webhooks were not running).
+#[derive(Clone, Debug)]
+pub struct Orphan {
+    /// The gang.
+    pub id: JobId,
+    /// The queue it names.
+    pub queue: String,
+    /// The PodGroup as last seen.
+    pub podgroup: Arc<PodGroup>,
+}
+
+/// An assumed placement.
+#[derive(Clone, Debug)]
+struct Assumed {
+    node: String,
+    /// When the placement was made.
+    since: Instant,
+    expires: Instant,
+}
+
+/// A PodGroup phase a session decided (see [`ClusterIndex::decided_phases`]).
+#[derive(Clone, Debug)]
+struct Decided {
+    uid: String,
+    /// The phase the watch showed when it was decided.
+    from: Option<PodGroupPhase>,
+    phase: PodGroupPhase,
+    until: Instant,
+}
+
+/// Per-pod bookkeeping: the task and what it added to a node.
+#[derive(Clone, Debug)]
+struct PodEntry {
+    task: TaskInfo,
+    /// Served by this service (its `schedulerName` is ours).
+    ours: bool,
+    /// kube-scheduler marked it unschedulable (`PodScheduled=False`, reason `Unschedulable`):
+    /// it waits in kube-scheduler's unschedulable queue for an event that moves it.
+    parked: bool,
+    /// Carries [`keys::PLAN_GATE`]: kube-scheduler will not ask about it until the gate is
+    /// removed (the task's own `gated` counts only the other gates).
+    plan_gated: bool,
+}
+
+/// What changed since the last session, so the runner can decide whether an on-demand session
+/// is worth running.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// A pending pod of ours appeared or changed.
+    pub pending_pod: bool,
+    /// A gang or queue appeared or changed.
+    pub gang: bool,
+    /// Capacity was freed or added (pod finished or deleted, node added or changed).
+    pub capacity: bool,
+}
+
+impl Changes {
+    /// Anything at all.
+    pub fn any(self) -> bool {
+        self.pending_pod || self.gang || self.capacity
+    }
+}
+
+/// The index. Not thread-safe by itself; the runner keeps it behind a mutex.
+#[derive(Debug)]
+pub struct ClusterIndex {
+    scheduler_names: Vec<String>,
+    nodes: HashMap<String, NodeInfo>,
+    pods: HashMap<String, PodEntry>,
+    podgroups: HashMap<JobId, Arc<PodGroup>>,
+    /// When each PodGroup was first seen, as a sequence number (see [`JobInfo::seen`]).
+    podgroup_seen: HashMap<JobId, u64>,
+    /// The next sequence number.
+    next_seen: u64,
+    job_tasks: HashMap<JobId, BTreeSet<String>>,
+    queues: HashMap<String, Arc<Queue>>,
+    priority_classes: HashMap<String, (i32, bool)>,
+    assumed: HashMap<String, Assumed>,
+    /// Pods a session evicted that the API has not shown deleting yet: uid → until when, and
+    /// the status the pod would have otherwise (see [`ClusterIndex::assume_evicted`]).
+    evicting: HashMap<String, (Instant, TaskStatus)>,
+    /// PodGroup phases sessions decided that the watch does not show yet, by job. See
+    /// [`ClusterIndex::decided_phases`].
+    decided: HashMap<JobId, Decided>,
+    /// See [`ClusterIndex::set_grow_delay`]; zero: members beyond the minimum at once.
+    grow_delay_ms: i64,
+    /// Job → when its members beyond the minimum may be placed (ms since the epoch).
+    grow_from: HashMap<JobId, i64>,
+    changes: Changes,
+}
+
+fn secs(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> i64 {
+    t.map(|t| t.0.as_second()).unwrap_or(0)
+}
+
+/// The sla waiting time a PodGroup's annotations give: Volcano reads
+/// `volcano.sh/sla-waiting-time`, then `sla-waiting-time`, as Go durations; a value that does
+/// not parse or is zero counts as absent (Volcano logs it and goes on without one).
+fn waiting_time(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Option<std::time::Duration> {
+    let a = annotations?;
+    [keys::JOB_WAITING_TIME, keys::JOB_WAITING_TIME_PLAIN]
+        .iter()
+        .filter_map(|k| a.get(*k))
+        .map(|v| {
+            tephra_api::Duration(v.clone())
+                .to_std()
+                .ok()
+                .filter(|d| !d.is_zero())
+        })
+        .find(Option::is_some)
+        .flatten()
+}
+
+fn truthy(v: Option<&String>) -> Option<bool> {
+    v.map(|s| s.eq_ignore_ascii_case("true"))
+}
+
+impl ClusterIndex {
+    /// An empty index for the given scheduler names.
+    pub fn new(scheduler_names: Vec<String>) -> Self {
+        Self {
+            scheduler_names,
+            nodes: HashMap::new(),
+            pods: HashMap::new(),
+            podgroups: HashMap::new(),
+            podgroup_seen: HashMap::new(),
+            next_seen: 0,
+            job_tasks: HashMap::new(),
+            queues: HashMap::new(),
+            priority_classes: HashMap::new(),
+            assumed: HashMap::new(),
+            evicting: HashMap::new(),
+            decided: HashMap::new(),
+            grow_delay_ms: 0,
+            grow_from: HashMap::new(),
+            changes: Changes::default(),
+        }
+    }
+
+    /// What changed since the last call, and resets it.
+    pub fn take_changes(&mut self) -> Changes {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Adds `c` to what changed (changes taken out and found to be still due).
+    pub fn restore_changes(&mut self, c: Changes) {
+        self.changes.pending_pod |= c.pending_pod;
+        self.changes.gang |= c.gang;
+        self.changes.capacity |= c.capacity;
+    }
+
+    /// What changed since the last [`Self::take_changes`], without resetting it.
+    pub fn peek_changes(&self) -> Changes {
+        self.changes
+    }
+
+    /// `true` when an assumed placement or eviction has passed its time.
+    pub fn has_expired_assumed(&self, now: Instant) -> bool {
+        self.assumed.values().any(|a| a.expires <= now)
+            || self.evicting.values().any(|(until, _)| *until <= now)
+    }
+
+    /// A queue's `status.allocated` as last seen.
+    pub fn queue_allocated(&self, name: &str) -> Option<tephra_api::ResourceList> {
+        self.queues
+            .get(name)
+            .and_then(|q| q.status.as_ref())
+            .and_then(|s| s.allocated.clone())
+    }
+
+    /// Number of pods known.
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    /// Number of nodes known.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    // ----- nodes -----
+
+    /// A node was added or changed.
+    pub fn apply_node(&mut self, node: &Node) {
+        let Some(name) = node.metadata.name.clone() else {
+            return;
+        };
+        let status = node.status.as_ref();
+        let allocatable = status
+            .and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()))
+            .map(Resource::from_list)
+            .unwrap_or_default();
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .map(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            .unwrap_or(false);
+        let spec = node.spec.as_ref();
+        let labels = Arc::new(node.metadata.labels.clone().unwrap_or_default());
+        let taints = Arc::new(spec.and_then(|s| s.taints.clone()).unwrap_or_default());
+        let unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        let entry = self.nodes.entry(name.clone()).or_insert_with(|| NodeInfo {
+            name,
+            allocatable: Resource::zero(),
+            used: Resource::zero(),
+            releasing: Resource::zero(),
+            pipelined: Resource::zero(),
+            labels: Arc::default(),
+            taints: Arc::default(),
+            unschedulable: false,
+            ready: false,
+            task_count: 0,
+            used_ports: Vec::new(),
+        });
+        entry.allocatable = allocatable;
+        entry.labels = labels;
+        entry.taints = taints;
+        entry.unschedulable = unschedulable;
+        entry.ready = ready;
+        self.changes.capacity = true;
+    }
+
+    /// A node was deleted. Its pods stay known (they will be deleted or rebound).
+    pub fn delete_node(&mut self, node: &Node) {
+        if let Some(name) = node.metadata.name.as_deref() {
+            self.nodes.remove(name);
+        }
+    }
+
+    /// A relist replaced every node.
+    pub fn reset_nodes(&mut self, nodes: &[Node]) {
+        let keep: BTreeSet<&str> = nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        self.nodes.retain(|k, _| keep.contains(k.as_str()));
+        for n in nodes {
+            self.apply_node(n);
+        }
+        // Usage is recounted from the pods, in case the node was unknown when they came.
+        self.recount_usage();
+    }
+
+    fn recount_usage(&mut self) {
+        for n in self.nodes.values_mut() {
+            n.used = Resource::zero();
+            n.releasing = Resource::zero();
+            n.task_count = 0;
+            n.used_ports.clear();
+        }
+        let tasks: Vec<TaskInfo> = self.pods.values().map(|p| p.task.clone()).collect();
+        for t in &tasks {
+            self.contribute(t, true);
+        }
+    }
+
+    /// Adds (or with `add == false`, removes) a task's share of its node.
+    fn contribute(&mut self, t: &TaskInfo, add: bool) {
+        let Some(node) = t.node.as_deref() else {
+            return;
+        };
+        if !t.status.occupies_node() {
+            return;
+        }
+        let Some(n) = self.nodes.get_mut(node) else {
+            return;
+        };
+        if add {
+            n.used.add(&t.resreq);
+            if t.status == TaskStatus::Releasing {
+                n.releasing.add(&t.resreq);
+            }
+            n.task_count += 1;
+            n.used_ports
+                .extend(t.constraints.host_ports.iter().cloned());
+        } else {
+            n.used.sub(&t.resreq);
+            if t.status == TaskStatus::Releasing {
+                n.releasing.sub(&t.resreq);
+            }
+            n.task_count = n.task_count.saturating_sub(1);
+            for p in &t.constraints.host_ports {
+                if let Some(i) = n.used_ports.iter().position(|q| q == p) {
+                    n.used_ports.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    // ----- pods -----
+
+    fn task_of(&self, pod: &Pod) -> Option<(TaskInfo, bool)> {
+        let meta = &pod.metadata;
+        let uid = meta.uid.clone()?;
+        let namespace = meta.namespace.clone().unwrap_or_default();
+        let name = meta.name.clone().unwrap_or_default();
+        let annotations = meta.annotations.as_ref();
+        let labels = meta.labels.as_ref();
+        let spec = pod.spec.as_ref();
+        let scheduler = spec
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or("default-scheduler");
+        let ours = self.scheduler_names.iter().any(|n| n == scheduler);
+        let group = annotations
+            .and_then(|a| a.get(keys::KUBE_GROUP_NAME_ANNOTATION))
+            .filter(|g| !g.is_empty());
+        let job = match group {
+            Some(g) if ours => Some(format!("{namespace}/{g}")),
+            _ => None,
+        };
+        let role = annotations
+            .and_then(|a| a.get(keys::TASK_SPEC))
+            .or_else(|| labels.and_then(|l| l.get(keys::TASK_SPEC)))
+            .cloned()
+            .unwrap_or_default();
+        let priority = annotations
+            .and_then(|a| a.get(keys::TASK_PRIORITY))
+            .and_then(|p| p.parse().ok())
+            .or_else(|| spec.and_then(|s| s.priority))
+            .unwrap_or(1);
+        let preemptable = truthy(annotations.and_then(|a| a.get(keys::PREEMPTABLE)))
+            .or_else(|| truthy(labels.and_then(|l| l.get(keys::PREEMPTABLE))))
+            .unwrap_or(true);
+        let pc = spec.and_then(|s| s.priority_class_name.as_deref());
+        let critical = matches!(pc, Some("system-cluster-critical" | "system-node-critical"))
+            || namespace == "kube-system";
+        let phase = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .unwrap_or("Pending");
+        let deleting = meta.deletion_timestamp.is_some();
+        let mut node = spec
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty());
+        let mut assumed = false;
+        let status = match phase {
+            "Running" if deleting => TaskStatus::Releasing,
+            "Running" => TaskStatus::Running,
+            "Pending" if deleting => TaskStatus::Releasing,
+            "Pending" if node.is_some() => TaskStatus::Bound,
+            "Pending" => match self.assumed.get(&uid) {
+                Some(a) => {
+                    node = Some(a.node.clone());
+                    assumed = true;
+                    TaskStatus::Binding
+                }
+                None => TaskStatus::Pending,
+            },
+            "Succeeded" => TaskStatus::Succeeded,
+            "Failed" => TaskStatus::Failed,
+            _ => TaskStatus::Unknown,
+        };
+        let mut constraints = spec.map(constraints_of).unwrap_or_default();
+        constraints.labels = labels.cloned().unwrap_or_default();
+        let task = TaskInfo {
+            uid,
+            namespace,
+            name,
+            job,
+            role,
+            priority,
+            resreq: pod_request(pod),
+            node,
+            status,
+            preemptable,
+            gated: spec
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .is_some_and(|g| g.iter().any(|g| g.name != keys::PLAN_GATE)),
+            critical,
+            created: secs(meta.creation_timestamp.as_ref()),
+            constraints: Arc::new(constraints),
+            assumed,
+        };
+        Some((task, ours))
+    }
+
+    /// A pod was added or changed.
+    pub fn apply_pod(&mut self, pod: &Pod) {
+        let Some((mut task, ours)) = self.task_of(pod) else {
+            return;
+        };
+        if pod.metadata.deletion_timestamp.is_some() {
+            // The API shows the eviction now: the pod's own status says Releasing.
+            self.evicting.remove(&task.uid);
+        } else if let Some((_, underlying)) = self.evicting.get_mut(&task.uid)
+            && matches!(task.status, TaskStatus::Running | TaskStatus::Bound)
+        {
+            *underlying = task.status;
+            task.status = TaskStatus::Releasing;
+        }
+        if task.node.is_some() && !task.assumed {
+            self.assumed.remove(&task.uid);
+        }
+        let old = self.pods.remove(&task.uid);
+        if let Some(old) = &old {
+            self.contribute(&old.task, false);
+            if old.task.job != task.job
+                && let Some(j) = &old.task.job
+                && let Some(set) = self.job_tasks.get_mut(j)
+            {
+                set.remove(&old.task.uid);
+            }
+            if old.task.status.occupies_node() && !task.status.occupies_node() {
+                self.changes.capacity = true;
+            }
+            // A gang member bound, started or finished: its PodGroup's phase and counts
+            // (written by the session) are due, even when nothing is left to place. Without
+            // this a gang could stay `Inqueue` with `running: 0` and a stale Unschedulable
+            // condition while all its pods run.
+            if old.task.job.is_some() && old.task.status != task.status {
+                self.changes.gang = true;
+            }
+        }
+        if ours && task.status == TaskStatus::Pending {
+            let changed = old.as_ref().is_none_or(|o| o.task != task);
+            self.changes.pending_pod |= changed;
+        }
+        self.contribute(&task, true);
+        if let Some(j) = &task.job {
+            self.job_tasks
+                .entry(j.clone())
+                .or_default()
+                .insert(task.uid.clone());
+        }
+        let parked = is_parked(pod);
+        let plan_gated = has_plan_gate(pod);
+        self.pods.insert(
+            task.uid.clone(),
+            PodEntry {
+                task,
+                ours,
+                parked,
+                plan_gated,
+            },
+        );
+    }
+
+    /// A pod was deleted.
+    pub fn delete_pod(&mut self, pod: &Pod) {
+        let Some(uid) = pod.metadata.uid.as_deref() else {
+            return;
+        };
+        self.assumed.remove(uid);
+        self.evicting.remove(uid);
+        if let Some(old) = self.pods.remove(uid) {
+            self.contribute(&old.task, false);
+            if let Some(j) = &old.task.job
+                && let Some(set) = self.job_tasks.get_mut(j)
+            {
+                set.remove(uid);
+            }
+            self.changes.capacity = true;
+        }
+    }
+
+    /// A relist replaced every pod.
+    pub fn reset_pods(&mut self, pods: &[Pod]) {
+        self.pods.clear();
+        self.job_tasks.clear();
+        for n in self.nodes.values_mut() {
+            n.used = Resource::zero();
+            n.releasing = Resource::zero();
+            n.task_count = 0;
+            n.used_ports.clear();
+        }
+        let live: BTreeSet<&str> = pods
+            .iter()
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
+        self.assumed.retain(|k, _| live.contains(k.as_str()));
+        self.evicting.retain(|k, _| live.contains(k.as_str()));
+        for p in pods {
+            self.apply_pod(p);
+        }
+        self.changes.capacity = true;
+    }
+
+    // ----- assumed placements -----
+
+    /// Counts `uid` against `node` until it shows up bound, is deleted, or `ttl` passes.
+    /// Returns `false` when the pod is unknown or already placed.
+    pub fn assume(&mut self, uid: &str, node: &str, ttl: Duration, now: Instant) -> bool {
+        let Some(entry) = self.pods.get(uid) else {
+            return false;
+        };
+        if entry.task.node.is_some() && !entry.task.assumed {
+            return false;
+        }
+        let mut task = entry.task.clone();
+        self.contribute(&task, false);
+        self.assumed.insert(
+            uid.to_string(),
+            Assumed {
+                node: node.to_string(),
+                since: now,
+                expires: now + ttl,
+            },
+        );
+        task.node = Some(node.to_string());
+        task.status = TaskStatus::Binding;
+        task.assumed = true;
+        self.contribute(&task, true);
+        if let Some(e) = self.pods.get_mut(uid) {
+            e.task = task;
+        }
+        true
+    }
+
+    /// Drops an assumed placement (a bind failed or was given up); the pod is Pending again.
+    pub fn forget(&mut self, uid: &str) -> bool {
+        if self.assumed.remove(uid).is_none() {
+            return false;
+        }
+        if let Some(e) = self.pods.get(uid).cloned()
+            && e.task.assumed
+        {
+            self.contribute(&e.task, false);
+            let mut task = e.task;
+            task.node = None;
+            task.status = TaskStatus::Pending;
+            task.assumed = false;
+            self.pods.insert(uid.to_string(), PodEntry { task, ..e });
+            self.changes.capacity = true;
+        }
+        true
+    }
+
+    /// Counts a placed pod as releasing from now on (its node's room as freed for the plan):
+    /// a session evicted it, and until the API shows the pod deleting, the next sessions would
+    /// otherwise see it running, choose victims again for the same preemptor, and give the
+    /// room the evictions free to whatever pod comes first (Volcano's cache marks an evicted
+    /// task releasing at once, too). Ends when the pod is seen deleting or deleted, or after
+    /// `ttl` (an eviction the API refused). Returns `false` when the pod is unknown or not
+    /// running on a node.
+    pub fn assume_evicted(&mut self, uid: &str, ttl: Duration, now: Instant) -> bool {
+        let Some(entry) = self.pods.get(uid) else {
+            return false;
+        };
+        let underlying = entry.task.status;
+        if !matches!(underlying, TaskStatus::Running | TaskStatus::Bound) {
+            return false;
+        }
+        let mut task = entry.task.clone();
+        self.contribute(&task, false);
+        task.status = TaskStatus::Releasing;
+        self.contribute(&task, true);
+        if let Some(e) = self.pods.get_mut(uid) {
+            e.task = task;
+        }
+        self.evicting
+            .insert(uid.to_string(), (now + ttl, underlying));
+        true
+    }
+
+    /// Ends the evictions assumed before `now` whose pods the API never showed deleting: they
+    /// count as running again.
+    fn expire_evictions(&mut self, now: Instant) {
+        let expired: Vec<(String, TaskStatus)> = self
+            .evicting
+            .iter()
+            .filter(|(_, (until, _))| *until <= now)
+            .map(|(k, (_, s))| (k.clone(), *s))
+            .collect();
+        for (uid, underlying) in expired {
+            self.evicting.remove(&uid);
+            if let Some(e) = self.pods.get(&uid).cloned()
+                && e.task.status == TaskStatus::Releasing
+            {
+                self.contribute(&e.task, false);
+                let mut task = e.task;
+                task.status = underlying;
+                self.contribute(&task, true);
+                self.pods.insert(uid, PodEntry { task, ..e });
+                self.changes.capacity = true;
+            }
+        }
+    }
+
+    /// Releases every assumed placement whose time has passed, and ends assumed evictions
+    /// whose time has passed; returns how many placements were released.
+    pub fn expire_assumed(&mut self, now: Instant) -> usize {
+        self.expire_evictions(now);
+        let expired: Vec<String> = self
+            .assumed
+            .iter()
+            .filter(|(_, a)| a.expires <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for uid in &expired {
+            self.forget(uid);
+        }
+        expired.len()
+    }
+
+    /// The node a pod is assumed on, if any.
+    pub fn assumed_node(&self, uid: &str) -> Option<&str> {
+        self.assumed.get(uid).map(|a| a.node.as_str())
+    }
+
+    /// When the pod's assumed placement was made, if it has one.
+    pub fn assumed_since(&self, uid: &str) -> Option<Instant> {
+        self.assumed.get(uid).map(|a| a.since)
+    }
+
+    /// Pods placed by a session at or before `placed_by` that kube-scheduler has parked as
+    /// unschedulable (it turned them down itself, before asking the extender, when its own view
+    /// of the nodes was full): `(uid, namespace, name, when placed)`. Nothing moves such a pod
+    /// back to kube-scheduler's queue by itself; see the extender's nudger.
+    pub fn parked_placements(&self, placed_by: Instant) -> Vec<(String, String, String, Instant)> {
+        self.assumed
+            .iter()
+            .filter(|(_, a)| a.since <= placed_by)
+            .filter_map(|(uid, a)| {
+                let e = self.pods.get(uid)?;
+                (e.parked && e.task.assumed).then(|| {
+                    (
+                        uid.clone(),
+                        e.task.namespace.clone(),
+                        e.task.name.clone(),
+                        a.since,
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Pods a session has placed that still carry [`keys::PLAN_GATE`]:
+    /// `(uid, namespace, name)`. Their gate is due to be removed (see the extender's nudger).
+    pub fn placed_plan_gated(&self) -> Vec<(String, String, String)> {
+        self.assumed
+            .keys()
+            .filter_map(|uid| {
+                let e = self.pods.get(uid)?;
+                (e.plan_gated && e.task.assumed)
+                    .then(|| (uid.clone(), e.task.namespace.clone(), e.task.name.clone()))
+            })
+            .collect()
+    }
+
+    /// `true` while the pod carries [`keys::PLAN_GATE`] as the index last saw it.
+    pub fn plan_gated(&self, uid: &str) -> bool {
+        self.pods.get(uid).is_some_and(|e| e.plan_gated)
+    }
+
+    /// The task of a pod, by uid.
+    pub fn task(&self, uid: &str) -> Option<&TaskInfo> {
+        self.pods.get(uid).map(|e| &e.task)
+    }
+
+    /// Is pod `uid` known and served by this service (its `schedulerName` is ours)?
+    pub fn is_ours(&self, uid: &str) -> bool {
+        self.pods.get(uid).is_some_and(|e| e.ours)
+    }
+
+    /// The PodGroup of a job, if known.
+    pub fn podgroup(&self, job: &str) -> Option<&Arc<PodGroup>> {
+        self.podgroups.get(job)
+    }
+
+    /// A node, by name.
+    pub fn node(&self, name: &str) -> Option<&NodeInfo> {
+        self.nodes.get(name)
+    }
+
+    /// The tasks of a job.
+    pub fn job_tasks(&self, job: &str) -> impl Iterator<Item = &TaskInfo> {
+        self.job_tasks
+            .get(job)
+            .into_iter()
+            .flatten()
+            .filter_map(|uid| self.pods.get(uid).map(|e| &e.task))
+    }
+
+    // ----- podgroups, queues, priority classes -----
+
+    /// A PodGroup was added or changed.
+    pub fn apply_podgroup(&mut self, pg: &PodGroup) {
+        let ns = pg.metadata.namespace.clone().unwrap_or_default();
+        let Some(name) = pg.metadata.name.clone() else {
+            return;
+        };
+        let id = format!("{ns}/{name}");
+        if let Some(d) = self.decided.get(&id)
+            && (pg.metadata.uid.as_ref() != Some(&d.uid)
+                || pg.status.as_ref().and_then(|s| s.phase.as_ref()) != d.from.as_ref())
+        {
+            // The watch caught up with the decision, or someone changed the phase since, or
+            // this is another PodGroup: the watch's phase counts. (Only the phase it showed
+            // when the session decided, an event older than the write, keeps the decision.)
+            self.decided.remove(&id);
+        }
+        let changed = self.podgroups.get(&id).is_none_or(|old| {
+            old.spec != pg.spec || old.metadata.annotations != pg.metadata.annotations
+        });
+        self.changes.gang |= changed;
+        if !self.podgroup_seen.contains_key(&id) {
+            self.podgroup_seen.insert(id.clone(), self.next_seen);
+            self.next_seen += 1;
+        }
+        self.podgroups.insert(id, Arc::new(pg.clone()));
+    }
+
+    /// Phases a session decided (`(namespace, name, uid, phase)` of each PodGroup whose status
+    /// it writes), taken as the PodGroups' phases by later sessions until the watch shows them
+    /// or `until`.
+    ///
+    /// Why: the writes land a moment after the session, and a session that read the older
+    /// phase meanwhile decided against the earlier one: a gang just admitted (Inqueue) read as
+    /// Pending was judged for admission again, refused once other gangs had grown into the room
+    /// it was admitted with, and written back to Pending; the room held for it was gone (Volcano's
+    /// "Schedule Multiple Jobs"). Volcano's scheduler cache takes its own status writes at once;
+    /// this is the same for the phase, the one field a session's decisions read.
+    pub fn decided_phases<'a>(
+        &mut self,
+        decided: impl IntoIterator<Item = (&'a str, &'a str, &'a str, &'a PodGroupPhase)>,
+        until: Instant,
+    ) {
+        for (ns, name, uid, phase) in decided {
+            let id = format!("{ns}/{name}");
+            let Some(pg) = self
+                .podgroups
+                .get(&id)
+                .filter(|pg| pg.metadata.uid.as_deref() == Some(uid))
+            else {
+                continue;
+            };
+            let from = pg.status.as_ref().and_then(|s| s.phase.clone());
+            if from.as_ref() == Some(phase) {
+                self.decided.remove(&id);
+            } else {
+                self.decided.insert(
+                    id,
+                    Decided {
+                        uid: uid.to_string(),
+                        from,
+                        phase: phase.clone(),
+                        until,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Members beyond a gang's minimum are placed only `delay` after a session first found
+    /// the gang ready (placed its minimum), `--schedule-period` in `tephra serve`.
+    ///
+    /// Why: Volcano runs a session once a period, so the gangs submitted within one period
+    /// are all admitted and given their minimum before any of them grows beyond it, and
+    /// gangs submitted together all start (Volcano's "Schedule Multiple Jobs": three jobs of
+    /// as many pods as the cluster has cpus, each needing 2). tephra places a gang as soon as
+    /// its pods exist, so the first gang's extra members would fill the cluster before the
+    /// next gang's PodGroup even existed. A gang still starts at once; only its growth waits,
+    /// one period at most, as it would in Volcano.
+    pub fn set_grow_delay(&mut self, delay: Duration) {
+        self.grow_delay_ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+    }
+
+    /// A session found `job` ready at `now_ms`: the first time, its growth is allowed from one
+    /// grow delay later, which is returned (a session is due then).
+    pub fn gang_ready(&mut self, job: &str, now_ms: i64) -> Option<i64> {
+        if self.grow_delay_ms == 0 || self.grow_from.contains_key(job) {
+            return None;
+        }
+        let from = now_ms.saturating_add(self.grow_delay_ms);
+        self.grow_from.insert(job.to_string(), from);
+        Some(from)
+    }
+
+    /// Forgets decided phases older than `now` (a write that failed, or a PodGroup someone else
+    /// changed since: the watch's phase counts again).
+    pub fn expire_decided(&mut self, now: Instant) {
+        self.decided.retain(|_, d| d.until > now);
+    }
+
+    /// A PodGroup was deleted.
+    pub fn delete_podgroup(&mut self, pg: &PodGroup) {
+        let ns = pg.metadata.namespace.as_deref().unwrap_or_default();
+        if let Some(name) = pg.metadata.name.as_deref() {
+            let id = format!("{ns}/{name}");
+            self.decided.remove(&id);
+            self.grow_from.remove(&id);
+            self.podgroups.remove(&id);
+            self.podgroup_seen.remove(&id);
+            self.changes.capacity = true;
+        }
+    }
+
+    /// A relist replaced every PodGroup.
+    pub fn reset_podgroups(&mut self, pgs: &[PodGroup]) {
+        self.podgroups.clear();
+        for pg in pgs {
+            self.apply_podgroup(pg);
+        }
+        let podgroups = &self.podgroups;
+        self.podgroup_seen
+            .retain(|id, _| podgroups.contains_key(id));
+    }
+
+    /// A Queue was added or changed.
+    pub fn apply_queue(&mut self, q: &Queue) {
+        if let Some(name) = q.metadata.name.clone() {
+            self.changes.gang = true;
+            self.queues.insert(name, Arc::new(q.clone()));
+        }
+    }
+
+    /// A Queue was deleted.
+    pub fn delete_queue(&mut self, q: &Queue) {
+        if let Some(name) = q.metadata.name.as_deref() {
+            // Its gangs are not scheduled any more, and are told why: a session must run.
+            self.changes.gang = true;
+            self.queues.remove(name);
+        }
+    }
+
+    /// A relist replaced every Queue.
+    pub fn reset_queues(&mut self, qs: &[Queue]) {
+        self.queues.clear();
+        for q in qs {
+            self.apply_queue(q);
+        }
+    }
+
+    /// A PriorityClass was added or changed.
+    pub fn apply_priority_class(&mut self, pc: &PriorityClass) {
+        if let Some(name) = pc.metadata.name.clone() {
+            self.priority_classes.insert(
+                name,
+                (pc.value.unwrap_or(0), pc.global_default.unwrap_or(false)),
+            );
+        }
+    }
+
+    /// A PriorityClass was deleted.
+    pub fn delete_priority_class(&mut self, pc: &PriorityClass) {
+        if let Some(name) = pc.metadata.name.as_deref() {
+            self.priority_classes.remove(name);
+        }
+    }
+
+    /// A relist replaced every PriorityClass.
+    pub fn reset_priority_classes(&mut self, pcs: &[PriorityClass]) {
+        self.priority_classes.clear();
+        for pc in pcs {
+            self.apply_priority_class(pc);
+        }
+    }
+
+    // ----- snapshot -----
+
+    fn queue_info(q: &Queue) -> QueueInfo {
+        let name = q.metadata.name.clone().unwrap_or_default();
+        let spec = &q.spec;
+        let nonzero = |r: Resource| if r.is_empty() { None } else { Some(r) };
+        QueueInfo {
+            parent: spec
+                .parent
+                .clone()
+                .filter(|p| !p.is_empty())
+                .or_else(|| (name != keys::ROOT_QUEUE).then(|| keys::ROOT_QUEUE.to_string())),
+            weight: spec.weight.filter(|w| *w > 0).unwrap_or(1),
+            priority: spec.priority.unwrap_or(0),
+            capability: spec
+                .capability
+                .as_ref()
+                .map(Resource::from_list)
+                .and_then(nonzero),
+            guarantee: spec
+                .guarantee
+                .as_ref()
+                .and_then(|g| g.resource.as_ref())
+                .map(Resource::from_list)
+                .and_then(nonzero),
+            deserved: spec
+                .deserved
+                .as_ref()
+                .map(Resource::from_list)
+                .and_then(nonzero),
+            state: q
+                .status
+                .as_ref()
+                .and_then(|s| s.state.clone())
+                .unwrap_or(QueueState::Open),
+            reclaimable: spec.reclaimable.unwrap_or(true),
+            created: secs(q.metadata.creation_timestamp.as_ref()),
+            status_allocated: q
+                .status
+                .as_ref()
+                .and_then(|s| s.allocated.as_ref())
+                .map(Resource::from_list),
+            name,
+        }
+    }
+
+    /// Copies what a session needs.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut nodes: Vec<NodeInfo> = self.nodes.values().cloned().collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut queues: Vec<QueueInfo> =
+            self.queues.values().map(|q| Self::queue_info(q)).collect();
+        queues.sort_by(|a, b| a.name.cmp(&b.name));
+        let default_priority = self
+            .priority_classes
+            .values()
+            .find(|(_, global)| *global)
+            .map(|(v, _)| *v)
+            .unwrap_or(0);
+        let mut ids: Vec<&JobId> = self.podgroups.keys().collect();
+        ids.sort();
+        let mut jobs = Vec::with_capacity(ids.len());
+        let mut orphans = Vec::new();
+        let mut tasks = Vec::new();
+        for id in ids {
+            let pg = &self.podgroups[id];
+            let spec = &pg.spec;
+            let queue = spec
+                .queue
+                .clone()
+                .filter(|q| !q.is_empty())
+                .unwrap_or_else(|| keys::DEFAULT_QUEUE.to_string());
+            if !self.queues.contains_key(&queue) {
+                orphans.push(Orphan {
+                    id: id.clone(),
+                    queue,
+                    podgroup: pg.clone(),
+                });
+                continue;
+            }
+            let priority = spec
+                .priority_class_name
+                .as_deref()
+                .and_then(|n| self.priority_classes.get(n))
+                .map(|(v, _)| *v)
+                .unwrap_or(default_priority);
+            let mut job_task_idx = Vec::new();
+            if let Some(uids) = self.job_tasks.get(id) {
+                for uid in uids {
+                    if let Some(e) = self.pods.get(uid) {
+                        job_task_idx.push(tasks.len());
+                        tasks.push(e.task.clone());
+                    }
+                }
+            }
+            let annotations = pg.metadata.annotations.as_ref();
+            let labels = pg.metadata.labels.as_ref();
+            jobs.push(JobInfo {
+                id: id.clone(),
+                namespace: pg.metadata.namespace.clone().unwrap_or_default(),
+                name: pg.metadata.name.clone().unwrap_or_default(),
+                uid: pg.metadata.uid.clone().unwrap_or_default(),
+                queue,
+                min_available: spec.min_member.unwrap_or(0).max(0),
+                task_min_available: spec.min_task_member.clone().unwrap_or_default(),
+                priority,
+                min_resources: spec.min_resources.as_ref().map(Resource::from_list),
+                phase: match self.decided.get(id) {
+                    Some(d) if pg.metadata.uid.as_ref() == Some(&d.uid) => d.phase.clone(),
+                    _ => pg
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.phase.clone())
+                        .unwrap_or(PodGroupPhase::Pending),
+                },
+                created: secs(pg.metadata.creation_timestamp.as_ref()),
+                preemptable: truthy(annotations.and_then(|a| a.get(keys::PREEMPTABLE)))
+                    .or_else(|| truthy(labels.and_then(|l| l.get(keys::PREEMPTABLE))))
+                    .unwrap_or(false),
+                waiting_time: waiting_time(annotations),
+                seen: self.podgroup_seen.get(id).copied().unwrap_or(u64::MAX),
+                grow_from_ms: (self.grow_delay_ms > 0)
+                    .then(|| self.grow_from.get(id).copied().unwrap_or(i64::MAX)),
+                podgroup: pg.clone(),
+                tasks: job_task_idx,
+            });
+        }
+        Snapshot {
+            nodes,
+            jobs,
+            tasks,
+            queues,
+            default_priority,
+            orphans,
+        }
+    }
+}
+
+/// Has kube-scheduler marked the pod unschedulable (`PodScheduled=False`, `Unschedulable`)?
+fn has_plan_gate(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == keys::PLAN_GATE))
+}
+
+fn is_parked(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
+        })
+}
+
+fn constraints_of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Constraints {
+    let node_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref());
+    let required_terms = node_affinity
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.clone())
+        .unwrap_or_default();
+    let preferred_terms = node_affinity
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|ps| {
+            ps.iter()
+                .map(|p| (p.weight, p.preference.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let host_ports = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let port = p.host_port.filter(|h| *h > 0)?;
+            Some((
+                p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                p.host_ip.clone().unwrap_or_else(|| "0.0.0.0".into()),
+                port,
+            ))
+        })
+        .collect();
+    let anti_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|p| {
+            p.required_during_scheduling_ignored_during_execution
+                .clone()
+        })
+        .unwrap_or_default();
+    Constraints {
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        required_terms,
+        preferred_terms,
+        tolerations: spec.tolerations.clone().unwrap_or_default(),
+        host_ports,
+        node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
+        labels: BTreeMap::new(),
+        anti_affinity,
+        needs_kube_scheduler: needs_kube_scheduler(spec),
+    }
+}
+
+/// Whether the pod relies on kube-scheduler for more than the session checks: see
+/// [`Constraints::needs_kube_scheduler`].
+fn needs_kube_scheduler(spec: &k8s_openapi::api::core::v1::PodSpec) -> bool {
+    let volumes = spec
+        .volumes
+        .iter()
+        .flatten()
+        .any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some());
+    let claims = spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty());
+    let pod_affinity = spec
+        .affinity
+        .as_ref()
+        .is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some());
+    let spread = spec
+        .topology_spread_constraints
+        .as_ref()
+        .is_some_and(|t| !t.is_empty());
+    volumes || claims || pod_affinity || spread
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{pod, podgroup, running};
+
+    #[test]
+    fn pods_relying_on_kube_scheduler_before_binding_are_marked() {
+        let spec = |extra: serde_json::Value| -> k8s_openapi::api::core::v1::PodSpec {
+            let mut v = serde_json::json!({"containers": [{"name": "c"}]});
+            if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                o.extend(e.clone());
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        // Plain, a config map volume, node affinity: the session judges everything.
+        assert!(!constraints_of(&spec(serde_json::json!({}))).needs_kube_scheduler);
+        assert!(
+            !constraints_of(&spec(serde_json::json!({
+                "volumes": [{"name": "v", "configMap": {"name": "cm"}}],
+                "affinity": {"nodeAffinity": {}}
+            })))
+            .needs_kube_scheduler
+        );
+        for extra in [
+            serde_json::json!({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]}),
+            serde_json::json!({"volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}),
+            serde_json::json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": "g"}]}),
+            serde_json::json!({"affinity": {"podAntiAffinity": {}}}),
+            serde_json::json!({"affinity": {"podAffinity": {}}}),
+            serde_json::json!({"topologySpreadConstraints": [{"maxSkew": 1,
+                "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}),
+        ] {
+            assert!(
+                constraints_of(&spec(extra.clone())).needs_kube_scheduler,
+                "{extra}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_gang_member_that_starts_running_is_a_change() {
+        let mut idx = ClusterIndex::new(vec!["volcano".into()]);
+        idx.apply_podgroup(&podgroup("ns", "g", "default", 1, None));
+        let p = pod("ns", "g-0", "g", 100, 64);
+        idx.apply_pod(&p);
+        idx.take_changes();
+        // The same pod again: nothing new.
+        idx.apply_pod(&p);
+        assert!(!idx.take_changes().any());
+        idx.apply_pod(&running(p, "node-0"));
+        assert!(
+            idx.take_changes().gang,
+            "a member's new phase is due in its PodGroup status"
+        );
+    }
+}

@@ -1,0 +1,45 @@
+//! The gang scheduling session: from what the cluster holds, decide which gangs may start
+//! (`enqueue`) and where every pod of a starting gang goes (`allocate`, `backfill`), all of a
+//! gang or none of it, with queues sharing the cluster by weight. Volcano's session semantics
+//! (`pkg/scheduler/`), as functions of plain data.
+//!
+//! ```text
+//!  objects ──▶ index (ClusterIndex: nodes + usage, pods, PodGroups, Queues, assumed)
+//!                     │ snapshot()  (a copy; the index keeps changing meanwhile)
+//!                     ▼
+//!  config ──▶ session::Session ── actions (enqueue → allocate → backfill [→ preempt, reclaim])
+//!                     │           plugins (priority, gang, conformance, overcommit, drf,
+//!                     │                    proportion, predicates, nodeorder, binpack)
+//!                     ▼
+//!              outcome::Outcome: plan (pod → node), PodGroup / Queue status, Events
+//! ```
+//!
+//! [`sim`] runs the same session over simulated time (a job controller, kube-scheduler and a
+//! kubelet played in memory) and checks the scheduling guarantees as named properties.
+//!
+//! This crate owns every scheduling decision. It may depend on `tephra-api`, k8s-openapi's
+//! types and serde, never on a Kubernetes client, an HTTP stack or an async runtime: the service binary feeds the index from its watch caches
+//! and carries the outcome out (the `pure_crates` test of the workspace root checks this).
+#![forbid(unsafe_code)]
+
+pub mod actions;
+pub mod config;
+pub mod framework;
+pub mod index;
+pub mod model;
+pub mod outcome;
+pub mod pending;
+pub mod plugins;
+pub mod resource;
+pub mod session;
+pub mod sim;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_reclaim;
+
+pub use config::{ConfigError, SchedulerConf};
+pub use index::{ClusterIndex, Snapshot};
+pub use outcome::{Outcome, Plan, run_session};

@@ -1,0 +1,691 @@
+//! What a session decides, as plain data for the writers and the extender: the plan (pod →
+//! node, and each gang's verdict), PodGroup and Queue status changes (only those that really
+//! change), Events and evictions.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::actions;
+use super::config::SchedulerConf;
+use super::index::{Orphan, Snapshot};
+use super::model::{JobId, TaskStatus, wake_by};
+use super::resource::{PODS, Resource};
+use super::session::{QueueReport, Session, State};
+use tephra_api::scheduling::{
+    PodGroupCondition, PodGroupConditionType, PodGroupPhase, PodGroupStatus,
+};
+use tephra_api::{ResourceList, keys};
+
+/// Where one pod goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Node name.
+    pub node: String,
+    /// The gang.
+    pub job: JobId,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+}
+
+/// A gang's verdict in this session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// `minMember` tasks are placed or running.
+    Ready,
+    /// Not admitted or cannot fit whole; the condition message (`N/M tasks in gang
+    /// unschedulable: ...`).
+    Waiting(String),
+}
+
+/// The plan the extender answers from.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// Session id.
+    pub session_id: String,
+    /// Pod uid → placement, for every task placed this session.
+    pub placements: HashMap<String, Placement>,
+    /// Gang → verdict.
+    pub gangs: HashMap<JobId, Verdict>,
+    /// `minMember` of each gang.
+    pub min_member: HashMap<JobId, i32>,
+}
+
+/// A PodGroup whose status changed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodGroupUpdate {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The PodGroup's uid (a PodGroup made again under the same name is another object).
+    pub uid: String,
+    /// The whole new status.
+    pub status: PodGroupStatus,
+}
+
+/// A Queue whose `status.allocated` changed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueUpdate {
+    /// Queue name.
+    pub name: String,
+    /// The new `status.allocated`.
+    pub allocated: ResourceList,
+}
+
+/// An Event to record on a PodGroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GangEvent {
+    /// PodGroup namespace.
+    pub namespace: String,
+    /// PodGroup name.
+    pub name: String,
+    /// PodGroup uid.
+    pub uid: String,
+    /// `Normal` or `Warning`.
+    pub type_: &'static str,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+/// A pod to evict (preempt, reclaim).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Uid.
+    pub uid: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Figures for the metrics.
+#[derive(Clone, Debug, Default)]
+pub struct SessionFigures {
+    /// Milliseconds per action.
+    pub action_ms: Vec<(String, f64)>,
+    /// Queue figures by queue name.
+    pub queues: BTreeMap<String, QueueReport>,
+    /// Unschedulable task count per job (jobs not ready).
+    pub unschedulable_tasks: BTreeMap<JobId, u32>,
+    /// Gangs by phase after the session.
+    pub phases: BTreeMap<String, u32>,
+    /// Jobs seen.
+    pub jobs: usize,
+    /// Nodes seen.
+    pub nodes: usize,
+}
+
+/// Everything a session decided.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    /// The plan.
+    pub plan: Plan,
+    /// PodGroups whose status changes.
+    pub podgroups: Vec<PodGroupUpdate>,
+    /// Queues whose allocation changes.
+    pub queues: Vec<QueueUpdate>,
+    /// Events.
+    pub events: Vec<GangEvent>,
+    /// Evictions.
+    pub evictions: Vec<Eviction>,
+    /// Figures.
+    pub figures: SessionFigures,
+    /// When the same snapshot would be decided otherwise (milliseconds since the epoch): a
+    /// time-dependent plugin's next deadline (an sla waiting time running out).
+    pub wake_at_ms: Option<i64>,
+}
+
+/// Runs a whole session: open, every configured action in order, close. `now` stamps
+/// condition transition times; `id` is the session's transition id.
+pub fn run_session(mut snapshot: Snapshot, conf: &SchedulerConf, id: &str, now: Time) -> Outcome {
+    let orphans = std::mem::take(&mut snapshot.orphans);
+    let mut ssn = Session::open(snapshot, conf, id.to_string(), now.0.as_millisecond());
+    let mut action_ms = Vec::new();
+    for action in conf.action_names() {
+        let start = Instant::now();
+        actions::run(&mut ssn, &action);
+        action_ms.push((action, start.elapsed().as_secs_f64() * 1000.0));
+    }
+    ssn.plugins.close(&mut ssn.state);
+    let mut out = close(&ssn.state, now.clone());
+    for orphan in &orphans {
+        tell_orphan(orphan, id, &now, &mut out);
+    }
+    out.figures.action_ms = action_ms;
+    if let Some(at) = ssn.state.wake_at_ms {
+        wake_by(&mut out.wake_at_ms, at);
+    }
+    out
+}
+
+/// A waiting gang's condition is reworded (the same type, status and reason, another message)
+/// at most this often. Its message names figures and which of several rules refused it, and as
+/// pods start and end elsewhere those take turns from one session to the next: rewriting at
+/// every turn wrote each waiting PodGroup dozens of times a minute and loaded the API server
+/// that the pods' own writes need.
+pub const REWORD_AFTER_MS: i64 = 10_000;
+
+/// When `new` differs from `old` only in the messages of conditions whose type, status and
+/// reason are unchanged, all reworded less than [`REWORD_AFTER_MS`] ago: the time the oldest
+/// of them may be reworded (milliseconds since the epoch). `None` when the change is anything
+/// else, or may be written now.
+fn reword_later(old: &PodGroupStatus, new: &PodGroupStatus, now_ms: i64) -> Option<i64> {
+    let olds = old.conditions.as_deref().unwrap_or_default();
+    let mut kept = new.clone();
+    let mut due: Option<i64> = None;
+    for c in kept.conditions.iter_mut().flatten() {
+        let Some(o) = olds.iter().find(|o| o.type_ == c.type_) else {
+            continue;
+        };
+        if o.status != c.status || o.reason != c.reason || o.message == c.message {
+            continue;
+        }
+        let at = o.last_transition_time.as_ref()?.0.as_millisecond() + REWORD_AFTER_MS;
+        if at <= now_ms {
+            return None;
+        }
+        due = Some(due.map_or(at, |d| d.min(at)));
+        c.message = o.message.clone();
+        c.last_transition_time = o.last_transition_time.clone();
+    }
+    due.filter(|_| same_status(old, &kept))
+}
+
+/// Volcano's `getPodGroupPhase`.
+fn phase_of(st: &State, j: usize, unschedulable: bool) -> PodGroupPhase {
+    let job = &st.jobs[j];
+    let tasks = || job.tasks.iter().map(|&t| &st.tasks[t]);
+    if unschedulable && tasks().any(|t| t.status == TaskStatus::Running) {
+        return PodGroupPhase::Unknown;
+    }
+    let mut scheduled = tasks().filter(|t| t.status.is_scheduled()).count();
+    let completed = tasks().filter(|t| t.status.is_completed()).count();
+    scheduled += tasks()
+        .filter(|t| t.status == TaskStatus::Releasing && t.node.is_some() && !t.assumed)
+        .count();
+    if scheduled as i64 >= job.min_available as i64 && (scheduled > 0 || job.min_available > 0) {
+        if scheduled == completed {
+            return PodGroupPhase::Completed;
+        }
+        return PodGroupPhase::Running;
+    }
+    if job.phase != PodGroupPhase::Inqueue {
+        return PodGroupPhase::Pending;
+    }
+    PodGroupPhase::Inqueue
+}
+
+/// Has the gang fewer pods than its `minMember`, with nothing else against it? Then it waits
+/// for its pods to be made (a vcJob's are made once it is admitted), not for room.
+fn awaits_its_pods(st: &State, j: usize) -> bool {
+    let job = &st.jobs[j];
+    let js = &st.job_state[j];
+    (job.tasks.len() as i64) < job.min_available as i64
+        && !js.enqueue_refused
+        && js
+            .job_fit_error
+            .as_deref()
+            .is_none_or(|e| e.starts_with("Not enough valid tasks"))
+}
+
+/// Why a gang short of pods will stay so, when its pods come from an OrderedReady
+/// StatefulSet: the second pod is made only once the first is Ready, and no pod of the gang
+/// runs before all exist. Empty otherwise; appended to the gang's waiting message.
+fn ordered_cause(st: &State, j: usize) -> &'static str {
+    let job = &st.jobs[j];
+    let ordered = job
+        .podgroup
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::ORDERED_PODS))
+        .is_some_and(|v| v == "true");
+    if ordered && job.min_available > 1 && (job.tasks.len() as i64) < i64::from(job.min_available) {
+        "; its StatefulSet has podManagementPolicy OrderedReady and makes each pod only once the one before is Ready, so the gang can never start: set podManagementPolicy: Parallel"
+    } else {
+        ""
+    }
+}
+
+/// The verdict of a waiting gang that has no condition from the gang plugin: one without pods
+/// yet (refused admission, or admitted and waiting for them).
+fn waiting_message(st: &State, j: usize) -> String {
+    let job = &st.jobs[j];
+    if awaits_its_pods(st, j) {
+        return format!(
+            "waiting for its pods: {} of minMember {} exist{}",
+            job.tasks.len(),
+            job.min_available,
+            ordered_cause(st, j)
+        );
+    }
+    format!(
+        "{}/{} tasks in gang unschedulable: {}",
+        st.unplaced(j),
+        job.tasks.len(),
+        st.fit_error(j)
+    )
+}
+
+/// The gang is scheduled: an `Unschedulable` condition still `True` from an earlier wait is
+/// set `False`, so `kubectl describe pg` does not go on showing a stale reason.
+fn settle_unschedulable(status: &mut PodGroupStatus, now: &Time) {
+    for c in status.conditions.iter_mut().flatten() {
+        if c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable")
+            && c.status.as_deref() == Some("True")
+        {
+            c.status = Some("False".into());
+            c.reason = Some("Scheduled".into());
+            c.message = Some("pod group is ready".into());
+            c.last_transition_time = Some(now.clone());
+        }
+    }
+}
+
+/// A gang whose queue does not exist is not scheduled; its PodGroup's Unschedulable
+/// condition says so (instead of whatever it said while the queue existed), and the extender's
+/// plan answers the same for its pods.
+fn tell_orphan(orphan: &Orphan, session: &str, now: &Time, out: &mut Outcome) {
+    let message = format!(
+        "queue {} does not exist: create it, or give the job a queue that does",
+        orphan.queue
+    );
+    let pg = &orphan.podgroup;
+    let old = pg.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let current = conditions
+        .iter_mut()
+        .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable"));
+    let said = current.as_ref().is_some_and(|c| {
+        c.status.as_deref() == Some("True")
+            && c.reason.as_deref() == Some(NOT_ENQUEUED_REASON)
+            && c.message.as_deref() == Some(message.as_str())
+    });
+    if !said {
+        let cond = PodGroupCondition {
+            type_: Some(PodGroupConditionType::from("Unschedulable")),
+            status: Some("True".into()),
+            transition_id: Some(session.to_string()),
+            last_transition_time: Some(now.clone()),
+            reason: Some(NOT_ENQUEUED_REASON.into()),
+            message: Some(message.clone()),
+        };
+        match current {
+            Some(c) => *c = cond,
+            None => conditions.push(cond),
+        }
+        out.podgroups.push(PodGroupUpdate {
+            namespace: pg.metadata.namespace.clone().unwrap_or_default(),
+            name: pg.metadata.name.clone().unwrap_or_default(),
+            uid: pg.metadata.uid.clone().unwrap_or_default(),
+            status,
+        });
+    }
+    out.plan
+        .min_member
+        .insert(orphan.id.clone(), pg.spec.min_member.unwrap_or(1));
+    out.plan
+        .gangs
+        .insert(orphan.id.clone(), Verdict::Waiting(message));
+}
+
+/// Reason of the Unschedulable condition of a gang the enqueue step holds back.
+pub const NOT_ENQUEUED_REASON: &str = "NotEnqueued";
+
+/// The condition of a Pending gang without pods that the enqueue action refused, with the
+/// refusal's reason.
+fn not_enqueued_condition(
+    pending_without_pods: bool,
+    js: &super::session::JobState,
+) -> Option<(String, String, String)> {
+    let why = js
+        .job_fit_error
+        .as_ref()
+        .filter(|_| pending_without_pods && js.enqueue_refused)?;
+    Some((
+        "Unschedulable".into(),
+        NOT_ENQUEUED_REASON.into(),
+        format!("gang not admitted to its queue yet, no pod is created until it is: {why}"),
+    ))
+}
+
+/// Marks a [`NOT_ENQUEUED_REASON`] condition `False` once the gang is no longer held back,
+/// so it does not go on explaining a wait that is over.
+fn clear_not_enqueued(status: &mut PodGroupStatus, over: bool) {
+    if !over {
+        return;
+    }
+    for c in status.conditions.iter_mut().flatten() {
+        if c.reason.as_deref() == Some(NOT_ENQUEUED_REASON) && c.status.as_deref() == Some("True") {
+            c.status = Some("False".into());
+        }
+    }
+}
+
+/// Compares statuses the way Volcano's job updater does: condition times and transition ids do
+/// not count as a change.
+pub(crate) fn same_status(a: &PodGroupStatus, b: &PodGroupStatus) -> bool {
+    let strip = |s: &PodGroupStatus| {
+        let mut s = s.clone();
+        for c in s.conditions.iter_mut().flatten() {
+            c.last_transition_time = None;
+            c.transition_id = None;
+        }
+        s.running = s.running.filter(|v| *v != 0);
+        s.failed = s.failed.filter(|v| *v != 0);
+        s.succeeded = s.succeeded.filter(|v| *v != 0);
+        s
+    };
+    strip(a) == strip(b)
+}
+
+/// A resource vector as a resource list with plain quantities (`cpu` in millicores).
+pub fn to_list(r: &Resource) -> ResourceList {
+    let mut m = ResourceList::new();
+    if r.milli_cpu > 0.0 {
+        m.insert(
+            "cpu".into(),
+            Quantity(format!("{}m", r.milli_cpu.round() as i64)),
+        );
+    }
+    if r.memory > 0.0 {
+        m.insert(
+            "memory".into(),
+            Quantity(format!("{}", r.memory.round() as i64)),
+        );
+    }
+    for (k, v) in &r.scalars {
+        if *v <= 0.0 {
+            continue;
+        }
+        let q = if (v / 1000.0).fract() == 0.0 {
+            format!("{}", (v / 1000.0) as i64)
+        } else {
+            format!("{}m", v.round() as i64)
+        };
+        m.insert(k.clone(), Quantity(q));
+    }
+    m
+}
+
+fn close(st: &State, now: Time) -> Outcome {
+    let mut out = Outcome::default();
+    out.plan.session_id = st.id.clone();
+    for (t, node) in &st.placements {
+        let task = &st.tasks[*t];
+        let job = &st.jobs[st.task_job[*t]];
+        out.plan.placements.insert(
+            task.uid.clone(),
+            Placement {
+                node: node.clone(),
+                job: job.id.clone(),
+                namespace: task.namespace.clone(),
+                name: task.name.clone(),
+            },
+        );
+    }
+    for (t, reason) in &st.evictions {
+        let task = &st.tasks[*t];
+        out.evictions.push(Eviction {
+            namespace: task.namespace.clone(),
+            name: task.name.clone(),
+            uid: task.uid.clone(),
+            reason: reason.clone(),
+        });
+    }
+    for ev in &st.events {
+        let job = &st.jobs[ev.job];
+        out.events.push(GangEvent {
+            namespace: job.namespace.clone(),
+            name: job.name.clone(),
+            uid: job.uid.clone(),
+            type_: ev.type_,
+            reason: ev.reason.clone(),
+            message: ev.message.clone(),
+        });
+    }
+    for (j, job) in st.jobs.iter().enumerate() {
+        let js = &st.job_state[j];
+        out.plan
+            .min_member
+            .insert(job.id.clone(), job.min_available);
+        let old = job.podgroup.status.clone().unwrap_or_default();
+        let mut status = old.clone();
+        let unschedulable = js
+            .condition
+            .as_ref()
+            .is_some_and(|(type_, _, _)| type_ == "Unschedulable");
+        let phase = phase_of(st, j, unschedulable);
+        // A gang the enqueue step holds back (queue closed, queue short of quota) has no pods
+        // yet, so the gang plugin writes no condition for it (as in Volcano); the reason is
+        // written as an Unschedulable condition anyway, so `kubectl describe pg` shows it and
+        // the Job controller's PodGroupPending Event carries it to the vcJob.
+        let not_enqueued =
+            not_enqueued_condition(job.tasks.is_empty() && phase == PodGroupPhase::Pending, js);
+        clear_not_enqueued(&mut status, not_enqueued.is_none());
+        if js
+            .condition
+            .as_ref()
+            .is_some_and(|(type_, _, _)| type_ == "Scheduled")
+        {
+            settle_unschedulable(&mut status, &now);
+        }
+        if let Some((type_, reason, message)) = js.condition.as_ref().or(not_enqueued.as_ref()) {
+            let message = if type_ == "Unschedulable" {
+                format!("{message}{}", ordered_cause(st, j))
+            } else {
+                message.clone()
+            };
+            let cond = PodGroupCondition {
+                type_: Some(PodGroupConditionType::from(type_.as_str())),
+                status: Some("True".into()),
+                transition_id: Some(st.id.clone()),
+                last_transition_time: Some(now.clone()),
+                reason: Some(reason.clone()),
+                message: Some(message),
+            };
+            let conditions = status.conditions.get_or_insert_with(Vec::new);
+            match conditions
+                .iter_mut()
+                .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some(type_.as_str()))
+            {
+                Some(c) => {
+                    // Keep the transition time when nothing but the session changed.
+                    let same = c.status == cond.status
+                        && c.reason == cond.reason
+                        && c.message == cond.message;
+                    let keep_time = c.last_transition_time.clone();
+                    *c = cond;
+                    if same && keep_time.is_some() {
+                        c.last_transition_time = keep_time;
+                    }
+                }
+                None => conditions.push(cond),
+            }
+        }
+        let ready = st.is_ready(j);
+        let verdict = if ready && !job.tasks.is_empty() {
+            Verdict::Ready
+        } else {
+            let message = js
+                .condition
+                .as_ref()
+                .filter(|(t, _, _)| t == "Unschedulable")
+                .map(|(_, _, m)| format!("{m}{}", ordered_cause(st, j)))
+                .unwrap_or_else(|| waiting_message(st, j));
+            Verdict::Waiting(message)
+        };
+        if let Verdict::Waiting(_) = &verdict {
+            let pending = job
+                .tasks
+                .iter()
+                .filter(|&&t| st.tasks[t].status == TaskStatus::Pending)
+                .count() as u32;
+            out.figures
+                .unschedulable_tasks
+                .insert(job.id.clone(), pending);
+        }
+        let count = |s: TaskStatus| {
+            job.tasks
+                .iter()
+                .filter(|&&t| st.tasks[t].status == s)
+                .count() as i32
+        };
+        status.phase = Some(phase.clone());
+        status.running = Some(count(TaskStatus::Running));
+        status.failed = Some(count(TaskStatus::Failed));
+        status.succeeded = Some(count(TaskStatus::Succeeded));
+        *out.figures
+            .phases
+            .entry(phase.as_str().to_string())
+            .or_default() += 1;
+        let mut changed = !same_status(&old, &status);
+        if changed
+            && !js.refused_for_queue_state
+            && let Some(due) = reword_later(&old, &status, now.0.as_millisecond())
+        {
+            status = old.clone();
+            changed = false;
+            wake_by(&mut out.wake_at_ms, due);
+        }
+        if changed {
+            out.podgroups.push(PodGroupUpdate {
+                namespace: job.namespace.clone(),
+                name: job.name.clone(),
+                uid: job.uid.clone(),
+                status,
+            });
+        }
+        match (&verdict, &phase) {
+            // A gang still waiting for its own pods to be made is not in trouble: no Warning
+            // (its condition says what it waits for).
+            (
+                Verdict::Waiting(message),
+                PodGroupPhase::Pending | PodGroupPhase::Inqueue | PodGroupPhase::Unknown,
+            ) if !awaits_its_pods(st, j) => {
+                let message = message.clone();
+                out.events.push(GangEvent {
+                    namespace: job.namespace.clone(),
+                    name: job.name.clone(),
+                    uid: job.uid.clone(),
+                    type_: "Warning",
+                    reason: "Unschedulable".into(),
+                    message,
+                });
+            }
+            (Verdict::Ready, _) if changed => out.events.push(GangEvent {
+                namespace: job.namespace.clone(),
+                name: job.name.clone(),
+                uid: job.uid.clone(),
+                type_: "Normal",
+                reason: "Scheduled".into(),
+                message: "pod group is ready".into(),
+            }),
+            _ => {}
+        }
+        out.plan.gangs.insert(job.id.clone(), verdict);
+    }
+    // Queue allocation: tasks that hold or are about to hold their node.
+    let mut allocated: Vec<Resource> = vec![Resource::zero(); st.queues.len()];
+    for (j, job) in st.jobs.iter().enumerate() {
+        let q = st.job_queue[j];
+        if q == usize::MAX {
+            continue;
+        }
+        for &t in &job.tasks {
+            let task = &st.tasks[t];
+            if matches!(
+                task.status,
+                TaskStatus::Binding | TaskStatus::Bound | TaskStatus::Running
+            ) {
+                let mut r = task.resreq.clone();
+                r.scalars.remove(PODS);
+                allocated[q].add(&r);
+            }
+        }
+    }
+    // Children's allocation counts in their parents up to `root`.
+    let mut total_alloc = allocated.clone();
+    for (q, a) in allocated.iter().enumerate() {
+        let mut parent = st.queues[q].parent.clone();
+        let mut hops = 0;
+        while let Some(p) = parent {
+            hops += 1;
+            let Some(&pi) = st.queue_index.get(&p) else {
+                break;
+            };
+            if pi == q || hops > st.queues.len() {
+                break;
+            }
+            total_alloc[pi].add(a);
+            parent = st.queues[pi].parent.clone();
+        }
+    }
+    for (q, queue) in st.queues.iter().enumerate() {
+        let new = to_list(&total_alloc[q]);
+        let old = queue
+            .status_allocated
+            .as_ref()
+            .map(to_list)
+            .unwrap_or_default();
+        if new != old {
+            out.queues.push(QueueUpdate {
+                name: queue.name.clone(),
+                allocated: new,
+            });
+        }
+        if let Some(r) = st.queue_report.get(&q) {
+            out.figures.queues.insert(queue.name.clone(), r.clone());
+        }
+    }
+    out.figures.jobs = st.jobs.len();
+    out.figures.nodes = st.nodes.len();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(phase: &str, message: &str, at_ms: i64) -> PodGroupStatus {
+        serde_json::from_value(serde_json::json!({
+            "phase": phase,
+            "conditions": [{
+                "type": "Unschedulable", "status": "True", "reason": NOT_ENQUEUED_REASON,
+                "message": message,
+                "lastTransitionTime": k8s_openapi::jiff::Timestamp::from_millisecond(at_ms)
+                    .unwrap_or_else(|e| panic!("{e}")).to_string(),
+            }]
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_reworded_condition_waits_its_turn_and_any_other_change_is_written_at_once() {
+        let t = 1_000_000_000_000;
+        let old = waiting("Pending", "queue a is at its deserved share", t);
+        let reworded = waiting("Pending", "resource in cluster is overused", t + 3_000);
+        assert_eq!(
+            reword_later(&old, &reworded, t + 3_000),
+            Some(t + REWORD_AFTER_MS)
+        );
+        assert_eq!(reword_later(&old, &reworded, t + REWORD_AFTER_MS), None);
+        let admitted = waiting("Inqueue", "resource in cluster is overused", t + 3_000);
+        assert_eq!(reword_later(&old, &admitted, t + 3_000), None);
+        let mut settled = old.clone();
+        for c in settled.conditions.iter_mut().flatten() {
+            c.status = Some("False".into());
+        }
+        assert_eq!(reword_later(&old, &settled, t + 3_000), None);
+    }
+}

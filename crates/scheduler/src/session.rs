@@ -1,0 +1,694 @@
+//! One scheduling session: the snapshot turned into working state, the actions run over it,
+//! and what came out (placements, PodGroup and Queue status, events). A pure function of the
+//! snapshot and the configuration: [`run`] does no I/O and, given the same snapshot, decides
+//! the same plan.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::config::SchedulerConf;
+use super::framework::{Plugins, Unfit};
+use super::index::Snapshot;
+use super::model::{JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
+use super::resource::{EPSILON, PODS, Resource};
+
+/// Node fit errors of one task, by reason, for the `0/N nodes are unavailable` message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FitErrors {
+    /// Node name → reasons.
+    pub nodes: BTreeMap<String, Vec<String>>,
+    /// A message that replaces the per-node histogram.
+    pub err: Option<String>,
+}
+
+impl FitErrors {
+    /// Records why a node did not fit.
+    pub fn add(&mut self, node: &str, reason: &str) {
+        self.nodes
+            .entry(node.to_string())
+            .or_default()
+            .push(reason.to_string());
+    }
+
+    /// Volcano's wording: `0/3 nodes are unavailable: 3 Insufficient cpu.`
+    pub fn message(&self) -> String {
+        let head = self
+            .err
+            .clone()
+            .unwrap_or_else(|| format!("0/{} nodes are unavailable", self.nodes.len()));
+        if self.nodes.is_empty() {
+            return head;
+        }
+        let mut hist: BTreeMap<&str, usize> = BTreeMap::new();
+        for reasons in self.nodes.values() {
+            for r in reasons {
+                *hist.entry(r).or_default() += 1;
+            }
+        }
+        format!("{head}: {}.", histogram(hist))
+    }
+}
+
+/// `"<count> <reason>"` items, sorted as strings, joined with `, ` (Volcano's order).
+pub fn histogram<K: std::fmt::Display>(hist: impl IntoIterator<Item = (K, usize)>) -> String {
+    let mut items: Vec<String> = hist.into_iter().map(|(k, v)| format!("{v} {k}")).collect();
+    items.sort();
+    items.join(", ")
+}
+
+/// An Event the session wants recorded on a PodGroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionEvent {
+    /// The job.
+    pub job: usize,
+    /// `Normal` or `Warning`.
+    pub type_: &'static str,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+/// Per-job working data.
+#[derive(Clone, Debug, Default)]
+pub struct JobState {
+    /// Task counts by status.
+    pub counts: HashMap<TaskStatus, u32>,
+    /// Resources of allocated-status tasks.
+    pub allocated: Resource,
+    /// Node fit errors by task index.
+    pub fit_errors: BTreeMap<usize, FitErrors>,
+    /// Why the job as a whole could not go on (enqueue refused, invalid).
+    pub job_fit_error: Option<String>,
+    /// The condition the gang plugin decided at close: (type, reason, message).
+    pub condition: Option<(String, String, String)>,
+    /// Enqueued in this session.
+    pub enqueued: bool,
+    /// The enqueue action considered the job and refused it this session (`job_fit_error`
+    /// says why).
+    pub enqueue_refused: bool,
+    /// The refusal is for the queue's state (not Open), not for room: it does not take
+    /// turns with other refusals as pods start and end, so its condition is written at once.
+    pub refused_for_queue_state: bool,
+    /// The allocate action passed over a task of the job for its queue's share (the queue was
+    /// overused, or the task did not fit within the share): the job may borrow in the lending
+    /// pass.
+    pub held_back_by_share: bool,
+}
+
+impl JobState {
+    fn count(&self, s: TaskStatus) -> u32 {
+        self.counts.get(&s).copied().unwrap_or(0)
+    }
+}
+
+/// What a task went through last in this session (for the reasons shown to users).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LastTransaction {
+    /// The status it reached.
+    pub status: TaskStatus,
+    /// On which node.
+    pub node: String,
+}
+
+/// The session's working state. Plugins read it; actions change it through [`Session`].
+#[derive(Debug)]
+pub struct State {
+    /// Session id (`transitionID` of the conditions it writes).
+    pub id: String,
+    /// Nodes.
+    pub nodes: Vec<NodeInfo>,
+    /// Node index by name.
+    pub node_index: HashMap<String, usize>,
+    /// Jobs.
+    pub jobs: Vec<JobInfo>,
+    /// Per-job working data, parallel to `jobs`.
+    pub job_state: Vec<JobState>,
+    /// Tasks.
+    pub tasks: Vec<TaskInfo>,
+    /// Job index of each task, parallel to `tasks`.
+    pub task_job: Vec<usize>,
+    /// Queues.
+    pub queues: Vec<QueueInfo>,
+    /// Queue index by name.
+    pub queue_index: HashMap<String, usize>,
+    /// Queue index of each job, parallel to `jobs`.
+    pub job_queue: Vec<usize>,
+    /// Allocatable of every usable node (Ready and not cordoned).
+    pub total: Resource,
+    /// Events to record.
+    pub events: Vec<SessionEvent>,
+    /// Last transaction per task.
+    pub last_tx: HashMap<usize, LastTransaction>,
+    /// Committed placements: task → node.
+    pub placements: Vec<(usize, String)>,
+    /// Committed evictions: task, reason.
+    pub evictions: Vec<(usize, String)>,
+    /// `enqueue` is among the configured actions.
+    pub has_enqueue: bool,
+    /// Queue figures the proportion plugin reports at close, by queue index.
+    pub queue_report: HashMap<usize, QueueReport>,
+    /// The session's time, milliseconds since the epoch (time-dependent plugins read it, never
+    /// the clock, so a session stays a function of its inputs).
+    pub now_ms: i64,
+    /// The allocate action's lending pass is running: queues may take room beyond their
+    /// deserved share, up to their capability (see [`crate::actions::allocate`]).
+    pub lending: bool,
+    /// The allocate action is placing on the first node that fits rather than the best
+    /// scored (its last try for a gang of unlike pods).
+    pub first_fit: bool,
+    /// The earliest later time at which a time-dependent plugin would decide otherwise on the
+    /// same snapshot (an sla waiting time running out), milliseconds since the epoch: the
+    /// runner holds a session for then even when nothing else changes.
+    pub wake_at_ms: Option<i64>,
+}
+
+/// A queue's figures at session close (for status and metrics).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueReport {
+    /// Deserved share.
+    pub deserved: Resource,
+    /// Allocated.
+    pub allocated: Resource,
+    /// Allocated plus pending.
+    pub request: Resource,
+    /// Reserved for admitted gangs.
+    pub inqueue: Resource,
+    /// Capability (the cluster total when unset).
+    pub capability: Resource,
+    /// Real capability.
+    pub real_capability: Resource,
+    /// Dominant share of deserved.
+    pub share: f64,
+    /// Holds more than its deserved share in some resource (`volcano_queue_overused`). The
+    /// allocate action's "overused" test is wider (at its share counts, so an idle queue
+    /// that deserves nothing is passed over), but a dashboard showing every idle queue as
+    /// overused would only alarm.
+    pub overused: bool,
+}
+
+impl State {
+    /// Builds the working state from a snapshot at `now_ms` (milliseconds since the epoch).
+    /// Jobs whose queue is unknown were already dropped by the snapshot.
+    pub fn new(snapshot: Snapshot, id: String, conf: &SchedulerConf, now_ms: i64) -> Self {
+        let Snapshot {
+            nodes,
+            jobs,
+            tasks,
+            queues,
+            ..
+        } = snapshot;
+        let node_index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        let queue_index: HashMap<String, usize> = queues
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (q.name.clone(), i))
+            .collect();
+        let mut task_job = vec![usize::MAX; tasks.len()];
+        let mut job_state = vec![JobState::default(); jobs.len()];
+        let mut job_queue = Vec::with_capacity(jobs.len());
+        for (j, job) in jobs.iter().enumerate() {
+            job_queue.push(queue_index.get(&job.queue).copied().unwrap_or(usize::MAX));
+            for &t in &job.tasks {
+                task_job[t] = j;
+                let task = &tasks[t];
+                *job_state[j].counts.entry(task.status).or_default() += 1;
+                if task.status.is_allocated() {
+                    job_state[j].allocated.add(&task.resreq);
+                }
+            }
+        }
+        let mut total = Resource::zero();
+        for n in nodes.iter().filter(|n| n.ready && !n.unschedulable) {
+            total.add(&n.allocatable);
+        }
+        Self {
+            id,
+            nodes,
+            node_index,
+            jobs,
+            job_state,
+            tasks,
+            task_job,
+            queues,
+            queue_index,
+            job_queue,
+            total,
+            events: Vec::new(),
+            last_tx: HashMap::new(),
+            placements: Vec::new(),
+            evictions: Vec::new(),
+            has_enqueue: conf.has_action("enqueue"),
+            queue_report: HashMap::new(),
+            now_ms,
+            lending: false,
+            first_fit: false,
+            wake_at_ms: None,
+        }
+    }
+
+    /// Sets a task's status, keeping the job's counts and allocation in step.
+    pub fn set_status(&mut self, t: usize, status: TaskStatus) {
+        let old = self.tasks[t].status;
+        if old == status {
+            return;
+        }
+        let j = self.task_job[t];
+        if j != usize::MAX {
+            let js = &mut self.job_state[j];
+            if let Some(c) = js.counts.get_mut(&old) {
+                *c = c.saturating_sub(1);
+            }
+            *js.counts.entry(status).or_default() += 1;
+            let req = &self.tasks[t].resreq;
+            match (old.is_allocated(), status.is_allocated()) {
+                (false, true) => {
+                    js.allocated.add(req);
+                }
+                (true, false) => {
+                    js.allocated.sub(req);
+                }
+                _ => {}
+            }
+        }
+        self.tasks[t].status = status;
+    }
+
+    /// Count of a job's tasks in a status.
+    pub fn count(&self, j: usize, s: TaskStatus) -> u32 {
+        self.job_state[j].count(s)
+    }
+
+    /// Bound + Binding + Running + Allocated + Succeeded.
+    pub fn ready_task_num(&self, j: usize) -> u32 {
+        use TaskStatus::*;
+        [Bound, Binding, Running, Allocated, Succeeded]
+            .iter()
+            .map(|s| self.count(j, *s))
+            .sum()
+    }
+
+    /// `res` less what the job's scheduling-gated pending pods request (never below zero):
+    /// gated pods hold nothing yet, so the room an admitted gang is counted for excludes them
+    /// (Volcano's `DeductSchGatedResources`, used by overcommit and proportion alike).
+    pub fn deduct_gated(&self, j: usize, res: &Resource) -> Resource {
+        let mut r = res.clone();
+        for &t in &self.jobs[j].tasks {
+            let task = &self.tasks[t];
+            if task.gated && task.status == TaskStatus::Pending {
+                r.sub(&task.resreq);
+            }
+        }
+        r
+    }
+
+    /// The job's pods still without a node (Pending, placed by no statement): the `N` of
+    /// `N/M tasks in gang unschedulable`, never more than its pods `M`.
+    pub fn unplaced(&self, j: usize) -> usize {
+        self.jobs[j]
+            .tasks
+            .iter()
+            .filter(|&&t| self.tasks[t].status == TaskStatus::Pending)
+            .count()
+    }
+
+    /// Pending tasks that request nothing.
+    pub fn pending_best_effort(&self, j: usize) -> u32 {
+        self.jobs[j]
+            .tasks
+            .iter()
+            .filter(|&&t| {
+                self.tasks[t].status == TaskStatus::Pending && self.tasks[t].best_effort()
+            })
+            .count() as u32
+    }
+
+    /// Allocated-status + Succeeded + Pipelined + Pending.
+    pub fn valid_task_num(&self, j: usize) -> u32 {
+        use TaskStatus::*;
+        [
+            Allocated, Binding, Bound, Running, Succeeded, Pipelined, Pending,
+        ]
+        .iter()
+        .map(|s| self.count(j, *s))
+        .sum()
+    }
+
+    /// Enough tasks placed for the gang.
+    pub fn is_ready(&self, j: usize) -> bool {
+        (self.ready_task_num(j) + self.pending_best_effort(j)) as i64
+            >= self.jobs[j].min_available as i64
+    }
+
+    /// Enough placed or promised.
+    pub fn is_pipelined(&self, j: usize) -> bool {
+        (self.count(j, TaskStatus::Pipelined)
+            + self.ready_task_num(j)
+            + self.pending_best_effort(j)) as i64
+            >= self.jobs[j].min_available as i64
+    }
+
+    /// Wants more than it has.
+    pub fn is_starving(&self, j: usize) -> bool {
+        ((self.count(j, TaskStatus::Pipelined) + self.ready_task_num(j)) as i64)
+            < self.jobs[j].min_available as i64
+    }
+
+    fn role_counts(&self, j: usize, pred: impl Fn(&TaskInfo) -> bool) -> BTreeMap<&str, i32> {
+        let mut m: BTreeMap<&str, i32> = BTreeMap::new();
+        for &t in &self.jobs[j].tasks {
+            let task = &self.tasks[t];
+            if pred(task) {
+                *m.entry(task.role.as_str()).or_default() += 1;
+            }
+        }
+        m
+    }
+
+    fn check_roles(&self, j: usize, pred: impl Fn(&TaskInfo) -> bool) -> bool {
+        let job = &self.jobs[j];
+        let sum: i64 = job.task_min_available.values().map(|v| *v as i64).sum();
+        if (job.min_available as i64) < sum {
+            return true;
+        }
+        let counts = self.role_counts(j, pred);
+        job.task_min_available
+            .iter()
+            .filter(|(_, min)| **min > 0)
+            .all(|(role, min)| counts.get(role.as_str()).copied().unwrap_or(0) >= *min)
+    }
+
+    /// Every role with a minimum has enough valid tasks.
+    pub fn check_task_valid(&self, j: usize) -> bool {
+        self.check_roles(j, |t| {
+            t.status.is_allocated()
+                || matches!(
+                    t.status,
+                    TaskStatus::Succeeded | TaskStatus::Pipelined | TaskStatus::Pending
+                )
+        })
+    }
+
+    /// Every role with a minimum has enough ready tasks.
+    pub fn check_task_ready(&self, j: usize) -> bool {
+        self.check_roles(j, |t| {
+            t.status.is_allocated()
+                || t.status == TaskStatus::Succeeded
+                || (t.status == TaskStatus::Pending && t.resreq.is_empty())
+        })
+    }
+
+    /// Every role with a minimum has enough ready or pipelined tasks.
+    pub fn check_task_pipelined(&self, j: usize) -> bool {
+        self.check_roles(j, |t| {
+            t.status.is_allocated()
+                || matches!(t.status, TaskStatus::Succeeded | TaskStatus::Pipelined)
+                || (t.status == TaskStatus::Pending && t.resreq.is_empty())
+        })
+    }
+
+    /// Volcano's job fit-error text for a job that is not ready.
+    pub fn fit_error(&self, j: usize) -> String {
+        let mut hist: BTreeMap<String, usize> = BTreeMap::new();
+        for (s, c) in &self.job_state[j].counts {
+            if *c > 0 {
+                *hist.entry(s.as_str().to_string()).or_default() += *c as usize;
+            }
+        }
+        hist.insert(
+            "minAvailable".into(),
+            self.jobs[j].min_available.max(0) as usize,
+        );
+        let ready = if self.is_ready(j) {
+            "pod group is ready"
+        } else {
+            "pod group is not ready"
+        };
+        let mut msg = format!("{ready}, {}", histogram(hist));
+        let mut pending: BTreeMap<&str, usize> = BTreeMap::new();
+        for &t in &self.jobs[j].tasks {
+            if self.tasks[t].status == TaskStatus::Pending {
+                *pending.entry(self.task_reason(t).0).or_default() += 1;
+            }
+        }
+        if !pending.is_empty() {
+            msg.push_str(&format!("; Pending: {}", histogram(pending)));
+        }
+        let js = &self.job_state[j];
+        if let Some(e) = &js.job_fit_error {
+            msg.push_str(&format!(". Origin reason is: {e}"));
+        } else if let Some(&t) = self.jobs[j]
+            .tasks
+            .iter()
+            .find(|t| js.fit_errors.contains_key(t))
+        {
+            msg.push_str(&format!(
+                ". Origin reason is {}: {}",
+                self.tasks[t].name,
+                js.fit_errors[&t].message()
+            ));
+        }
+        msg
+    }
+
+    /// Why a pending task is where it is: (reason, message), Volcano's `TaskSchedulingReason`.
+    pub fn task_reason(&self, t: usize) -> (&'static str, String) {
+        let task = &self.tasks[t];
+        let j = self.task_job[t];
+        let job_msg = self.job_state[j].job_fit_error.clone().unwrap_or_default();
+        match self.last_tx.get(&t) {
+            Some(tx) if tx.status == TaskStatus::Allocated => (
+                "Schedulable",
+                format!(
+                    "Pod {}/{} can possibly be assigned to {}, once minAvailable is satisfied",
+                    task.namespace, task.name, tx.node
+                ),
+            ),
+            Some(tx) if tx.status == TaskStatus::Pipelined => (
+                "Unschedulable",
+                format!(
+                    "Pod {}/{} can possibly be assigned to {}, once resource is released and minAvailable is satisfied",
+                    task.namespace, task.name, tx.node
+                ),
+            ),
+            _ => match self.job_state[j].fit_errors.get(&t) {
+                Some(fe) => ("Unschedulable", fe.message()),
+                None => ("Unschedulable", job_msg),
+            },
+        }
+    }
+
+    /// Does the task's request fit in the node's idle resources?
+    pub fn fits_idle(&self, t: usize, n: usize) -> bool {
+        let node = &self.nodes[n];
+        fits(&self.tasks[t].resreq, |d| {
+            node.allocatable.get(d) - node.used.get(d)
+        })
+    }
+
+    /// Does the task's request fit in the node's future-idle resources?
+    pub fn fits_future_idle(&self, t: usize, n: usize) -> bool {
+        let node = &self.nodes[n];
+        fits(&self.tasks[t].resreq, |d| {
+            node.allocatable.get(d) - node.used.get(d) + node.releasing.get(d)
+                - node.pipelined.get(d)
+        })
+    }
+
+    /// The first dimension the task does not fit in the node's future-idle resources.
+    pub fn insufficient(&self, t: usize, n: usize) -> Option<String> {
+        let node = &self.nodes[n];
+        let req = &self.tasks[t].resreq;
+        req.dimensions()
+            .find(|d| {
+                let free = node.allocatable.get(d) - node.used.get(d) + node.releasing.get(d)
+                    - node.pipelined.get(d);
+                let want = req.get(d);
+                want > 0.0 && want > free + EPSILON
+            })
+            .map(str::to_string)
+    }
+}
+
+/// `req ≤ free(d)` for every dimension `req` has (a missing scalar is free 0).
+fn fits(req: &Resource, free: impl Fn(&str) -> f64) -> bool {
+    req.dimensions().all(|d| {
+        let want = req.get(d);
+        want <= 0.0 || want <= free(d) + EPSILON
+    })
+}
+
+/// One operation of a [`Statement`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Task placed on a node with its resources free now.
+    Allocate(usize, usize),
+    /// Task promised a node once releasing resources are free.
+    Pipeline(usize, usize),
+    /// Task to be evicted for the statement's job.
+    Evict(usize, String),
+}
+
+/// Tentative changes for one job, committed only when the whole gang is ready.
+#[derive(Clone, Debug, Default)]
+pub struct Statement {
+    /// Operations in order.
+    pub ops: Vec<Op>,
+}
+
+/// State plus plugins: what the actions work on.
+pub struct Session {
+    /// The working state.
+    pub state: State,
+    /// The configured plugins.
+    pub plugins: Plugins,
+    /// The configuration.
+    pub conf: SchedulerConf,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.state.id)
+            .field("plugins", &self.plugins)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Opens a session at `now_ms` (milliseconds since the epoch): state from the snapshot,
+    /// plugins from the configuration.
+    pub fn open(snapshot: Snapshot, conf: &SchedulerConf, id: String, now_ms: i64) -> Self {
+        let state = State::new(snapshot, id, conf, now_ms);
+        let mut plugins = Plugins::from_conf(conf);
+        plugins.open(&state);
+        Self {
+            state,
+            plugins,
+            conf: conf.clone(),
+        }
+    }
+
+    /// Places a task on a node with its idle resources.
+    pub fn allocate(&mut self, stmt: &mut Statement, t: usize, n: usize) {
+        self.place(t, n, TaskStatus::Allocated);
+        stmt.ops.push(Op::Allocate(t, n));
+    }
+
+    /// Promises a task a node's releasing resources.
+    pub fn pipeline(&mut self, stmt: &mut Statement, t: usize, n: usize) {
+        self.place(t, n, TaskStatus::Pipelined);
+        stmt.ops.push(Op::Pipeline(t, n));
+    }
+
+    /// Books a task on a node as Allocated (idle resources) or Pipelined (future ones).
+    fn place(&mut self, t: usize, n: usize, status: TaskStatus) {
+        let st = &mut self.state;
+        let req = st.tasks[t].resreq.clone();
+        let node = &mut st.nodes[n];
+        if status == TaskStatus::Pipelined {
+            node.pipelined.add(&req);
+        } else {
+            node.used.add(&req);
+            node.used_ports
+                .extend(st.tasks[t].constraints.host_ports.iter().cloned());
+        }
+        node.task_count += 1;
+        let name = node.name.clone();
+        st.tasks[t].node = Some(name.clone());
+        st.set_status(t, status);
+        st.last_tx.insert(t, LastTransaction { status, node: name });
+        self.plugins.on_allocate(&self.state, t);
+    }
+
+    /// Marks a running task for eviction (its resources become releasing).
+    pub fn evict(&mut self, stmt: &mut Statement, t: usize, reason: &str) {
+        let st = &mut self.state;
+        if let Some(n) = st.tasks[t]
+            .node
+            .as_ref()
+            .and_then(|n| st.node_index.get(n))
+            .copied()
+        {
+            let req = st.tasks[t].resreq.clone();
+            st.nodes[n].releasing.add(&req);
+        }
+        st.set_status(t, TaskStatus::Releasing);
+        stmt.ops.push(Op::Evict(t, reason.to_string()));
+        self.plugins.on_deallocate(&self.state, t);
+    }
+
+    /// Undoes a statement in reverse order.
+    pub fn discard(&mut self, stmt: Statement) {
+        for op in stmt.ops.into_iter().rev() {
+            match op {
+                Op::Allocate(t, n) | Op::Pipeline(t, n) => {
+                    let pipelined = matches!(op, Op::Pipeline(..));
+                    let st = &mut self.state;
+                    let req = st.tasks[t].resreq.clone();
+                    let node = &mut st.nodes[n];
+                    if pipelined {
+                        node.pipelined.sub(&req);
+                    } else {
+                        node.used.sub(&req);
+                        for p in &st.tasks[t].constraints.host_ports {
+                            if let Some(i) = node.used_ports.iter().position(|q| q == p) {
+                                node.used_ports.swap_remove(i);
+                            }
+                        }
+                    }
+                    node.task_count = node.task_count.saturating_sub(1);
+                    st.tasks[t].node = None;
+                    st.set_status(t, TaskStatus::Pending);
+                    self.plugins.on_deallocate(&self.state, t);
+                }
+                Op::Evict(t, _) => {
+                    let st = &mut self.state;
+                    if let Some(n) = st.tasks[t]
+                        .node
+                        .as_ref()
+                        .and_then(|n| st.node_index.get(n))
+                        .copied()
+                    {
+                        let req = st.tasks[t].resreq.clone();
+                        st.nodes[n].releasing.sub(&req);
+                    }
+                    st.set_status(t, TaskStatus::Running);
+                    self.plugins.on_allocate(&self.state, t);
+                }
+            }
+        }
+    }
+
+    /// Makes a statement's allocations placements (tasks become Binding) and its evictions
+    /// real; pipelined tasks stay promised for the rest of the session.
+    pub fn commit(&mut self, stmt: Statement) {
+        for op in stmt.ops {
+            match op {
+                Op::Allocate(t, n) => {
+                    let node = self.state.nodes[n].name.clone();
+                    self.state.set_status(t, TaskStatus::Binding);
+                    self.state.placements.push((t, node));
+                }
+                Op::Pipeline(..) => {}
+                Op::Evict(t, reason) => self.state.evictions.push((t, reason)),
+            }
+        }
+    }
+
+    /// Predicates a task on a node: resources against future-idle, then the plugins.
+    pub fn predicate(&self, t: usize, n: usize) -> Result<(), Unfit> {
+        if let Some(d) = self.state.insufficient(t, n) {
+            return Err(Unfit::resolvable(format!("Insufficient {d}")));
+        }
+        self.plugins.predicate(&self.state, t, n)
+    }
+}
+
+/// A task slot on the `pods` scalar (used by tests and the bench to build nodes).
+pub fn pods_capacity(n: u32) -> Resource {
+    Resource::zero().with_scalar(PODS, n as f64 * 1000.0)
+}

@@ -1,0 +1,194 @@
+//! Builders of cluster objects for the scheduler's tests and benchmarks: nodes, pods of a
+//! gang, PodGroups and Queues as the API would hold them, fed through a [`ClusterIndex`] so
+//! the index is exercised too.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::json;
+
+use super::index::ClusterIndex;
+use tephra_api::{PodGroup, Queue};
+
+/// A Ready node with `cpu` cores, `mem_gi` GiB and `pods` pod slots.
+pub fn node(name: &str, cpu: u32, mem_gi: u32, pods: u32) -> Node {
+    let res =
+        json!({"cpu": cpu.to_string(), "memory": format!("{mem_gi}Gi"), "pods": pods.to_string()});
+    from(json!({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {
+            "allocatable": res, "capacity": res,
+            "conditions": [{"type": "Ready", "status": "True"}]
+        }
+    }))
+}
+
+/// A pending pod of gang `group` in `ns` with the given requests (millicores, MiB), for the
+/// `volcano` scheduler.
+pub fn pod(ns: &str, name: &str, group: &str, milli_cpu: u32, mem_mi: u32) -> Pod {
+    from(json!({
+        "metadata": {
+            "namespace": ns, "name": name, "uid": format!("uid-{ns}-{name}"),
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "annotations": {"scheduling.k8s.io/group-name": group}
+        },
+        "spec": {
+            "schedulerName": "volcano",
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {
+                "cpu": format!("{milli_cpu}m"), "memory": format!("{mem_mi}Mi")}}}]
+        },
+        "status": {"phase": "Pending"}
+    }))
+}
+
+/// The same pod running on `node`.
+pub fn running(mut p: Pod, node: &str) -> Pod {
+    if let Some(s) = p.spec.as_mut() {
+        s.node_name = Some(node.to_string());
+    }
+    if let Some(s) = p.status.as_mut() {
+        s.phase = Some("Running".into());
+    }
+    p
+}
+
+/// A PodGroup in `queue` with `min_member` and, when given, minResources (millicores, MiB).
+pub fn podgroup(
+    ns: &str,
+    name: &str,
+    queue: &str,
+    min_member: i32,
+    min_res: Option<(u32, u32)>,
+) -> PodGroup {
+    let mut spec = json!({"minMember": min_member, "queue": queue});
+    if let Some((c, m)) = min_res {
+        spec["minResources"] = json!({"cpu": format!("{c}m"), "memory": format!("{m}Mi")});
+    }
+    from(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"namespace": ns, "name": name, "uid": format!("pg-{ns}-{name}"),
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": spec,
+        "status": {"phase": "Pending"}
+    }))
+}
+
+/// The PodGroup with its phase set.
+pub fn with_phase(mut pg: PodGroup, phase: &str) -> PodGroup {
+    pg.status.get_or_insert_default().phase = Some(phase.into());
+    pg
+}
+
+/// An Open queue of `weight`.
+pub fn queue(name: &str, weight: i32) -> Queue {
+    from(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"weight": weight},
+        "status": {"state": "Open"}
+    }))
+}
+
+fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    // Builders only ever pass literal JSON of the right shape.
+    serde_json::from_value(v).unwrap_or_else(|e| panic!("test object: {e}"))
+}
+
+/// A small cluster under construction.
+#[derive(Debug)]
+pub struct World {
+    /// The index everything is fed into.
+    pub index: ClusterIndex,
+}
+
+impl Default for World {
+    fn default() -> Self {
+        let mut index = ClusterIndex::new(vec!["volcano".into()]);
+        index.apply_queue(&queue("default", 1));
+        index.apply_queue(&queue("root", 1));
+        Self { index }
+    }
+}
+
+impl World {
+    /// `n` nodes of `cpu` cores and `mem_gi` GiB, 110 pods each.
+    pub fn nodes(mut self, n: usize, cpu: u32, mem_gi: u32) -> Self {
+        for i in 0..n {
+            self.index
+                .apply_node(&node(&format!("node-{i}"), cpu, mem_gi, 110));
+        }
+        self
+    }
+
+    /// A queue.
+    pub fn queue(mut self, name: &str, weight: i32) -> Self {
+        self.index.apply_queue(&queue(name, weight));
+        self
+    }
+
+    // Positional arguments read like a table row in the tests that use them.
+    #[allow(clippy::too_many_arguments)]
+    /// A gang of `size` pending pods (each `milli_cpu`, `mem_mi`) needing `min` of them,
+    /// with minResources = min × request, in phase `phase`.
+    pub fn gang(
+        mut self,
+        ns: &str,
+        name: &str,
+        queue: &str,
+        size: usize,
+        min: i32,
+        milli_cpu: u32,
+        mem_mi: u32,
+        phase: &str,
+    ) -> Self {
+        let pg = podgroup(
+            ns,
+            name,
+            queue,
+            min,
+            Some((milli_cpu * min as u32, mem_mi * min as u32)),
+        );
+        self.index.apply_podgroup(&with_phase(pg, phase));
+        for i in 0..size {
+            self.index.apply_pod(&pod(
+                ns,
+                &format!("{name}-task-{i}"),
+                name,
+                milli_cpu,
+                mem_mi,
+            ));
+        }
+        self
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    /// A running gang of `size` pods spread over the nodes round robin.
+    pub fn running_gang(
+        mut self,
+        ns: &str,
+        name: &str,
+        queue: &str,
+        size: usize,
+        milli_cpu: u32,
+        mem_mi: u32,
+        nodes: usize,
+    ) -> Self {
+        let pg = podgroup(ns, name, queue, size as i32, None);
+        self.index.apply_podgroup(&with_phase(pg, "Running"));
+        for i in 0..size {
+            let p = pod(ns, &format!("{name}-task-{i}"), name, milli_cpu, mem_mi);
+            self.index
+                .apply_pod(&running(p, &format!("node-{}", i % nodes.max(1))));
+        }
+        self
+    }
+}
+
+/// Counts placements per gang in a plan.
+pub fn placed_by_gang(plan: &super::Plan) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for p in plan.placements.values() {
+        *m.entry(p.job.clone()).or_default() += 1;
+    }
+    m
+}

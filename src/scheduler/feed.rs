@@ -1,0 +1,34 @@
+//! The scheduler's index follows the shared watch caches: each kind it reads is an [`Index`]
+//! of it, fed through one [`Relist`] adapter per watch.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use tephra_scheduler::ClusterIndex;
+
+use crate::api::{PodGroup, Queue};
+use crate::cluster::Index;
+
+/// Writes one `Index` impl per kind by naming the index's own methods for it.
+macro_rules! index_of {
+    ($($ty:ty => $apply:ident, $delete:ident, $reset:ident;)*) => {$(
+        impl Index<$ty> for ClusterIndex {
+            fn apply(&mut self, obj: &$ty) {
+                self.$apply(obj);
+            }
+            fn delete(&mut self, obj: &$ty) {
+                self.$delete(obj);
+            }
+            fn reset(&mut self, all: Vec<$ty>) {
+                self.$reset(&all);
+            }
+        }
+    )*};
+}
+
+index_of! {
+    Pod => apply_pod, delete_pod, reset_pods;
+    Node => apply_node, delete_node, reset_nodes;
+    PodGroup => apply_podgroup, delete_podgroup, reset_podgroups;
+    Queue => apply_queue, delete_queue, reset_queues;
+    PriorityClass => apply_priority_class, delete_priority_class, reset_priority_classes;
+}
