@@ -4,7 +4,7 @@
 //!
 //! 1. the simulator (`tephra::scheduler::sim`): the real session on a simulated clock, 6 nodes
 //!    of 8 cpu, 320 pods per queue, window 10–55 s; and the simulator's own speed (sessions/s,
-//!    and the saved scenarios of `tests/sim/` replayed, scenarios/s, on one core);
+//!    and the saved scenarios of `crates/scheduler/tests/sim/` replayed, scenarios/s, on one core);
 //! 2. `tephra serve --embedded` with its stand-ins: 6 nodes of 8 cpu, 320 vcJobs of one pod per
 //!    queue (the kubelet stand-in ends each pod after its `simulation.tephra.io/run-seconds`),
 //!    window 10–50 s after submission.
@@ -73,7 +73,7 @@ fn simulator() {
         sessions as f64 / took
     );
     // The saved scenarios with every check after every session, replayed for about 3 s.
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sim");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/scheduler/tests/sim");
     let mut scenarios: Vec<Scenario> = Vec::new();
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
         let path = entry.path();

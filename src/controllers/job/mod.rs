@@ -11,9 +11,9 @@
 //!   the edge: build:: (pods, PodGroup, PVCs), plugins:: (resources, pod edits) ──▶ the API
 //! ```
 //!
-//! Everything but the edge is pure code over plain objects, tested without a cluster.
+//! Everything but the edge is pure code over plain objects (the `tephra-controllers` crate),
+//! tested without a cluster.
 
-pub mod build;
 mod coalesce;
 mod commands;
 mod context;
@@ -21,12 +21,10 @@ pub mod delay;
 mod execute;
 pub mod index;
 pub mod metrics;
-pub mod plugins;
-pub mod policy;
-pub mod request;
-pub mod state;
-pub mod status;
 mod writes;
+
+// The decisions are the tephra-controllers crate's; the edge names them as its own modules.
+pub use tephra_controllers::job::{build, plugins, policy, request, state, status};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

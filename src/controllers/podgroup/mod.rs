@@ -13,15 +13,14 @@
 //!        └─▶ merge-patch the group name onto pods that lack it
 //! ```
 //!
-//! * [`build`]: pure, the PodGroup a pod and its owners call for, and update detection.
-//! * [`resources`]: pure, pod requests as Kubernetes counts them and `minResources`.
+//! * [`build`] (the `tephra-controllers` crate): pure, the PodGroup a pod and its owners call for, and update detection.
+//! * [`resources`] (the same crate): pure, pod requests as Kubernetes counts them and `minResources`.
 //!
 //! Keys are gangs, not pods: the ten pods of a ReplicaSet arriving at once make one or two
 //! reconciles, and one gang is never handled by two workers, so concurrent events cannot make
 //! two PodGroups (the name is deterministic as well, and AlreadyExists counts as success).
 
-pub mod build;
-pub mod resources;
+pub use tephra_controllers::podgroup::{build, resources};
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};

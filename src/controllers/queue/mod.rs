@@ -19,7 +19,7 @@
 //! on every PodGroup change and periodically, Commands validated (an unknown action gets a
 //! Warning Event) and deleted only after their action took effect.
 
-pub mod state;
+pub use tephra_controllers::queue::state;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

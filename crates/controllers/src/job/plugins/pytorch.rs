@@ -13,8 +13,8 @@ use super::{
     Args, JobPlugin, Kind, PluginError, containers, env_var, host, open_port, pod_index, pod_task,
     set_env,
 };
-use crate::api::batch::Job;
-use crate::api::keys::plugins::PYTORCH;
+use tephra_api::batch::Job;
+use tephra_api::keys::plugins::PYTORCH;
 
 /// Name of the opened port.
 const PORT_NAME: &str = "pytorchjob-port";

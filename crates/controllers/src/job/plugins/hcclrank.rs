@@ -8,8 +8,8 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{Args, JobPlugin, Kind, PluginError, pod_task};
-use crate::api::batch::Job;
-use crate::api::keys::{self, plugins::HCCLRANK};
+use tephra_api::batch::Job;
+use tephra_api::keys::{self, plugins::HCCLRANK};
 
 /// The `hcclrank` plugin with its arguments.
 pub(super) struct HcclRank {

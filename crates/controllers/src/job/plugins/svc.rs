@@ -21,8 +21,8 @@ use super::{
     Args, JobPlugin, Kind, Owned, OwnedKind, PluginError, Removed, all_containers, job_name,
     job_selector, mount_everywhere, owned_meta, removed, set_env, set_volume, task_hosts,
 };
-use crate::api::batch::Job;
-use crate::api::keys::plugins::SVC;
+use tephra_api::batch::Job;
+use tephra_api::keys::plugins::SVC;
 
 /// Where the hosts ConfigMap is mounted.
 const MOUNT_PATH: &str = "/etc/volcano";

@@ -22,7 +22,7 @@
 //!   Restarting rules), the edge kills the remaining pods in the same pass, instead of waiting
 //!   for some later event to run the finished state as Volcano does.
 
-use crate::api::batch::{Action, JobPhase, JobSpec, JobState, JobStatus};
+use tephra_api::batch::{Action, JobPhase, JobSpec, JobState, JobStatus};
 
 /// Which finished pods a whole-job kill leaves in place (Volcano's `PodRetainPhase*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -296,8 +296,8 @@ fn running_rule(spec: &JobSpec, status: &JobStatus, c: &Counts) -> Option<JobPha
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::batch::{Job, TaskSpec, TaskState};
     use std::collections::BTreeMap;
+    use tephra_api::batch::{Job, TaskSpec, TaskState};
 
     use Retain as R;
     use Work::{KillJob, KillTarget, Sync};

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::Duration;
-use crate::api::batch::{JobCondition, JobPhase, JobStatus, TaskState};
+use tephra_api::Duration;
+use tephra_api::batch::{JobCondition, JobPhase, JobStatus, TaskState};
 
 /// Pod counts by phase, for the job and per task.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn phase_changes_earn_an_event_saying_from_what_and_why() {
-        use crate::api::batch::JobState;
+        use tephra_api::batch::JobState;
         let st = |phase: JobPhase, reason: &str, message: &str| JobStatus {
             state: Some(JobState {
                 phase: Some(phase),

@@ -7,9 +7,9 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::resources;
-use crate::api::keys;
-use crate::api::scheduling::{NetworkTopologyMode, NetworkTopologySpec};
-use crate::api::{PodGroup, PodGroupSpec, PodGroupStatus};
+use tephra_api::keys;
+use tephra_api::scheduling::{NetworkTopologyMode, NetworkTopologySpec};
+use tephra_api::{PodGroup, PodGroupSpec, PodGroupStatus};
 
 /// Annotations of one owner in the pod's owner chain (ReplicaSet, Deployment, StatefulSet,
 /// DaemonSet, batch Job).
@@ -234,7 +234,7 @@ pub fn build(inputs: &Inputs<'_>) -> PodGroup {
         },
         spec,
         status: Some(PodGroupStatus {
-            phase: Some(crate::api::scheduling::PodGroupPhase::Pending),
+            phase: Some(tephra_api::scheduling::PodGroupPhase::Pending),
             ..PodGroupStatus::default()
         }),
     }
@@ -445,7 +445,7 @@ mod tests {
         let l = pg.metadata.labels.clone().unwrap();
         assert_eq!(l[keys::PREEMPTABLE], "true");
         assert!(!l.contains_key("app"));
-        assert_eq!(pg.phase(), crate::api::scheduling::PodGroupPhase::Pending);
+        assert_eq!(pg.phase(), tephra_api::scheduling::PodGroupPhase::Pending);
     }
 
     #[test]
@@ -540,7 +540,7 @@ mod tests {
         // Stored form: other notation for the same amounts, a scheduler annotation, a status.
         let mut stored = desired.clone();
         stored.metadata.resource_version = Some("7".into());
-        stored.spec.min_resources = Some(crate::api::testing::resources(&[
+        stored.spec.min_resources = Some(tephra_api::testing::resources(&[
             ("cpu", "2000m"),
             ("memory", "2048Mi"),
             ("nvidia.com/gpu", "4"),
@@ -552,7 +552,7 @@ mod tests {
             .get_or_insert_with(BTreeMap::new)
             .insert(keys::JOB_ALLOCATED_HYPERNODE.into(), "h1".into());
         stored.status = Some(PodGroupStatus {
-            phase: Some(crate::api::scheduling::PodGroupPhase::Running),
+            phase: Some(tephra_api::scheduling::PodGroupPhase::Running),
             ..PodGroupStatus::default()
         });
         assert_eq!(update(&stored, &desired), None, "nothing really differs");

@@ -15,8 +15,8 @@ use super::{
     Args, JobPlugin, Kind, Owned, OwnedKind, PluginError, Removed, containers, host, job_name,
     job_selector, open_port, owned_meta, pod_task, removed,
 };
-use crate::api::batch::Job;
-use crate::api::keys::{self, plugins::RAY};
+use tephra_api::batch::Job;
+use tephra_api::keys::{self, plugins::RAY};
 
 /// Name of the GCS port.
 const GCS: &str = "gcs";

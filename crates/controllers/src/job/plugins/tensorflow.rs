@@ -11,8 +11,8 @@ use serde::Serialize;
 use super::{
     Args, JobPlugin, Kind, PluginError, containers, env_var, host, pod_index, pod_task, set_env,
 };
-use crate::api::batch::Job;
-use crate::api::keys::plugins::TENSORFLOW;
+use tephra_api::batch::Job;
+use tephra_api::keys::plugins::TENSORFLOW;
 
 /// The variable TensorFlow reads.
 const TF_CONFIG: &str = "TF_CONFIG";

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::api::Queue;
-use crate::api::scheduling::{PodGroupPhase, QueueState};
+use tephra_api::Queue;
+use tephra_api::scheduling::{PodGroupPhase, QueueState};
 
 /// What a sync is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,7 +151,7 @@ pub fn status_patch(queue: &Queue, state: &QueueState, counts: &Counts) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::scheduling::QueueStatus;
+    use tephra_api::scheduling::QueueStatus;
 
     #[test]
     fn state_table() {
@@ -238,7 +238,7 @@ mod tests {
             PodGroupPhase::Other(String::new()),
         ]);
         assert_eq!((c.pending, c.running, c.total()), (2, 2, 4));
-        let mut q = crate::api::Queue::test("q");
+        let mut q = tephra_api::Queue::test("q");
         q.metadata.resource_version = Some("5".into());
         let p = status_patch(&q, &QueueState::Open, &c).unwrap();
         assert_eq!(p["status"]["state"], "Open");

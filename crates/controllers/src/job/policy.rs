@@ -24,10 +24,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use super::request::Request;
-use crate::api::PodGroup;
-use crate::api::batch::{self, Action, Event, Job, JobPhase, LifecyclePolicy};
-use crate::api::keys;
-use crate::api::scheduling::PodGroupPhase;
+use tephra_api::PodGroup;
+use tephra_api::batch::{self, Action, Event, Job, JobPhase, LifecyclePolicy};
+use tephra_api::keys;
+use tephra_api::scheduling::PodGroupPhase;
 
 /// What to run for a request: the action, and how long to wait before running it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -397,13 +397,13 @@ fn first_exit_code(pod: &Pod) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::Duration;
-    use crate::api::batch::{JobStatus, TaskSpec};
     use k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use std::collections::BTreeMap;
+    use tephra_api::Duration;
+    use tephra_api::batch::{JobStatus, TaskSpec};
 
     fn job_owner_ref(uid: &str) -> OwnerReference {
         OwnerReference {

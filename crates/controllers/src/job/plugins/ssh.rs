@@ -21,8 +21,8 @@ use super::{
     Args, JobPlugin, Kind, Owned, OwnedKind, PluginError, Removed, distinct_hosts, host_parts,
     job_name, mount_everywhere, owned_meta, removed, set_volume,
 };
-use crate::api::batch::Job;
-use crate::api::keys::plugins::SSH;
+use tephra_api::batch::Job;
+use tephra_api::keys::plugins::SSH;
 
 /// Secret key of the private key.
 const PRIVATE_KEY: &str = "id_rsa";

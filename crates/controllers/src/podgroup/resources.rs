@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::api::ResourceList;
+use tephra_api::ResourceList;
 
 /// One unit in nano-units.
 const NANO: i128 = 1_000_000_000;
@@ -310,10 +310,10 @@ mod tests {
 
     #[test]
     fn same_amounts_ignores_notation() {
-        let a = crate::api::testing::resources(&[("cpu", "1000m"), ("memory", "1024Mi")]);
-        let b = crate::api::testing::resources(&[("cpu", "1"), ("memory", "1Gi")]);
+        let a = tephra_api::testing::resources(&[("cpu", "1000m"), ("memory", "1024Mi")]);
+        let b = tephra_api::testing::resources(&[("cpu", "1"), ("memory", "1Gi")]);
         assert!(same_amounts(Some(&a), Some(&b)));
-        let c = crate::api::testing::resources(&[("cpu", "2")]);
+        let c = tephra_api::testing::resources(&[("cpu", "2")]);
         assert!(!same_amounts(Some(&a), Some(&c)));
         assert!(same_amounts(None, Some(&Default::default())));
     }

@@ -1,7 +1,7 @@
 //! What a job worker is asked to do: Volcano's `apis.Request`, built from watch events and
 //! Commands, and the target of a restart action.
 
-use crate::api::batch::{Action, Event};
+use tephra_api::batch::{Action, Event};
 
 /// One unit of work for a job worker. Equal requests queued twice run once (the work queue
 /// deduplicates), as in Volcano.

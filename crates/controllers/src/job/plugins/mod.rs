@@ -60,8 +60,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use crate::api::batch::{self, Job, TaskSpec};
-use crate::api::keys;
+use tephra_api::batch::{self, Job, TaskSpec};
+use tephra_api::keys;
 
 /// An object a plugin wants to exist. The edge creates it (the plugin has already set the
 /// controller ownerReference to the Job); when it exists already, the edge updates a ConfigMap
@@ -621,8 +621,8 @@ pub(crate) mod testing {
     use k8s_openapi::api::core::v1::{Container, Pod};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    use crate::api::batch::{Job, pod_name};
-    use crate::api::keys;
+    use tephra_api::batch::{Job, pod_name};
+    use tephra_api::keys;
 
     /// A job from YAML, with a namespace and uid as the API server would give it.
     pub fn job(yaml: &str) -> Job {

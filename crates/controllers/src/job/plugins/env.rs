@@ -4,8 +4,8 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{JobPlugin, PluginError, all_containers, env_var, pod_index_text, set_env};
-use crate::api::batch::Job;
-use crate::api::keys::plugins::ENV;
+use tephra_api::batch::Job;
+use tephra_api::keys::plugins::ENV;
 
 /// The index variable under its first (Volcano 0.x "vk") name.
 const TASK_VK_INDEX: &str = "VK_TASK_INDEX";

@@ -28,10 +28,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use kube::Resource;
 use serde_json::{Map, Value};
 
-use crate::api::batch::{Iteration, PartitionPolicySpec, VolumeSpec, pod_name};
-use crate::api::scheduling::{NetworkTopologyMode, NetworkTopologySpec, SubGroupPolicySpec};
-use crate::api::{Job, PodGroup, PodGroupSpec, ResourceList, TaskSpec, keys};
-use crate::controllers::podgroup::resources::{self, Amounts};
+use crate::podgroup::resources::{self, Amounts};
+use tephra_api::batch::{Iteration, PartitionPolicySpec, VolumeSpec, pod_name};
+use tephra_api::scheduling::{NetworkTopologyMode, NetworkTopologySpec, SubGroupPolicySpec};
+use tephra_api::{Job, PodGroup, PodGroupSpec, ResourceList, TaskSpec, keys};
 
 /// Length of the hash suffix of generated volume and claim names (Volcano's random suffix
 /// has the same length and alphabet).
@@ -125,7 +125,7 @@ pub fn gate_until_placed(pod: &mut Pod, schedulers: &[String]) {
             .unwrap_or("default-scheduler");
         schedulers.iter().any(|s| s == scheduler)
     });
-    if !served || crate::scheduler::resource::pod_request(pod).is_empty() {
+    if !served || tephra_scheduler::resource::pod_request(pod).is_empty() {
         return;
     }
     let Some(spec) = pod.spec.as_mut() else {

@@ -9,8 +9,8 @@ use super::{
     Args, JobPlugin, Kind, PluginError, all_containers, env_var, open_port, pod_task, set_env,
     task_hosts,
 };
-use crate::api::batch::Job;
-use crate::api::keys::plugins::MPI;
+use tephra_api::batch::Job;
+use tephra_api::keys::plugins::MPI;
 
 /// Name of the opened port.
 const PORT_NAME: &str = "mpijob-port";
