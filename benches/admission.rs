@@ -67,6 +67,10 @@ use tephra::metrics::Metrics;
 use tephra::server::{self, ServerConfig, ServerState, TlsSource};
 use tokio_util::sync::CancellationToken;
 
+/// The allocator the `tephra` binary runs on, so these figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type BenchResult<T> = Result<T, Box<dyn Error>>;
 
 /// Throughput target of every path: tephra's reviews/s over the do-nothing server's on the

@@ -53,6 +53,10 @@ use tephra::server::{self, ServerConfig, ServerState, TlsSource};
 use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 use tokio_util::sync::CancellationToken;
 
+/// The allocator the `tephra` binary runs on, so these figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type BenchResult<T> = Result<T, Box<dyn Error>>;
 
 const TARGET_RATIO: f64 = 0.8;

@@ -26,6 +26,10 @@ use tephra::api::batch::JobPhase;
 use tephra::api::scheduling::PodGroupPhase;
 use tephra::api::{Job, PodGroup};
 
+/// The allocator the `tephra` binary runs on, so these figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()

@@ -26,6 +26,10 @@ use tephra::controllers::{self, ControllerConfig};
 use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 use tokio_util::sync::CancellationToken;
 
+/// The allocator the `tephra` binary runs on, so these figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()

@@ -12,6 +12,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tephra::scheduler::{SchedulerConf, run_session};
 use tephra_scheduler::testing::{self, World};
 
+/// The allocator the `tephra` binary runs on, so these figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

@@ -36,6 +36,10 @@ use tephra::api::{Job, Queue};
 use tephra::scheduler::sim::workloads::{backlogged_queues, usage};
 use tephra::scheduler::sim::{Checker, Scenario, Sim};
 
+/// The allocator the `tephra` binary runs on, so these figures are the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const WEIGHTS: [u32; 2] = [1, 3];
 const NODES: u32 = 6;
 const PER_QUEUE: u32 = 320;

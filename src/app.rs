@@ -80,7 +80,7 @@ pub enum AppError {
     Extender(#[from] crate::extender::ExtenderError),
     /// The kube-scheduler stand-in could not start.
     #[error(transparent)]
-    SimScheduler(#[from] crate::sim_scheduler::SimSchedulerError),
+    SimScheduler(#[from] tephra_apiserver::kube_scheduler::SimSchedulerError),
     /// `--config` is missing or invalid.
     #[error(transparent)]
     SchedulerConfig(#[from] crate::scheduler::ConfigError),
@@ -877,14 +877,14 @@ fn start_sim_scheduler(
     } else {
         https_addr.ip()
     };
-    let thread = crate::sim_scheduler::start(
+    let thread = tephra_apiserver::kube_scheduler::start(
         config,
-        crate::sim_scheduler::SimSchedulerOptions {
+        tephra_apiserver::kube_scheduler::SimSchedulerOptions {
             scheduler_names: args.scheduler_names.clone(),
             host: format!("{}.{}.svc", WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1),
             addr: SocketAddr::new(ip, https_addr.port()),
             ca_pem,
-            http_timeout: crate::sim_scheduler::HTTP_TIMEOUT,
+            http_timeout: tephra_apiserver::kube_scheduler::HTTP_TIMEOUT,
         },
         shutdown.clone(),
     )?;

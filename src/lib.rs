@@ -1,35 +1,34 @@
 //! # tephra
 //!
 //! Volcano-style batch scheduling (gang scheduling, queues, job lifecycle policies) for any
-//! Kubernetes cluster, as one binary. The picture:
+//! Kubernetes cluster, as one binary. This crate is the binary's edges: everything that talks
+//! to a cluster, listens on a socket or runs a task. Every decision it acts on is made in a
+//! crate that cannot do either:
 //!
 //! ```text
 //!             kube-apiserver (or the embedded API)                   kube-scheduler
 //!    watch/list │   ▲ create/patch/bind            AdmissionReview │        │ extender JSON
 //!               ▼   │                                              ▼        ▼
-//!    ┌──────────────────────────── tephra serve ───────────────────────────────┐
-//!    │ cluster/    the kube client and the shared watch caches                  │
-//!    │    ├──▶ admission/  pure: (review, cluster view) → allow / deny / patch  │
-//!    │    ├──▶ controllers/  vcJobs, PodGroups for plain workloads, Queue state  │
-//!    │    ├──▶ scheduler/  the gang session: the placement plan, PodGroup status │
-//!    │    └──▶ extender/  kube-scheduler's filter, prioritize, bind, preempt     │
-//!    │ server/     axum over rustls: routes, limits, health, /metrics           │
-//!    │ metrics     one Prometheus registry                                       │
-//!    └──────────────────────────────────────────────────────────────────────────┘
-//!    crates/apiserver  in-memory Kubernetes-compatible API (the tephra-apiserver crate)
-//!    sim_scheduler     the kube-scheduler stand-in of embedded mode (a kube client)
+//!    ┌──────────────────────────── tephra serve (this crate) ──────────────────┐
+//!    │ cluster/    the kube client, the shared watch caches, start-up          │
+//!    │    ├──▶ admission/    HTTP edge of ──▶ tephra-admission  (pure)         │
+//!    │    ├──▶ controllers/  reconcile loops ──▶ tephra-controllers (pure)     │
+//!    │    ├──▶ scheduler/    runner, status writer ──▶ tephra-scheduler (pure) │
+//!    │    └──▶ extender/     filter, prioritize, bind, preempt over the plan   │
+//!    │ server/     axum over rustls: routes, limits, health, /metrics          │
+//!    │ leader/ selftls/ certs   leader election, certificates                  │
+//!    │ cli, vcctl, app          the command line and the staged start          │
+//!    └─────────────────────────────────────────────────────────────────────────┘
+//!    tephra-api        Volcano's types, keys, CRDs, extender wire types, Events (pure)
+//!    tephra-apiserver  the embedded Kubernetes-compatible API and its stand-ins (kubelet,
+//!                      kube-scheduler, controller-manager)
+//!    tephra-names, tephra-report   name validators; one-line error chains
 //! ```
 //!
-//! `main.rs` is a thin shell over [`cli`]; everything testable lives in this library.
+//! A pure crate may depend on other pure crates, k8s-openapi's types and serde, never on a
+//! Kubernetes client, an HTTP stack or an async runtime; `tests/it/pure_crates.rs` fails the
+//! build's tests if one does. `main.rs` is a thin shell over [`cli`].
 #![forbid(unsafe_code)]
-
-/// mimalloc for every binary built on this library (`tephra`, the tests, the benches). Every
-/// answer tephra gives allocates many short-lived strings and JSON values on two or three
-/// threads; a profile of the embedded system binding 4,000 gang pods spent about a quarter of
-/// its CPU in glibc's malloc and free (consolidation and chunk unlinking), which mimalloc's
-/// per-thread free lists avoid.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod admission;
 pub mod app;
@@ -43,9 +42,9 @@ pub mod metrics;
 pub mod scheduler;
 pub mod selftls;
 pub mod server;
-pub mod sim_scheduler;
 pub mod vcctl;
 
-/// One-line error reports (the `tephra-report` crate, shared with the embedded API).
+/// Volcano's API types, keys and CRDs (the `tephra-api` crate).
 pub use tephra_api as api;
+/// One-line error reports (the `tephra-report` crate, shared with the embedded API).
 pub use tephra_report as report;

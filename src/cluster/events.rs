@@ -1,32 +1,14 @@
-//! Kubernetes Events on the objects tephra acts on, as `core/v1` Events (what `kubectl
-//! describe` lists on every cluster and on the embedded API).
+//! Posting Kubernetes Events on the objects tephra acts on; the Event itself is built by
+//! [`tephra_api::events`].
 //!
 //! Repeats are the caller's business: the scheduler, for one, records a gang's reason only when
 //! it changes, where Volcano records the same warning every second.
 
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use kube::api::PostParams;
 use kube::{Api, Client};
 
-/// `Normal` or `Warning`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventType {
-    /// Something a user may want to know.
-    Normal,
-    /// Something that needs attention.
-    Warning,
-}
-
-impl EventType {
-    /// The wire form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Normal => "Normal",
-            Self::Warning => "Warning",
-        }
-    }
-}
+pub use crate::api::events::{EventType, object_ref};
 
 /// Writes Events as one component.
 #[derive(Clone)]
@@ -43,24 +25,6 @@ impl std::fmt::Debug for EventRecorder {
     }
 }
 
-/// The reference of a namespaced object for an Event.
-pub fn object_ref(
-    api_version: &str,
-    kind: &str,
-    namespace: Option<&str>,
-    name: &str,
-    uid: Option<&str>,
-) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(api_version.to_string()),
-        kind: Some(kind.to_string()),
-        namespace: namespace.map(str::to_string),
-        name: Some(name.to_string()),
-        uid: uid.map(str::to_string),
-        ..ObjectReference::default()
-    }
-}
-
 impl EventRecorder {
     /// A recorder reporting as `component` (e.g. `tephra-scheduler`).
     pub fn new(client: Client, component: &str) -> Self {
@@ -71,7 +35,7 @@ impl EventRecorder {
     }
 
     /// Records one Event on `object` (in the object's namespace, `default` for cluster-scoped
-    /// objects, as kube-apiserver's recorders do).
+    /// objects).
     pub async fn record(
         &self,
         object: &ObjectReference,
@@ -79,47 +43,12 @@ impl EventRecorder {
         reason: &str,
         message: &str,
     ) -> Result<(), kube::Error> {
-        let ns = object.namespace.clone().unwrap_or_else(|| "default".into());
         let now = k8s_openapi::jiff::Timestamp::now();
-        let name = object.name.clone().unwrap_or_default();
-        let event = Event {
-            metadata: ObjectMeta {
-                generate_name: Some(format!("{name}.")),
-                namespace: Some(ns.clone()),
-                ..ObjectMeta::default()
-            },
-            involved_object: object.clone(),
-            reason: Some(reason.to_string()),
-            // Events are capped at 1 KiB of message by kube-apiserver's own recorders.
-            message: Some(truncate(message, 1024)),
-            type_: Some(type_.as_str().to_string()),
-            count: Some(1),
-            first_timestamp: Some(Time(now)),
-            last_timestamp: Some(Time(now)),
-            event_time: Some(MicroTime(now)),
-            action: Some(reason.to_string()),
-            reporting_component: Some(self.component.clone()),
-            reporting_instance: Some(self.component.clone()),
-            source: Some(EventSource {
-                component: Some(self.component.clone()),
-                host: None,
-            }),
-            ..Event::default()
-        };
+        let event = crate::api::events::event(object, type_, reason, message, &self.component, now);
+        let ns = event.metadata.namespace.clone().unwrap_or_default();
         Api::<Event>::namespaced(self.client.clone(), &ns)
             .create(&PostParams::default(), &event)
             .await
             .map(|_| ())
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
 }

@@ -61,7 +61,6 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::{Api, Client};
-use serde_json::json;
 use tokio::sync::{oneshot, watch};
 
 use super::metrics::ExtenderMetrics;
@@ -80,21 +79,6 @@ const BIND_ATTEMPTS: u32 = 3;
 /// (conflict: already bound, not found) will not change on a retry.
 fn retryable(code: u16) -> bool {
     code >= 500 || code == 429
-}
-
-/// The `Binding` that puts a pod on a node (posted to the pod's `binding` subresource; the uid
-/// makes the API refuse it for a pod deleted and made again under the same name).
-pub(crate) fn binding_body(args: &ExtenderBindingArgs) -> serde_json::Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "Binding",
-        "metadata": {
-            "name": args.pod_name,
-            "namespace": args.pod_namespace,
-            "uid": args.pod_uid,
-        },
-        "target": { "apiVersion": "v1", "kind": "Node", "name": args.node },
-    })
 }
 
 /// Why a bind is answered with an error.
@@ -955,7 +939,7 @@ impl Binder {
     async fn post(&self, args: &ExtenderBindingArgs) -> Result<(), BindError> {
         let started = Instant::now();
         let api: Api<Pod> = Api::namespaced(self.inner.client.clone(), &args.pod_namespace);
-        let body = binding_body(args);
+        let body = args.binding();
         let mut attempt = 0;
         let result = loop {
             attempt += 1;

@@ -23,7 +23,7 @@ mod http;
 pub mod metrics;
 pub mod preempt;
 pub mod prioritize;
-pub mod protocol;
+pub use tephra_api::extender as protocol;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

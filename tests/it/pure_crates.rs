@@ -9,6 +9,7 @@ use std::process::Command;
 const PURE: &[&str] = &[
     "tephra-admission",
     "tephra-api",
+    "tephra-controllers",
     "tephra-names",
     "tephra-scheduler",
 ];

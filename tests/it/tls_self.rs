@@ -353,7 +353,7 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
                         }
                         Err(e) => tally
                             .handshake_or_transport
-                            .push(format!("{:?}", anyhow::Error::from(e))),
+                            .push(tephra::report::report(&e).to_string()),
                     }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }

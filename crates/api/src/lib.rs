@@ -19,6 +19,9 @@
 //! * [`keys`]: every well-known label, annotation, event reason and name Volcano uses.
 //! * [`crds`]: the CustomResourceDefinitions (what `tephra crds` prints, and
 //!   `manifests/crds/` holds).
+//! * [`extender`]: kube-scheduler's extender API (filter, prioritize, bind, preempt), as
+//!   kube-scheduler sends and reads it.
+//! * [`events`]: the `core/v1` Event tephra writes on the objects it acts on.
 //! * [`quantity`]: Kubernetes quantities (`500m`, `2Gi`) read as numbers.
 //! * `testing` (feature `testing`, for tests only): small builders
 //!   (`Job::test("j").in_queue("q").task("t", 2)`).
@@ -31,6 +34,8 @@
 pub mod batch;
 pub mod bus;
 pub mod crds;
+pub mod events;
+pub mod extender;
 pub mod keys;
 pub mod quantity;
 pub mod scheduling;

@@ -27,6 +27,8 @@
 //!   store.rs     objects as JSON bytes per group/resource, global resourceVersion, history
 //!   nodes.rs, kubelet.rs, workloads.rs  the stand-ins: Ready nodes, a simulated kubelet, the
 //!                controller-manager stand-in (they write through the verb layer)
+//!   kube_scheduler.rs  the kube-scheduler stand-in: a kube client of this API that calls
+//!                tephra's extender over HTTPS, as kube-scheduler would
 //! ```
 //!
 //! No request reaches the store except through the verb layer: the HTTP handlers call
@@ -43,6 +45,7 @@ pub mod discovery;
 pub mod faults;
 pub mod gc;
 pub mod guard;
+pub mod kube_scheduler;
 pub mod kubelet;
 pub mod list;
 pub mod logs;

@@ -32,12 +32,12 @@ use serde_json::json;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::events::{EventRecorder, EventType, object_ref};
-use crate::extender::protocol::{
+use tephra_api::events::{EventType, object_ref};
+use tephra_api::extender::{
     ExtenderBindingArgs, ExtenderBindingResult, ExtenderFilterResult, HostPriority,
 };
-use crate::scheduler::plugins::predicates::{term_matches, untolerated};
-use crate::scheduler::resource::{PODS, Resource, pod_request};
+use tephra_scheduler::plugins::predicates::{term_matches, untolerated};
+use tephra_scheduler::resource::{PODS, Resource, pod_request};
 
 /// kube-scheduler's initial per-pod backoff.
 pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
@@ -485,7 +485,7 @@ impl Sim {
                     .record(&o, EventType::Warning, "NoScheduler", &message)
                     .await
                 {
-                    tracing::debug!(error = %crate::report::report(&e), "kube-scheduler stand-in: event not recorded");
+                    tracing::debug!(error = %tephra_report::report(&e), "kube-scheduler stand-in: event not recorded");
                 }
             }
         });
@@ -896,7 +896,7 @@ impl Sim {
     /// Binds the pod as kube-scheduler's DefaultBinder does: a Binding on the pod.
     async fn post_binding(&self, args: &ExtenderBindingArgs) -> Result<(), String> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &args.pod_namespace);
-        let body = crate::extender::binder::binding_body(args);
+        let body = args.binding();
         api.create_subresource::<_, serde_json::Value>(
             "binding",
             &args.pod_name,
@@ -905,7 +905,7 @@ impl Sim {
         )
         .await
         .map(drop)
-        .map_err(|e| crate::report::report(&e).to_string())
+        .map_err(|e| tephra_report::report(&e).to_string())
     }
 }
 
@@ -935,6 +935,38 @@ impl State {
             }
         }
         best.map(|(_, n)| n.clone())
+    }
+}
+
+/// Posts Events as one kube-scheduler profile does (the Event itself is tephra-api's).
+#[derive(Clone)]
+struct EventRecorder {
+    client: Client,
+    component: String,
+}
+
+impl EventRecorder {
+    fn new(client: Client, component: &str) -> Self {
+        Self {
+            client,
+            component: component.to_string(),
+        }
+    }
+
+    async fn record(
+        &self,
+        object: &k8s_openapi::api::core::v1::ObjectReference,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), kube::Error> {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let event = tephra_api::events::event(object, type_, reason, message, &self.component, now);
+        let ns = event.metadata.namespace.clone().unwrap_or_default();
+        Api::<k8s_openapi::api::core::v1::Event>::namespaced(self.client.clone(), &ns)
+            .create(&kube::api::PostParams::default(), &event)
+            .await
+            .map(|_| ())
     }
 }
 

@@ -196,6 +196,24 @@ pub struct ExtenderBindingArgs {
     pub node: String,
 }
 
+impl ExtenderBindingArgs {
+    /// The `core/v1` Binding that puts the pod on the node: the body of a POST to the pod's
+    /// `binding` subresource, as kube-scheduler's own binder writes it (the uid makes the API
+    /// refuse it for a pod deleted and made again under the same name).
+    pub fn binding(&self) -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {
+                "name": self.pod_name,
+                "namespace": self.pod_namespace,
+                "uid": self.pod_uid,
+            },
+            "target": { "apiVersion": "v1", "kind": "Node", "name": self.node },
+        })
+    }
+}
+
 /// `ExtenderBindingResult`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 pub struct ExtenderBindingResult {
