@@ -1,4 +1,4 @@
-//! The command line, as `contract.md` fixes it: `serve`, `crds`, `apiserver`, `certs`; and
+//! The command line (its names and flags are a fixed interface): `serve`, `crds`, `apiserver`, `certs`; and
 //! the `vcctl`-style `job`, `queue` and `pg` (their flags live in [`crate::vcctl`]).
 //!
 //! Only parsing lives here (clap derive), so the flags and their help text can be tested

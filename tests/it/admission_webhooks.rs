@@ -954,7 +954,7 @@ fn manifest_registers_every_path_with_its_policy() {
             assert!(policy == "Fail" || policy == "Ignore", "{path}");
             let mutating = doc["kind"] == "MutatingWebhookConfiguration";
             assert_eq!(path.ends_with("/mutate"), mutating, "{path}");
-            // vcJobs are validated fail-closed (decisions.md).
+            // vcJobs are validated fail-closed: with the webhook down, the API refuses them.
             if path.starts_with("/jobs/") {
                 assert_eq!(policy, "Fail", "{path}");
             }

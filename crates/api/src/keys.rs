@@ -1,6 +1,6 @@
 //! Every well-known label, annotation, name and event reason of Volcano that tephra reads or
-//! writes, with the values Volcano uses (see `volcano-reference.md`, "Well-known labels and
-//! annotations"). "A" = annotation, "L" = label; the producer → consumer is given where it helps.
+//! writes, with the values Volcano uses. "A" = annotation, "L" = label; the producer →
+//! consumer is given where it helps.
 
 // ---------------------------------------------------------------------------------------------
 // Default names

@@ -11,7 +11,7 @@
 //! One entry per pod of a job (job-level events use the pod name `""`). This module only keeps
 //! the book; the edge spawns and runs the timers.
 //!
-//! Departure from Volcano (`decisions.md`, "Job controller"): registering a different action for
+//! Departure from Volcano (listed in the book's differences from Volcano): registering a different action for
 //! a pod that already has one replaces **and cancels** the earlier one. Volcano overwrote the
 //! entry but left the old timer running, so the replaced action still fired.
 //!

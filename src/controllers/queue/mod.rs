@@ -14,7 +14,7 @@
 //! The hierarchy follows Volcano: children close with their parent (marked
 //! `volcano.sh/closed-by-parent`) and reopen with it ([`state::apply_hierarchy`]).
 //!
-//! Departures from Volcano (decisions.md): keyed work (one worker per queue), writes pinned
+//! Departures from Volcano: keyed work (one worker per queue), writes pinned
 //! to the resourceVersion they were decided on, counts written to `status`, Closing re-checked
 //! on every PodGroup change and periodically, Commands validated (an unknown action gets a
 //! Warning Event) and deleted only after their action took effect.

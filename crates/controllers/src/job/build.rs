@@ -139,7 +139,7 @@ pub fn gate_until_placed(pod: &mut Pod, schedulers: &[String]) {
     }
 }
 
-/// The pod for replica `index` of `task` (job-controller.md §8).
+/// The pod for replica `index` of `task`, as Volcano's job controller makes it.
 ///
 /// - name `{job}-{task}-{index}` in the job's namespace, one controller ownerReference to the
 ///   job ([`owner_reference`]);
@@ -308,7 +308,7 @@ fn partition_id(partition: &PartitionPolicySpec, index: i32) -> i32 {
     }
 }
 
-/// The job's PodGroup as the controller creates it (job-controller.md §9): name `{job}-{uid}`,
+/// The job's PodGroup as Volcano's job controller creates it: name `{job}-{uid}`,
 /// the job's labels and annotations, a controller ownerReference to the job, and a spec of
 /// `minMember` (job `minAvailable`), `minTaskMember` per task, `queue`, `priorityClassName`,
 /// [`min_resources`], the job's network topology and one sub-group policy per partitioned task.
@@ -407,7 +407,7 @@ fn sub_group_policies(job: &Job) -> Vec<SubGroupPolicySpec> {
         .collect()
 }
 
-/// What to change on an existing PodGroup to match `desired` (job-controller.md §9 update), as
+/// What to change on an existing PodGroup to match `desired` (as Volcano's job controller updates it), as
 /// a JSON merge patch such as `{"spec": {"minMember": 3}}`, or `None` when nothing differs.
 ///
 /// Compared: `priorityClassName`, `minMember`, `minResources` (by amount, so `1000m` equals
@@ -535,7 +535,7 @@ fn sub_group_key(list: Option<&[SubGroupPolicySpec]>) -> BTreeMap<String, SubGro
         .collect()
 }
 
-/// The PodGroup's `minResources` (Volcano's `calcPGMinResources`, job-controller.md §9), with
+/// The PodGroup's `minResources` (Volcano's `calcPGMinResources`), with
 /// plain resource names (`cpu`, `memory`, `pods`, extended resources).
 ///
 /// The gang's resources are those of the pods the scheduler needs first, highest-priority
@@ -551,7 +551,7 @@ fn sub_group_key(list: Option<&[SubGroupPolicySpec]>) -> BTreeMap<String, SubGro
 /// PodGroup) could flip back and forth; a stable sort makes the result a function of the job
 /// alone. Per-pod amounts are Kubernetes' effective pod
 /// requests with plain names ([`resources::pod_requests`]), not Volcano's quota keys
-/// (decisions.md).
+/// (`requests.cpu`, `count/pods`), which the scheduler does not read.
 pub fn min_resources(job: &Job, priority_of: &dyn Fn(&str) -> Option<i32>) -> ResourceList {
     let mut tasks: Vec<(i32, &TaskSpec)> = job
         .tasks()
@@ -690,8 +690,8 @@ pub fn build_pvc(job: &Job, volume: &VolumeSpec, claim_name: &str) -> Persistent
     }
 }
 
-/// Whether `task`'s `dependsOn` tasks are ready, so its pods may be created
-/// (job-controller.md §7). `pod(name)` looks a pod of the job's namespace up in the cache. A
+/// Whether `task`'s `dependsOn` tasks are ready, so its pods may be created (as Volcano's job
+/// controller decides it). `pod(name)` looks a pod of the job's namespace up in the cache. A
 /// task without `dependsOn` is ready.
 ///
 /// With `iteration: any` and at least two names, one ready dependency is enough; otherwise

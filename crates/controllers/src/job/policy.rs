@@ -12,7 +12,7 @@
 //! Everything here is pure: the edge passes in the objects (and, for `pod_updated`, the cached
 //! pods of the same task) and queues what comes back.
 //!
-//! Departures from Volcano made here (see `decisions.md`, "Job controller"):
+//! Departures from Volcano's job controller made here:
 //! * [`job_updated`] emits `JobUpdated` (not `OutOfSync`) when the spec of a Running job
 //!   changes, so policies on that event can fire; Volcano declares the event and never sends it.
 //! * The stale-version test of [`apply_policies`] applies only to requests that carry a job

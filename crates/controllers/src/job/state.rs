@@ -11,7 +11,7 @@
 //!                  apply(rule, spec, &mut status) ─▶ phase moved? (edge stamps time, condition)
 //! ```
 //!
-//! Where tephra departs from Volcano (see `decisions.md`, "Job controller"):
+//! Where tephra departs from Volcano's job controller:
 //! * In `Restarting`, `AbortJob`, `TerminateJob` and `CompleteJob` take effect (kill everything,
 //!   move to Aborting / Terminating / Completing). Volcano only kills the pods again and keeps
 //!   restarting, so a user's command is silently lost. This is decided here, in [`step`].

@@ -157,7 +157,7 @@ fn max_into(into: &mut Amounts, other: &Amounts) {
 /// `spec.resources.requests`, when given, replace the container sums. `pods` is 1.
 ///
 /// Unlike Volcano (which copies the quota keys `count/pods`, `requests.cpu`, `limits.*`), only
-/// plain resource names come out: that is what the scheduler reads (decisions.md).
+/// plain resource names come out: that is what the scheduler reads.
 pub fn pod_requests(pod: &Pod) -> Amounts {
     let mut out = Amounts::new();
     if let Some(spec) = pod.spec.as_ref() {
