@@ -42,6 +42,7 @@ pub mod metrics;
 pub mod scheduler;
 pub mod selftls;
 pub mod server;
+pub mod sync;
 pub mod vcctl;
 
 /// Volcano's API types, keys and CRDs (the `tephra-api` crate).

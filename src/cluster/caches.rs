@@ -213,10 +213,7 @@ fn report_watch_error(kind: &str, e: &watcher::Error, warn: &std::sync::Mutex<Wa
         watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => Class::Transient,
     };
     let error = crate::report::report(e);
-    let due = warn
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .due(std::time::Instant::now());
+    let due = crate::sync::lock(warn).due(std::time::Instant::now());
     if !due {
         tracing::debug!(%kind, %error, "watch error; retrying");
     } else if class == Class::Missing {

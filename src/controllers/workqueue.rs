@@ -7,11 +7,13 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+use crate::sync::lock;
 
 /// First retry delay of a failing key.
 pub const BASE_DELAY: Duration = Duration::from_millis(5);
@@ -75,19 +77,13 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// The same queue with backoff capped at `max` instead of [`MAX_DELAY`] (the Job
     /// controller's pod-deletion retries cap at 180 s, as Volcano's).
     pub fn with_max_delay(self, max: Duration) -> Self {
-        self.lock().max_delay = max;
+        lock(&self.state).max_delay = max;
         self
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State<K>> {
-        // A panic while holding the lock leaves consistent sets (every step is one insert or
-        // remove), so a poisoned lock is still usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Queues `key` unless it is queued already; a key being worked on runs again after.
     pub fn add(&self, key: K) {
-        let mut s = self.lock();
+        let mut s = lock(&self.state);
         if s.active.contains(&key) {
             s.dirty.insert(key);
             return;
@@ -103,7 +99,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// events for one key then makes one run (how the queue controller coalesces PodGroup
     /// changes into one status write).
     pub fn add_after(&self, key: K, delay: Duration) {
-        if !self.lock().delayed.insert(key.clone()) {
+        if !lock(&self.state).delayed.insert(key.clone()) {
             return;
         }
         let q = self.clone();
@@ -111,7 +107,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             tokio::select! {
                 () = q.shutdown.cancelled() => {}
                 () = tokio::time::sleep(delay) => {
-                    q.lock().delayed.remove(&key);
+                    lock(&q.state).delayed.remove(&key);
                     q.add(key);
                 }
             }
@@ -128,7 +124,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
     /// waiting for a PVC the user has yet to create is retried at least every 30 s).
     pub fn add_rate_limited_capped(&self, key: K, cap: Duration) -> Duration {
         let (n, max) = {
-            let mut s = self.lock();
+            let mut s = lock(&self.state);
             let max = s.max_delay;
             let n = s.failures.entry(key.clone()).or_default();
             *n += 1;
@@ -144,12 +140,12 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
 
     /// Clears `key`'s failure count (after a success).
     pub fn forget(&self, key: &K) {
-        self.lock().failures.remove(key);
+        lock(&self.state).failures.remove(key);
     }
 
     /// How many times `key` has failed in a row.
     pub fn failures(&self, key: &K) -> u32 {
-        self.lock().failures.get(key).copied().unwrap_or(0)
+        lock(&self.state).failures.get(key).copied().unwrap_or(0)
     }
 
     /// The next key, marked active; `None` once shut down.
@@ -157,7 +153,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         loop {
             let notified = self.notify.notified();
             {
-                let mut s = self.lock();
+                let mut s = lock(&self.state);
                 if let Some(k) = s.queue.pop_front() {
                     s.queued.remove(&k);
                     s.active.insert(k.clone());
@@ -177,7 +173,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
 
     /// Marks `key` finished; queues it again if it was added meanwhile.
     pub fn done(&self, key: &K) {
-        let mut s = self.lock();
+        let mut s = lock(&self.state);
         s.active.remove(key);
         if s.dirty.remove(key) && s.queued.insert(key.clone()) {
             s.queue.push_back(key.clone());
@@ -188,7 +184,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
 
     /// Keys waiting (not counting active ones).
     pub fn len(&self) -> usize {
-        self.lock().queue.len()
+        lock(&self.state).queue.len()
     }
 
     /// Whether nothing is waiting.

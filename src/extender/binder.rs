@@ -55,7 +55,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -67,6 +67,7 @@ use super::metrics::ExtenderMetrics;
 use super::protocol::ExtenderBindingArgs;
 use crate::scheduler::runner::DEFAULT_ASSUME_TTL;
 use crate::scheduler::{ClusterIndex, Scheduler};
+use crate::sync::lock;
 
 /// Attempts per Binding post when the API answers a transient error (see [`retryable`]): a
 /// transient failure inside a gang flush would otherwise leave the gang partly bound.
@@ -292,10 +293,6 @@ impl std::fmt::Debug for Binder {
             .field("bind_ahead", &self.inner.bind_ahead)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What the index says about a bind request.

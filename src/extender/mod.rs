@@ -36,6 +36,7 @@ pub use metrics::ExtenderMetrics;
 use crate::scheduler::Scheduler;
 use crate::scheduler::replan::{Replanned, replan_gang};
 use crate::scheduler::runner::DEFAULT_ASSUME_TTL;
+use crate::sync::lock;
 use filter::Decision;
 use protocol::{ExtenderArgs, ExtenderFilterResult, FailedNodesMap, NodeList};
 
@@ -278,7 +279,7 @@ impl Extender {
     /// `true` while no session has finished since the filter first saw `uid`.
     fn may_wait(&self, uid: &str) -> bool {
         let now = self.scheduler.session_count();
-        let mut seen = self.first_seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = lock(&self.first_seen);
         if seen.len() >= SEEN_LIMIT {
             seen.clear();
         }
@@ -300,7 +301,7 @@ impl Extender {
             return error_result("the request has neither NodeNames nor Nodes".into());
         };
         {
-            let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+            let mut asked = lock(&self.asked);
             if asked.len() >= SEEN_LIMIT {
                 asked.clear();
             }
@@ -314,7 +315,7 @@ impl Extender {
                 let plan = self.scheduler.plan();
                 // The index before `asked`, in the order the nudger takes them.
                 let idx = self.scheduler.index();
-                let asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+                let asked = lock(&self.asked);
                 // A member may give its placement when kube-scheduler has not asked about it
                 // since it was placed and the binder has not taken it (bound ahead).
                 let may_give = |job: &str, u: &str| {
@@ -424,7 +425,7 @@ impl Extender {
             // it until an unrelated event while the rest of its gang is held in vain.
             None => UNSEEN.to_string(),
         };
-        let mut r = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = lock(&self.rejected);
         if r.len() >= SEEN_LIMIT {
             r.clear();
         }
@@ -471,7 +472,7 @@ impl Extender {
                 let now = Instant::now();
                 let ungate = {
                     let placed = self.scheduler.index().placed_plan_gated();
-                    let mut sent = self.ungated.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut sent = lock(&self.ungated);
                     due_ungates(placed, &mut sent, now)
                 };
                 let ungating = self.ungate(ungate);
@@ -479,8 +480,8 @@ impl Extender {
                     let idx = self.scheduler.index();
                     let mut due: Vec<(String, String)> = Vec::new();
                     {
-                        let asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
-                        let mut nudged = self.nudged.lock().unwrap_or_else(|p| p.into_inner());
+                        let asked = lock(&self.asked);
+                        let mut nudged = lock(&self.nudged);
                         nudged.retain(|uid, _| idx.assumed_node(uid).is_some());
                         let placed_by = now.checked_sub(PARKED_GRACE).unwrap_or(now);
                         due.extend(due_parked(
@@ -490,7 +491,7 @@ impl Extender {
                             now,
                         ));
                     }
-                    let mut r = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut r = lock(&self.rejected);
                     // Pods turned down before the index knew them are nudged once it does.
                     if let Some(unseen) = r.get_mut(UNSEEN) {
                         let known: Vec<String> = unseen

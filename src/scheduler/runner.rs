@@ -28,6 +28,7 @@ use super::pending::{Batch, Pending};
 use crate::api::{PodGroup, Queue};
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
 use crate::cluster::{CacheFeeds, Relist};
+use crate::sync::{self, lock};
 
 /// How long a placement made by a session counts against its node without kube-scheduler
 /// binding the pod. Longer than kube-scheduler's largest retry backoff (10 s) plus its
@@ -122,11 +123,6 @@ impl std::fmt::Debug for Scheduler {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock leaves plain data behind; keep serving it.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Scheduler {
     /// A scheduler with `conf` (already checked) and its series in `registry`.
     pub fn new(
@@ -197,11 +193,7 @@ impl Scheduler {
 
     /// The latest plan.
     pub fn plan(&self) -> Arc<Plan> {
-        self.inner
-            .plan
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        sync::read(&self.inner.plan).clone()
     }
 
     /// Number of sessions run so far.
@@ -244,11 +236,7 @@ impl Scheduler {
 
     /// The configuration in force.
     pub fn conf(&self) -> Arc<SchedulerConf> {
-        self.inner
-            .conf
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        sync::read(&self.inner.conf).clone()
     }
 
     /// Re-reads `--config` when its file changed; a bad new file keeps the old configuration.
@@ -275,7 +263,7 @@ impl Scheduler {
                 if !ignored.is_empty() {
                     tracing::warn!(plugins = ?ignored, "scheduler configuration names Volcano plugins tephra does not run; they are left out");
                 }
-                *self.inner.conf.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(conf);
+                *sync::write(&self.inner.conf) = Arc::new(conf);
                 self.inner
                     .metrics
                     .config_reloads
@@ -361,8 +349,7 @@ impl Scheduler {
             }
             ready.retain(|j| outcome.plan.gangs.contains_key(j));
         }
-        *self.inner.plan.write().unwrap_or_else(|p| p.into_inner()) =
-            Arc::new(outcome.plan.clone());
+        *sync::write(&self.inner.plan) = Arc::new(outcome.plan.clone());
         self.inner.wake_at_ms.store(
             outcome.wake_at_ms.unwrap_or(i64::MAX).min(grow_wake),
             std::sync::atomic::Ordering::Relaxed,

@@ -2,12 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
 use super::Limits;
 use crate::metrics::Metrics;
+use crate::sync::lock;
 
 /// The readiness condition [`super::serve`] owns: true while the HTTPS listener accepts
 /// connections, false before it is bound and again once draining starts.
@@ -129,11 +130,6 @@ impl ServerState {
     pub(crate) fn set_self_signed_ca(&self, pem: Option<String>) {
         lock(&self.inner.addrs).ca_pem = pem;
     }
-}
-
-/// A poisoned lock only means another thread panicked while holding it; the maps stay usable.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -15,10 +15,11 @@
 //! succeeded. Requests queued by other paths (retries, timers) carry no stamp and always run.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use super::request::Request;
 use crate::api::batch::JobPhase;
+use crate::sync::lock;
 
 /// A point in the order of queued requests and started syncs.
 pub(crate) type Ticket = u64;
@@ -55,15 +56,10 @@ pub(crate) struct Coalescer {
 }
 
 impl Coalescer {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // Each step under the lock is one map update: a poisoned lock is consistent.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Stamps `req` as queued now. Called before the request goes on its queue; a request
     /// queued again while it waits (the queue keeps one) takes the later stamp.
     pub(crate) fn queued(&self, req: &Request) {
-        let mut i = self.lock();
+        let mut i = lock(&self.inner);
         let t = i.tick();
         i.queued.insert(req.clone(), t);
     }
@@ -71,17 +67,17 @@ impl Coalescer {
     /// Takes `req`'s stamp as its worker picks it up (`None`: queued by a path that does not
     /// stamp, or picked up before).
     pub(crate) fn take(&self, req: &Request) -> Option<Ticket> {
-        self.lock().queued.remove(req)
+        lock(&self.inner).queued.remove(req)
     }
 
     /// A ticket for a sync about to read the caches.
     pub(crate) fn sync_starting(&self) -> Ticket {
-        self.lock().tick()
+        lock(&self.inner).tick()
     }
 
     /// Records that the sync of `job` holding `ticket`, run in `phase`, succeeded.
     pub(crate) fn synced(&self, job: &str, ticket: Ticket, phase: Option<&JobPhase>) {
-        let mut i = self.lock();
+        let mut i = lock(&self.inner);
         let newer = i.synced.get(job).is_none_or(|s| s.started < ticket);
         if newer {
             i.synced.insert(
@@ -97,7 +93,7 @@ impl Coalescer {
     /// Whether a plain-sync request of `job` queued at `queued` is covered: a sync in the
     /// job's current `phase` started after it and succeeded.
     pub(crate) fn covered(&self, job: &str, queued: Ticket, phase: Option<&JobPhase>) -> bool {
-        self.lock()
+        lock(&self.inner)
             .synced
             .get(job)
             .is_some_and(|s| s.started > queued && s.phase.as_ref() == phase)
@@ -105,13 +101,13 @@ impl Coalescer {
 
     /// Drops what is kept about a deleted job.
     pub(crate) fn forget_job(&self, job: &str) {
-        self.lock().synced.remove(job);
+        lock(&self.inner).synced.remove(job);
     }
 
     /// How many requests carry a stamp (for tests: stamps must not pile up).
     #[cfg(test)]
     fn stamped(&self) -> usize {
-        self.lock().queued.len()
+        lock(&self.inner).queued.len()
     }
 }
 

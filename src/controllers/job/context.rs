@@ -22,6 +22,7 @@ use crate::cluster::Caches;
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
 use crate::controllers::ControllerMetrics;
 use crate::controllers::workqueue::WorkQueue;
+use crate::sync::lock;
 
 /// Writes of this controller the watch has not delivered yet. Without them a request right
 /// after a write would decide on the old object: write a status again on a stale
@@ -134,8 +135,7 @@ impl std::fmt::Debug for Context {
 
 impl Context {
     pub(crate) fn inflight(&self) -> MutexGuard<'_, Inflight> {
-        // Every step under this lock is one insert or remove: a poisoned lock is consistent.
-        self.inflight.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.inflight)
     }
 
     /// The job as the cache has it, or as this controller last wrote it while the cache lags.
@@ -255,11 +255,7 @@ impl Context {
         let ns = job.namespace().unwrap_or_default();
         let name = job.name_any();
         let uid = job.metadata.uid.clone().unwrap_or_default();
-        let names = self
-            .index
-            .lock()
-            .map(|i| i.pods_of(&ns, &name))
-            .unwrap_or_default();
+        let names = lock(&self.index).pods_of(&ns, &name);
         let mut out = Vec::with_capacity(names.len());
         let mut seen = HashSet::new();
         let mut w = self.inflight();
@@ -307,11 +303,7 @@ impl Context {
                 .cloned()
                 .unwrap_or_default(),
         );
-        let names = self
-            .index
-            .lock()
-            .map(|i| i.pods_of(&ns, &job.name_any()))
-            .unwrap_or_default();
+        let names = lock(&self.index).pods_of(&ns, &job.name_any());
         names
             .iter()
             .filter_map(|n| self.caches.pods().get(&ObjectRef::new(n).within(&ns)))

@@ -20,13 +20,14 @@
 //! newer one for the same pod.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use tokio_util::sync::CancellationToken;
 
 use super::policy::is_internal_action;
 use super::request::Request;
 use crate::api::batch::{Action, Event};
+use crate::sync::lock;
 
 /// An action waiting for its policy's timeout.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,18 +103,12 @@ pub struct DelayedActions {
 }
 
 impl DelayedActions {
-    fn lock(&self) -> MutexGuard<'_, Entries> {
-        // Every change under the lock is a single insert or remove (plus cancelling tokens,
-        // which cannot panic), so a poisoned map is still consistent.
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Stores `a`, unless the pod already waits for the same action (then `None`: keep the
     /// running timer, start no new one). A waiting entry with a different action is replaced
     /// and its token cancelled (departure, see the module doc). Returns the token the caller's
     /// timer task must watch.
     pub fn register(&self, a: DelayedAction) -> Option<CancellationToken> {
-        let mut entries = self.lock();
+        let mut entries = lock(&self.entries);
         let pods = entries.entry(a.job_key.clone()).or_default();
         if let Some((old, token)) = pods.get(&a.pod) {
             if old.action == a.action {
@@ -141,7 +136,7 @@ impl DelayedActions {
         }
         let key = req.key();
         let pod = req.pod.as_deref().unwrap_or_default();
-        let mut entries = self.lock();
+        let mut entries = lock(&self.entries);
         let Some(pods) = entries.get_mut(&key) else {
             return;
         };
@@ -168,7 +163,7 @@ impl DelayedActions {
         }
         let level = Level::of(action);
         let pod = req.pod.as_deref().unwrap_or_default();
-        let mut entries = self.lock();
+        let mut entries = lock(&self.entries);
         let Some(pods) = entries.get_mut(job_key) else {
             return;
         };
@@ -204,7 +199,7 @@ impl DelayedActions {
         if token.is_cancelled() {
             return false;
         }
-        let mut entries = self.lock();
+        let mut entries = lock(&self.entries);
         let Some(pods) = entries.get_mut(&a.job_key) else {
             return false;
         };
@@ -220,7 +215,7 @@ impl DelayedActions {
 
     /// The job was deleted: cancels and drops all its delayed actions.
     pub fn forget_job(&self, job_key: &str) {
-        if let Some(pods) = self.lock().remove(job_key) {
+        if let Some(pods) = lock(&self.entries).remove(job_key) {
             for (_, token) in pods.values() {
                 token.cancel();
             }
@@ -229,7 +224,7 @@ impl DelayedActions {
 
     /// The delayed actions waiting for `job_key`, in no particular order.
     pub fn of_job(&self, job_key: &str) -> Vec<DelayedAction> {
-        self.lock()
+        lock(&self.entries)
             .get(job_key)
             .map(|pods| pods.values().map(|(a, _)| a.clone()).collect())
             .unwrap_or_default()
@@ -237,7 +232,7 @@ impl DelayedActions {
 
     /// How many delayed actions wait, over all jobs.
     pub fn len(&self) -> usize {
-        self.lock().values().map(HashMap::len).sum()
+        lock(&self.entries).values().map(HashMap::len).sum()
     }
 
     /// Whether none waits.
