@@ -6,15 +6,15 @@ use std::collections::{BTreeSet, HashMap};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::runtime::watcher;
 
 use crate::api::keys;
+use crate::cluster::Index;
 
-/// `(namespace, job)` → pod names.
+/// `(namespace, job)` → pod names; an [`Index`] of the pod watch, fed through a
+/// [`Relist`](crate::cluster::Relist).
 #[derive(Debug, Default)]
 pub struct JobPodIndex {
     jobs: HashMap<(String, String), BTreeSet<String>>,
-    relist: Option<Vec<(String, String, String)>>,
 }
 
 /// The job a pod belongs to, by its annotation.
@@ -28,17 +28,12 @@ pub fn job_of(pod: &Pod) -> Option<&str> {
 }
 
 impl JobPodIndex {
-    fn insert(&mut self, ns: String, job: String, pod: String) {
-        self.jobs.entry((ns, job)).or_default().insert(pod);
-    }
-
-    fn remove(&mut self, ns: &str, job: &str, pod: &str) {
-        let key = (ns.to_string(), job.to_string());
-        if let Some(set) = self.jobs.get_mut(&key) {
-            set.remove(pod);
-            if set.is_empty() {
-                self.jobs.remove(&key);
-            }
+    fn insert(&mut self, pod: &Pod) {
+        if let Some(job) = job_of(pod) {
+            self.jobs
+                .entry((pod.namespace().unwrap_or_default(), job.to_string()))
+                .or_default()
+                .insert(pod.name_any());
         }
     }
 
@@ -49,41 +44,30 @@ impl JobPodIndex {
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()
     }
+}
 
-    /// Applies one watch event.
-    pub fn on_event(&mut self, ev: &watcher::Event<Pod>) {
-        match ev {
-            watcher::Event::Apply(p) => {
-                if let Some(job) = job_of(p) {
-                    self.insert(
-                        p.namespace().unwrap_or_default(),
-                        job.to_string(),
-                        p.name_any(),
-                    );
-                }
+impl Index<Pod> for JobPodIndex {
+    fn apply(&mut self, pod: &Pod) {
+        self.insert(pod);
+    }
+
+    fn delete(&mut self, pod: &Pod) {
+        let Some(job) = job_of(pod) else {
+            return;
+        };
+        let key = (pod.namespace().unwrap_or_default(), job.to_string());
+        if let Some(set) = self.jobs.get_mut(&key) {
+            set.remove(&pod.name_any());
+            if set.is_empty() {
+                self.jobs.remove(&key);
             }
-            watcher::Event::Delete(p) => {
-                if let Some(job) = job_of(p) {
-                    self.remove(&p.namespace().unwrap_or_default(), job, &p.name_any());
-                }
-            }
-            watcher::Event::Init => self.relist = Some(Vec::new()),
-            watcher::Event::InitApply(p) => {
-                if let Some(job) = job_of(p) {
-                    self.relist.get_or_insert_with(Vec::new).push((
-                        p.namespace().unwrap_or_default(),
-                        job.to_string(),
-                        p.name_any(),
-                    ));
-                }
-            }
-            watcher::Event::InitDone => {
-                let list = self.relist.take().unwrap_or_default();
-                self.jobs.clear();
-                for (ns, job, pod) in list {
-                    self.insert(ns, job, pod);
-                }
-            }
+        }
+    }
+
+    fn reset(&mut self, all: Vec<Pod>) {
+        self.jobs.clear();
+        for pod in &all {
+            self.insert(pod);
         }
     }
 }
@@ -91,7 +75,9 @@ impl JobPodIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::Relist;
     use kube::api::ObjectMeta;
+    use kube::runtime::watcher;
 
     fn pod(name: &str, job: Option<&str>) -> Pod {
         Pod {
@@ -108,17 +94,20 @@ mod tests {
     #[test]
     fn follows_adds_deletes_and_relists() {
         let mut i = JobPodIndex::default();
-        i.on_event(&watcher::Event::Apply(pod("a-w-0", Some("a"))));
-        i.on_event(&watcher::Event::Apply(pod("a-w-1", Some("a"))));
-        i.on_event(&watcher::Event::Apply(pod("plain", None)));
+        let mut relist = Relist::default();
+        let mut feed = |i: &mut JobPodIndex, ev| relist.feed(i, &ev);
+        feed(&mut i, watcher::Event::Apply(pod("a-w-0", Some("a"))));
+        feed(&mut i, watcher::Event::Apply(pod("a-w-1", Some("a"))));
+        feed(&mut i, watcher::Event::Apply(pod("plain", None)));
         assert_eq!(i.pods_of("ns", "a"), vec!["a-w-0", "a-w-1"]);
-        i.on_event(&watcher::Event::Delete(pod("a-w-0", Some("a"))));
+        feed(&mut i, watcher::Event::Delete(pod("a-w-0", Some("a"))));
         assert_eq!(i.pods_of("ns", "a"), vec!["a-w-1"]);
-        i.on_event(&watcher::Event::Init);
-        i.on_event(&watcher::Event::InitApply(pod("b-w-0", Some("b"))));
+        feed(&mut i, watcher::Event::Init);
+        feed(&mut i, watcher::Event::InitApply(pod("b-w-0", Some("b"))));
+        feed(&mut i, watcher::Event::InitApply(pod("plain", None)));
         // Until the relist is done the old view stands.
         assert_eq!(i.pods_of("ns", "a"), vec!["a-w-1"]);
-        i.on_event(&watcher::Event::InitDone);
+        feed(&mut i, watcher::Event::InitDone);
         assert!(i.pods_of("ns", "a").is_empty());
         assert_eq!(i.pods_of("ns", "b"), vec!["b-w-0"]);
     }

@@ -43,8 +43,9 @@ use super::{ControllerMetrics, MetricLabel};
 use crate::api::Job;
 use crate::api::batch::{Action as JobAction, Event};
 use crate::cluster::events::{EventRecorder, EventType};
-use crate::cluster::{CacheFeeds, Caches};
+use crate::cluster::{CacheFeeds, Caches, Relist};
 use crate::leader::Leadership;
+use crate::sync::lock;
 use context::{Context, Router};
 pub use context::{fnv32, worker_of};
 use delay::DelayedActions;
@@ -264,7 +265,7 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
         // The previous version of each job, to tell what an update changed.
         let seen: Arc<Mutex<HashMap<(String, String), Job>>> = Arc::default();
         feeds.jobs(Arc::new(move |ev| {
-            let Ok(mut seen) = seen.lock() else { return };
+            let mut seen = lock(&seen);
             match ev {
                 watcher::Event::Apply(DeserializeGuard(Ok(job)))
                 | watcher::Event::InitApply(DeserializeGuard(Ok(job))) => {
@@ -297,23 +298,21 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
     }
     {
         let ctx = ctx.clone();
+        let relist = Mutex::new(Relist::default());
         feeds.pods(Arc::new(move |ev| {
             let was_cached = match (ev, pod_of(ev)) {
                 (watcher::Event::Delete(_), Some(p)) => {
-                    let cached = ctx.index.lock().is_ok_and(|i| {
-                        index::job_of(p).is_some_and(|j| {
-                            i.pods_of(&p.namespace().unwrap_or_default(), j)
-                                .contains(&p.name_any())
-                        })
+                    let cached = index::job_of(p).is_some_and(|j| {
+                        lock(&ctx.index)
+                            .pods_of(&p.namespace().unwrap_or_default(), j)
+                            .contains(&p.name_any())
                     });
                     ctx.pod_gone(p);
                     cached
                 }
                 _ => true,
             };
-            if let Ok(mut i) = ctx.index.lock() {
-                i.on_event(ev);
-            }
+            lock(&relist).feed(&mut *lock(&ctx.index), ev);
             let req = match ev {
                 watcher::Event::Apply(p) => {
                     let ns = p.namespace().unwrap_or_default();
@@ -370,7 +369,7 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
         let ctx = ctx.clone();
         let seen: Arc<Mutex<HashMap<(String, String), crate::api::PodGroup>>> = Arc::default();
         feeds.podgroups(Arc::new(move |ev| {
-            let Ok(mut seen) = seen.lock() else { return };
+            let mut seen = lock(&seen);
             match ev {
                 watcher::Event::Apply(DeserializeGuard(Ok(pg)))
                 | watcher::Event::InitApply(DeserializeGuard(Ok(pg))) => {

@@ -42,7 +42,8 @@ use super::{Action, ControllerConfig, ControllerMetrics, MetricLabel};
 use crate::admission::ClusterView;
 use crate::api::{PodGroup, keys};
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
-use crate::cluster::{CacheFeeds, Caches};
+use crate::cluster::{CacheFeeds, Caches, Index, Relist};
+use crate::sync::lock;
 use build::{Inputs, OwnerInfo};
 
 /// Name of this controller (logs, metrics, Event source).
@@ -154,17 +155,19 @@ fn group_uid(pod: &Pod) -> String {
 }
 
 /// Pods by the uid that names their PodGroup, so a reconcile reads its ten pods instead of
-/// scanning every pod in the cluster. Fed by the pod watch.
+/// scanning every pod in the cluster: an [`Index`] of the pod watch, fed through a
+/// [`Relist`]. It also notes the pods it had not seen before, for the subscriber to bring
+/// their gangs up ([`PodIndex::take_fresh`]).
 #[derive(Debug, Default)]
 pub struct PodIndex {
     groups: HashMap<(String, String), BTreeSet<String>>,
     pods: HashMap<(String, String), String>,
-    relist: Option<Vec<(String, String, String)>>,
+    fresh: Vec<Pod>,
 }
 
 impl PodIndex {
     /// Records a pod; `true` when it is new to the index.
-    pub fn apply(&mut self, namespace: &str, name: &str, uid: &str) -> bool {
+    fn insert(&mut self, namespace: &str, name: &str, uid: &str) -> bool {
         let pk = (namespace.to_string(), name.to_string());
         if self.pods.get(&pk).is_some_and(|u| u == uid) {
             return false;
@@ -180,7 +183,7 @@ impl PodIndex {
     }
 
     /// Forgets a pod.
-    pub fn delete(&mut self, namespace: &str, name: &str) {
+    fn remove(&mut self, namespace: &str, name: &str) {
         if let Some(uid) = self.pods.remove(&(namespace.to_string(), name.to_string())) {
             self.remove_from_group(namespace, name, &uid);
         }
@@ -204,37 +207,39 @@ impl PodIndex {
             .unwrap_or_default()
     }
 
-    fn on_event(&mut self, ev: &watcher::Event<Pod>) -> Vec<Pod> {
-        let mut fresh = Vec::new();
-        match ev {
-            watcher::Event::Apply(p) => {
-                let ns = p.namespace().unwrap_or_default();
-                if self.apply(&ns, &p.name_any(), &group_uid(p)) {
-                    fresh.push(p.clone());
-                }
-            }
-            watcher::Event::Delete(p) => {
-                self.delete(&p.namespace().unwrap_or_default(), &p.name_any())
-            }
-            watcher::Event::Init => self.relist = Some(Vec::new()),
-            watcher::Event::InitApply(p) => {
-                let entry = (
-                    p.namespace().unwrap_or_default(),
-                    p.name_any(),
-                    group_uid(p),
-                );
-                self.relist.get_or_insert_with(Vec::new).push(entry);
-                fresh.push(p.clone());
-            }
-            watcher::Event::InitDone => {
-                let list = self.relist.take().unwrap_or_default();
-                *self = PodIndex::default();
-                for (ns, name, uid) in list {
-                    self.apply(&ns, &name, &uid);
-                }
-            }
+    /// The pods applied since the last call that the index had not seen before, and after a
+    /// relist every pod listed (a relist may follow missed events, so each is looked at again).
+    pub fn take_fresh(&mut self) -> Vec<Pod> {
+        std::mem::take(&mut self.fresh)
+    }
+}
+
+impl Index<Pod> for PodIndex {
+    fn apply(&mut self, p: &Pod) {
+        if self.insert(
+            &p.namespace().unwrap_or_default(),
+            &p.name_any(),
+            &group_uid(p),
+        ) {
+            self.fresh.push(p.clone());
         }
-        fresh
+    }
+
+    fn delete(&mut self, p: &Pod) {
+        self.remove(&p.namespace().unwrap_or_default(), &p.name_any());
+    }
+
+    fn reset(&mut self, all: Vec<Pod>) {
+        self.groups.clear();
+        self.pods.clear();
+        for p in &all {
+            self.insert(
+                &p.namespace().unwrap_or_default(),
+                &p.name_any(),
+                &group_uid(p),
+            );
+        }
+        self.fresh.extend(all);
     }
 }
 
@@ -262,6 +267,17 @@ pub struct Context {
 fn older(cached: &PodGroup, written: &PodGroup) -> bool {
     let rv = |p: &PodGroup| p.metadata.resource_version.as_deref()?.parse::<u64>().ok();
     matches!((rv(cached), rv(written)), (Some(c), Some(w)) if c < w)
+}
+
+/// What [`Context::podgroup`] found of a PodGroup.
+#[derive(Debug)]
+enum Current {
+    /// Neither the cache nor this controller's own writes have it.
+    Missing,
+    /// Stored, but it does not decode as a PodGroup (someone else's, or a newer schema).
+    Undecodable,
+    /// The PodGroup (boxed: it is large, the other answers are empty).
+    Found(Box<PodGroup>),
 }
 
 /// See [`Context`]'s `written`.
@@ -303,11 +319,7 @@ impl Context {
     }
 
     fn pods(&self, namespace: &str, uid: &str) -> Vec<Arc<Pod>> {
-        let names = self
-            .index
-            .lock()
-            .map(|i| i.pods_of(namespace, uid))
-            .unwrap_or_default();
+        let names = lock(&self.index).pods_of(namespace, uid);
         names
             .iter()
             .filter_map(|n| self.caches.pods().get(&ObjectRef::new(n).within(namespace)))
@@ -316,41 +328,41 @@ impl Context {
 
     /// The PodGroup as the cache has it, or as this controller last wrote it while the cache
     /// has not caught up.
-    fn podgroup(&self, namespace: &str, name: &str) -> Option<Result<PodGroup, ()>> {
+    fn podgroup(&self, namespace: &str, name: &str) -> Current {
         let key = (namespace.to_string(), name.to_string());
         let cached = self
             .caches
             .podgroups()
             .get(&ObjectRef::<DeserializeGuard<PodGroup>>::new(name).within(namespace));
-        if let Ok(mut w) = self.written.lock()
-            && let Some(mine) = w.podgroups.get(&key)
-        {
+        let mut w = lock(&self.written);
+        if let Some(mine) = w.podgroups.get(&key) {
             match cached.as_ref().map(|g| g.0.as_ref()) {
                 Some(Ok(c)) if !older(c, mine) => {
                     w.podgroups.remove(&key);
                 }
                 // Not listed yet, or still a version before the write.
-                Some(Ok(_)) | None => return Some(Ok(mine.clone())),
+                Some(Ok(_)) | None => return Current::Found(Box::new(mine.clone())),
                 Some(Err(_)) => {
                     w.podgroups.remove(&key);
                 }
             }
         }
-        Some(cached?.0.as_ref().cloned().map_err(|_| ()))
+        match cached.as_ref().map(|g| g.0.as_ref()) {
+            None => Current::Missing,
+            Some(Ok(pg)) => Current::Found(Box::new(pg.clone())),
+            Some(Err(_)) => Current::Undecodable,
+        }
     }
 
     fn remember_podgroup(&self, pg: PodGroup) {
-        if let Ok(mut w) = self.written.lock() {
-            let key = (pg.namespace().unwrap_or_default(), pg.name_any());
-            w.podgroups.insert(key, pg);
-        }
+        let key = (pg.namespace().unwrap_or_default(), pg.name_any());
+        lock(&self.written).podgroups.insert(key, pg);
     }
 
     fn forget_podgroup(&self, namespace: &str, name: &str) {
-        if let Ok(mut w) = self.written.lock() {
-            w.podgroups
-                .remove(&(namespace.to_string(), name.to_string()));
-        }
+        lock(&self.written)
+            .podgroups
+            .remove(&(namespace.to_string(), name.to_string()));
     }
 
     fn namespace_queue(&self, namespace: &str) -> Option<String> {
@@ -544,7 +556,7 @@ async fn sync_gang(
             inherit: ctx.config.inherit_owner_annotations,
         });
         ensure_podgroup(ctx, ns, &pg_name, desired).await?;
-    } else if ctx.podgroup(ns, &pg_name).is_none() {
+    } else if matches!(ctx.podgroup(ns, &pg_name), Current::Missing) {
         // Only pods of an old revision: no template to build from yet.
         return Ok(Action::AwaitChange);
     }
@@ -554,7 +566,7 @@ async fn sync_gang(
 }
 
 async fn delete_podgroup(ctx: &Context, ns: &str, name: &str) -> Result<Action, PodGroupError> {
-    if ctx.podgroup(ns, name).is_none() {
+    if matches!(ctx.podgroup(ns, name), Current::Missing) {
         return Ok(Action::AwaitChange);
     }
     let api: Api<PodGroup> = Api::namespaced(ctx.client.clone(), ns);
@@ -584,9 +596,9 @@ async fn ensure_podgroup(
     let api: Api<PodGroup> = Api::namespaced(ctx.client.clone(), ns);
     let mut current = match ctx.podgroup(ns, name) {
         // Stored but not decodable: leave it to its author rather than overwrite it.
-        Some(Err(())) => return Ok(()),
-        Some(Ok(pg)) => pg,
-        None => match api.create(&PostParams::default(), &desired).await {
+        Current::Undecodable => return Ok(()),
+        Current::Found(pg) => *pg,
+        Current::Missing => match api.create(&PostParams::default(), &desired).await {
             Ok(created) => {
                 ctx.remember_podgroup(created);
                 ctx.metrics.podgroups.with_label_values(&["created"]).inc();
@@ -631,9 +643,7 @@ async fn link_pods(
 ) -> Result<(), PodGroupError> {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     let todo: Vec<(String, String, Option<String>)> = {
-        let Ok(mut w) = ctx.written.lock() else {
-            return Ok(());
-        };
+        let mut w = lock(&ctx.written);
         pods.iter()
             .filter_map(|p| {
                 let uid = p.uid().unwrap_or_default();
@@ -658,9 +668,7 @@ async fn link_pods(
                     .await
                 {
                     Ok(_) => {
-                        if let Ok(mut w) = ctx.written.lock() {
-                            w.pods.insert(uid);
-                        }
+                        lock(&ctx.written).pods.insert(uid);
                         Ok(())
                     }
                     Err(e) if api_code(&e) == Some(404) => Ok(()),
@@ -679,11 +687,7 @@ async fn link_pods(
 async fn report_foreign(ctx: &Context, pg_name: &str, pods: &[&Pod]) {
     for pod in pods {
         let uid = pod.uid().unwrap_or_default();
-        let first = ctx
-            .reported
-            .lock()
-            .map(|mut r| r.insert(uid.clone()))
-            .unwrap_or(false);
+        let first = lock(&ctx.reported).insert(uid.clone());
         if !first {
             continue;
         }
@@ -748,15 +752,16 @@ pub(crate) fn start(
     let names = config.scheduler_names.clone();
     {
         let (queue, index, written) = (queue.clone(), index.clone(), written.clone());
+        let relist = Mutex::new(Relist::default());
         feeds.pods(Arc::new(move |ev| {
-            if let watcher::Event::Delete(p) = ev
-                && let Ok(mut w) = written.lock()
-            {
-                w.pods.remove(&p.uid().unwrap_or_default());
+            if let watcher::Event::Delete(p) = ev {
+                lock(&written).pods.remove(&p.uid().unwrap_or_default());
             }
-            let fresh = match index.lock() {
-                Ok(mut i) => i.on_event(ev),
-                Err(_) => Vec::new(),
+            let fresh = {
+                let mut relist = lock(&relist);
+                let mut idx = lock(&index);
+                relist.feed(&mut *idx, ev);
+                idx.take_fresh()
             };
             let served = |p: &Pod| {
                 let s = p
@@ -907,18 +912,34 @@ mod tests {
 
     #[test]
     fn pod_index_tracks_gangs_and_relists() {
+        // Pods of one batch Job: their PodGroup is named by the Job's uid.
+        let member = |name: &str| {
+            let owner = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u1", "controller": true}]);
+            let mut p = pod(owner, json!({}));
+            p.metadata.name = Some(name.into());
+            p
+        };
+        let names = |pods: Vec<Pod>| pods.iter().map(|p| p.name_any()).collect::<Vec<_>>();
         let mut i = PodIndex::default();
-        assert!(i.apply("ns", "a", "u1"));
-        assert!(!i.apply("ns", "a", "u1"), "seen before");
-        assert!(i.apply("ns", "b", "u1"));
+        let mut relist = Relist::default();
+        relist.feed(&mut i, &watcher::Event::Apply(member("a")));
+        assert_eq!(names(i.take_fresh()), ["a"]);
+        relist.feed(&mut i, &watcher::Event::Apply(member("a")));
+        assert!(i.take_fresh().is_empty(), "seen before");
+        relist.feed(&mut i, &watcher::Event::Apply(member("b")));
+        assert_eq!(names(i.take_fresh()), ["b"]);
         assert_eq!(i.pods_of("ns", "u1"), vec!["a", "b"]);
-        i.delete("ns", "a");
+        relist.feed(&mut i, &watcher::Event::Delete(member("a")));
         assert_eq!(i.pods_of("ns", "u1"), vec!["b"]);
+        assert!(i.take_fresh().is_empty());
         let p = pod(json!([]), json!({}));
-        i.on_event(&watcher::Event::Init);
-        let fresh = i.on_event(&watcher::Event::InitApply(p));
-        assert_eq!(fresh.len(), 1);
-        i.on_event(&watcher::Event::InitDone);
+        relist.feed(&mut i, &watcher::Event::Init);
+        relist.feed(&mut i, &watcher::Event::InitApply(p));
+        // Until the relist is done the old view stands.
+        assert_eq!(i.pods_of("ns", "u1"), vec!["b"]);
+        relist.feed(&mut i, &watcher::Event::InitDone);
+        let fresh = i.take_fresh();
+        assert_eq!(fresh.len(), 1, "every listed pod is looked at again");
         assert!(
             i.pods_of("ns", "u1").is_empty(),
             "relist replaced the index"

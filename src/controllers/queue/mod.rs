@@ -38,7 +38,8 @@ use crate::api::bus::Action as CommandAction;
 use crate::api::scheduling::{PodGroupPhase, QueueState};
 use crate::api::{Command, PodGroup, Queue, keys};
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
-use crate::cluster::{CacheFeeds, Caches};
+use crate::cluster::{CacheFeeds, Caches, Index, Relist};
+use crate::sync::lock;
 use state::{Counts, QueueAction};
 
 /// Name of this controller (logs, metrics, Event source).
@@ -72,39 +73,32 @@ impl MetricLabel for QueueError {
     }
 }
 
-/// PodGroups by queue, with their phases; fed by the PodGroup watch. A PodGroup whose
-/// `spec.queue` changes moves (Volcano keeps counting it under the old queue).
+/// PodGroups by queue, with their phases: an [`Index`] of the PodGroup watch, fed through a
+/// [`Relist`]. A PodGroup whose `spec.queue` changes moves (Volcano keeps counting it under
+/// the old queue). It also notes the queues whose counts may have changed, for the
+/// subscriber to reconcile ([`PodGroupIndex::take_touched`]).
 #[derive(Debug, Default)]
 pub struct PodGroupIndex {
     by_queue: HashMap<String, HashMap<String, PodGroupPhase>>,
     queue_of: HashMap<String, String>,
+    touched: Vec<String>,
 }
 
 impl PodGroupIndex {
-    /// Records a PodGroup; returns the queues whose counts may have changed.
-    pub fn apply(&mut self, pg: &PodGroup) -> Vec<String> {
+    fn record(&mut self, pg: &PodGroup) {
         let key = format!("{}/{}", pg.namespace().unwrap_or_default(), pg.name_any());
         let queue = pg.spec.queue().to_string();
-        let mut touched = vec![queue.clone()];
+        self.touched.push(queue.clone());
         if let Some(old) = self.queue_of.insert(key.clone(), queue.clone())
             && old != queue
         {
             self.remove_from(&old, &key);
-            touched.push(old);
+            self.touched.push(old);
         }
         self.by_queue
             .entry(queue)
             .or_default()
             .insert(key, pg.phase());
-        touched
-    }
-
-    /// Forgets a PodGroup; returns its queue.
-    pub fn delete(&mut self, pg: &PodGroup) -> Option<String> {
-        let key = format!("{}/{}", pg.namespace().unwrap_or_default(), pg.name_any());
-        let queue = self.queue_of.remove(&key)?;
-        self.remove_from(&queue, &key);
-        Some(queue)
     }
 
     fn remove_from(&mut self, queue: &str, key: &str) {
@@ -124,8 +118,33 @@ impl PodGroupIndex {
             .unwrap_or_default()
     }
 
-    fn reset(&mut self) {
-        *self = Self::default();
+    /// The queues whose counts may have changed since the last call: a changed PodGroup's
+    /// queue (and the one it left), a deleted one's, and after a relist those of every
+    /// PodGroup listed.
+    pub fn take_touched(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.touched)
+    }
+}
+
+impl Index<PodGroup> for PodGroupIndex {
+    fn apply(&mut self, pg: &PodGroup) {
+        self.record(pg);
+    }
+
+    fn delete(&mut self, pg: &PodGroup) {
+        let key = format!("{}/{}", pg.namespace().unwrap_or_default(), pg.name_any());
+        if let Some(queue) = self.queue_of.remove(&key) {
+            self.remove_from(&queue, &key);
+            self.touched.push(queue);
+        }
+    }
+
+    fn reset(&mut self, all: Vec<PodGroup>) {
+        self.by_queue.clear();
+        self.queue_of.clear();
+        for pg in &all {
+            self.record(pg);
+        }
     }
 }
 
@@ -203,11 +222,7 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, QueueE
         }
         return Ok(Action::AwaitChange);
     };
-    let counts = ctx
-        .index
-        .lock()
-        .map(|i| i.counts(&name))
-        .unwrap_or_default();
+    let counts = lock(&ctx.index).counts(&name);
     let has_podgroups = counts.total() > 0;
     let mut state = queue.state().cloned();
     let mut closed_by_command = false;
@@ -343,37 +358,13 @@ pub(crate) fn start(
     }
     {
         let (queue, index) = (queue.clone(), index.clone());
-        let relist = Arc::new(Mutex::new(Vec::<PodGroup>::new()));
+        let relist = Mutex::new(Relist::default());
         feeds.podgroups(Arc::new(move |ev| {
-            let Ok(mut idx) = index.lock() else {
-                return;
-            };
-            let touched = match ev {
-                watcher::Event::Apply(DeserializeGuard(Ok(pg))) => idx.apply(pg),
-                watcher::Event::Delete(DeserializeGuard(Ok(pg))) => {
-                    idx.delete(pg).into_iter().collect()
-                }
-                watcher::Event::Init => {
-                    if let Ok(mut r) = relist.lock() {
-                        r.clear();
-                    }
-                    Vec::new()
-                }
-                watcher::Event::InitApply(DeserializeGuard(Ok(pg))) => {
-                    if let Ok(mut r) = relist.lock() {
-                        r.push(pg.clone());
-                    }
-                    Vec::new()
-                }
-                watcher::Event::InitDone => {
-                    idx.reset();
-                    let list = relist
-                        .lock()
-                        .map(|mut r| std::mem::take(&mut *r))
-                        .unwrap_or_default();
-                    list.iter().flat_map(|pg| idx.apply(pg)).collect()
-                }
-                _ => Vec::new(),
+            let touched = {
+                let mut relist = lock(&relist);
+                let mut idx = lock(&index);
+                relist.feed_decoded(&mut *idx, ev);
+                idx.take_touched()
             };
             // A burst of PodGroup changes (a thousand gangs created at once) makes one status
             // write per queue, not one per PodGroup.
@@ -444,23 +435,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn index_counts_moves_and_deletes() {
+    fn index_counts_moves_deletes_and_relists() {
         let mut i = PodGroupIndex::default();
+        let mut relist = Relist::default();
+        let mut feed = |i: &mut PodGroupIndex, ev: watcher::Event<DeserializeGuard<PodGroup>>| {
+            relist.feed_decoded(i, &ev);
+            i.take_touched()
+        };
+        let ok = |pg: &PodGroup| DeserializeGuard(Ok(pg.clone()));
         let a = PodGroup::test("a").in_namespace("ns").in_queue("q1");
         let b = PodGroup::test("b")
             .in_namespace("ns")
             .in_queue("q1")
             .with_phase(PodGroupPhase::Running);
-        i.apply(&a);
-        i.apply(&b);
+        feed(&mut i, watcher::Event::Apply(ok(&a)));
+        feed(&mut i, watcher::Event::Apply(ok(&b)));
         assert_eq!(i.counts("q1").pending, 1);
         assert_eq!(i.counts("q1").running, 1);
         let moved = a.clone().in_queue("q2");
-        let touched = i.apply(&moved);
+        let touched = feed(&mut i, watcher::Event::Apply(ok(&moved)));
         assert_eq!(touched, vec!["q2".to_string(), "q1".to_string()]);
         assert_eq!(i.counts("q1").total(), 1);
         assert_eq!(i.counts("q2").total(), 1);
-        assert_eq!(i.delete(&b).as_deref(), Some("q1"));
+        assert_eq!(feed(&mut i, watcher::Event::Delete(ok(&b))), ["q1"]);
         assert_eq!(i.counts("q1").total(), 0);
+        assert!(
+            feed(&mut i, watcher::Event::Delete(ok(&b))).is_empty(),
+            "a PodGroup the index does not have touches no queue"
+        );
+
+        let c = PodGroup::test("c").in_namespace("ns").in_queue("q3");
+        assert!(feed(&mut i, watcher::Event::Init).is_empty());
+        assert!(feed(&mut i, watcher::Event::InitApply(ok(&c))).is_empty());
+        // Until the relist is done the old view stands.
+        assert_eq!(i.counts("q2").total(), 1);
+        assert_eq!(feed(&mut i, watcher::Event::InitDone), ["q3"]);
+        assert_eq!(i.counts("q2").total(), 0, "relist replaced the index");
+        assert_eq!(i.counts("q3").total(), 1);
     }
 }
