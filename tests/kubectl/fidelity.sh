@@ -17,43 +17,24 @@
 #   CRDS_DIR             CRD manifests (default: manifests/crds)
 #   FIDELITY_TRANSCRIPT  file to write the transcript to
 set -euo pipefail
+# shellcheck source=tests/kubectl/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 CRDS_DIR="${CRDS_DIR:-$ROOT/manifests/crds}"
-command -v kubectl >/dev/null || { echo "kubectl not installed; skipping"; exit 0; }
-WORK="$(mktemp -d)"
-SERVER=""
-cleanup() {
-  [ -z "$SERVER" ] || { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; }
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-if [ -n "${FIDELITY_KUBECONFIG:-}" ]; then
-  K=(kubectl --kubeconfig "$FIDELITY_KUBECONFIG" --request-timeout=20s)
-  WHO="kube-apiserver"
+need_kubectl
+WHO="tephra"
+[ -z "${FIDELITY_KUBECONFIG:-}" ] || WHO="kube-apiserver"
+SUITE="kubectl fidelity ($WHO)"
+tephra_work
+if [ "$WHO" = tephra ]; then
+  TEPHRA_APISERVER="${TEPHRA_APISERVER:-$(built_tephra) apiserver}"
+  start_apiserver
 else
-  if [ -z "${TEPHRA_APISERVER:-}" ]; then
-    (cd "$ROOT" && cargo build -q --bin tephra)
-    TEPHRA_APISERVER="${CARGO_TARGET_DIR:-$ROOT/target}/debug/tephra apiserver"
-  fi
-  PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-  # shellcheck disable=SC2086
-  $TEPHRA_APISERVER --listen "127.0.0.1:$PORT" >"$WORK/server.log" 2>&1 &
-  SERVER=$!
-  K=(kubectl --server "http://127.0.0.1:$PORT" --kubeconfig /dev/null --request-timeout=10s)
-  WHO="tephra"
-  for _ in $(seq 1 100); do
-    "${K[@]}" get --raw /healthz >/dev/null 2>&1 && break
-    kill -0 "$SERVER" 2>/dev/null || { echo "FAIL: tephra apiserver exited" >&2; cat "$WORK/server.log" >&2; exit 1; }
-    sleep 0.1
-  done
+  K=(kubectl --kubeconfig "$FIDELITY_KUBECONFIG" --request-timeout=20s)
 fi
 
-PASSED=0
 TRANSCRIPT="${FIDELITY_TRANSCRIPT:-$WORK/transcript}"
 : >"$TRANSCRIPT"
-fail() { echo "kubectl fidelity ($WHO): $PASSED passed, 1 failed"; echo "FAIL: $*" >&2; exit 1; }
 # record CHECK OUTPUT [WANTED]: writes the transcript line; against tephra, compares with
 # kube-apiserver's output when WANTED is given.
 record() {
@@ -61,10 +42,8 @@ record() {
   if [ "$WHO" = tephra ] && [ $# -ge 3 ] && [ "$2" != "$3" ]; then
     fail "$1: got '$2', want '$3'"
   fi
-  PASSED=$((PASSED + 1))
-  echo "ok - $1"
+  ok "$1"
 }
-header() { "${K[@]}" get "$@" 2>/dev/null | sed -n 1p | tr -s ' ' | sed 's/ $//'; }
 
 NS=fidelity
 "${K[@]}" create namespace "$NS" >/dev/null

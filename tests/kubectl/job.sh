@@ -9,41 +9,14 @@
 # Environment:
 #   TEPHRA_BIN  the tephra binary (default: built with cargo from this checkout)
 set -euo pipefail
+# shellcheck source=tests/kubectl/lib.sh
+. "$(dirname "$0")/lib.sh"
+SUITE="kubectl job"
 
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-command -v kubectl >/dev/null || { echo "kubectl not installed; skipping"; exit 0; }
-if [ -z "${TEPHRA_BIN:-}" ]; then
-  (cd "$ROOT" && cargo build -q --bin tephra)
-  TEPHRA_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/tephra"
-fi
-
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)))"
-WORK="$(mktemp -d)"
-LOG="$WORK/serve.log"
-"$TEPHRA_BIN" serve --embedded --embedded-api-listen "127.0.0.1:$PORT" \
-  --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 >"$LOG" 2>&1 &
-SERVER=$!
-cleanup() { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-
-K=(kubectl --server "http://127.0.0.1:$PORT" --kubeconfig /dev/null --request-timeout=10s)
-PASSED=0
-ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
-fail() { echo "kubectl job: $PASSED passed, 1 failed"; echo "FAIL: $*" >&2; echo "--- serve log" >&2; tail -n 40 "$LOG" >&2; exit 1; }
-expect() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; ok "$1"; }
-# wait_phase JOB PHASE SECONDS
-wait_phase() {
-  "${K[@]}" wait --for=jsonpath='{.status.state.phase}'="$2" "vcjob/$1" --timeout="${3}s" >/dev/null \
-    || fail "vcjob/$1 did not reach $2 in ${3}s (it is '$("${K[@]}" get vcjob "$1" -o jsonpath='{.status.state.phase}')')"
-}
-
-for _ in $(seq 1 300); do
-  "${K[@]}" get queue root >/dev/null 2>&1 && break
-  kill -0 "$SERVER" 2>/dev/null || fail "tephra serve exited"
-  sleep 0.1
-done
-"${K[@]}" get queue root >/dev/null 2>&1 || fail "tephra serve --embedded not ready"
-ok "serve --embedded up on port $PORT"
+need_kubectl
+TEPHRA_BIN="${TEPHRA_BIN:-$(built_tephra)}"
+tephra_work
+serve_embedded
 
 "${K[@]}" apply -f "$ROOT/tests/data/manifests/vcjob-run.yaml" >/dev/null || fail "apply the vcJob"
 wait_phase hello-gang Running 60

@@ -21,44 +21,18 @@
 # reads the API's OpenAPI v3 documents and leaves validation to the server
 # (`?fieldValidation=Strict`), which refuses unknown fields of custom resources.
 set -euo pipefail
+# shellcheck source=tests/kubectl/lib.sh
+. "$(dirname "$0")/lib.sh"
+SUITE="kubectl"
 
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 CRDS_DIR="${CRDS_DIR:-$ROOT/manifests/crds}"
 VCJOB="${VCJOB:-$ROOT/tests/data/manifests/vcjob.yaml}"
 DEPLOYMENT="${DEPLOYMENT:-$ROOT/tests/data/manifests/deployment.yaml}"
 
-command -v kubectl >/dev/null || { echo "kubectl not installed; skipping"; exit 0; }
-
-if [ -z "${TEPHRA_APISERVER:-}" ]; then
-  TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-  (cd "$ROOT" && cargo build -q --bin tephra)
-  TEPHRA_APISERVER="$TARGET/debug/tephra apiserver"
-fi
-
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)))"
-WORK="$(mktemp -d)"
-LOG="$WORK/apiserver.log"
-# shellcheck disable=SC2086
-$TEPHRA_APISERVER --listen "127.0.0.1:$PORT" >"$LOG" 2>&1 &
-SERVER=$!
-cleanup() { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-
-K=(kubectl --server "http://127.0.0.1:$PORT" --kubeconfig /dev/null --request-timeout=10s)
-PASSED=0
-ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
-fail() { echo "kubectl: $PASSED passed, 1 failed"; echo "FAIL: $*" >&2; echo "--- server log" >&2; tail -n 30 "$LOG" >&2; exit 1; }
-expect() { # expect DESCRIPTION ACTUAL WANTED
-  [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
-  ok "$1"
-}
-
-for _ in $(seq 1 100); do
-  "${K[@]}" get --raw /healthz >/dev/null 2>&1 && break
-  kill -0 "$SERVER" 2>/dev/null || fail "API server exited"
-  sleep 0.1
-done
-"${K[@]}" get --raw /healthz >/dev/null || fail "API server not ready"
+need_kubectl
+TEPHRA_APISERVER="${TEPHRA_APISERVER:-$(built_tephra) apiserver}"
+tephra_work
+start_apiserver
 grep -qi "no authentication" "$LOG" || fail "the log does not say that there is no authentication"
 ok "API up on port $PORT, log warns about missing authentication"
 

@@ -10,33 +10,17 @@
 # Environment:
 #   TEPHRA_BIN  the tephra binary (default: built with cargo from this checkout)
 set -euo pipefail
+# shellcheck source=tests/kubectl/lib.sh
+. "$(dirname "$0")/lib.sh"
+SUITE="vcctl"
 
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-command -v kubectl >/dev/null || { echo "kubectl not installed; skipping"; exit 0; }
-if [ -z "${TEPHRA_BIN:-}" ]; then
-  (cd "$ROOT" && cargo build -q --bin tephra)
-  TEPHRA_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/tephra"
-fi
+need_kubectl
+TEPHRA_BIN="${TEPHRA_BIN:-$(built_tephra)}"
+tephra_work
+serve_embedded
 
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)))"
-WORK="$(mktemp -d)"
-LOG="$WORK/serve.log"
-"$TEPHRA_BIN" serve --embedded --embedded-api-listen "127.0.0.1:$PORT" \
-  --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 >"$LOG" 2>&1 &
-SERVER=$!
-cleanup() { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-
-K=(kubectl --server "http://127.0.0.1:$PORT" --kubeconfig /dev/null --request-timeout=10s)
 T=("$TEPHRA_BIN")
 export TEPHRA_SERVER="http://127.0.0.1:$PORT"
-PASSED=0
-ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
-fail() { echo "vcctl: $PASSED passed, 1 failed"; echo "FAIL: $*" >&2; echo "--- serve log" >&2; tail -n 40 "$LOG" >&2; exit 1; }
-expect() { [ "$2" = "$3" ] || fail "$1: got
-$2
-want
-$3"; ok "$1"; }
 # Ages (the last column of the default tables) and generated name suffixes vary run to run.
 norm() { sed -E 's/  [0-9]+[smhd]([0-9]+[smhd])?$/  AGE/; s/-[a-z0-9]{5}\)$/-XXXXX)/; s/-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}   /-UID   /'; }
 # Where column widths depend on other rows: spaces collapsed, the columns still checked.
@@ -49,22 +33,10 @@ run_fails() {
   [ "$rc" = 1 ] || fail "$what: exit code $rc, want 1 (stderr: $err)"
   expect "$what" "$err" "$want"
 }
-wait_phase() { # wait_phase JOB PHASE SECONDS
-  "${K[@]}" wait --for=jsonpath='{.status.state.phase}'="$2" "vcjob/$1" --timeout="${3}s" >/dev/null \
-    || fail "vcjob/$1 did not reach $2 in ${3}s (it is '$("${K[@]}" get vcjob "$1" -o jsonpath='{.status.state.phase}')')"
-}
 wait_queue() { # wait_queue QUEUE STATE
   "${K[@]}" wait --for=jsonpath='{.status.state}'="$2" "queue/$1" --timeout=30s >/dev/null \
     || fail "queue/$1 did not become $2"
 }
-
-for _ in $(seq 1 300); do
-  "${K[@]}" get queue root >/dev/null 2>&1 && break
-  kill -0 "$SERVER" 2>/dev/null || fail "tephra serve exited"
-  sleep 0.1
-done
-"${K[@]}" get queue root >/dev/null 2>&1 || fail "tephra serve --embedded not ready"
-ok "serve --embedded up on port $PORT"
 
 # Errors: one line, exit 1.
 run_fails "no cluster" "tephra: error: cannot reach the cluster at http://127.0.0.1:1/: client error (Connect): tcp connect error: Connection refused (os error 111)" \

@@ -11,9 +11,11 @@
 #                      ../shared/fixtures next to the checkout is used and the test is skipped
 #                      with a message when it is absent (a fresh clone)
 set -euo pipefail
+# shellcheck source=tests/kubectl/lib.sh
+. "$(dirname "$0")/lib.sh"
+SUITE="kubectl workloads"
 
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-command -v kubectl >/dev/null || { echo "kubectl not installed; skipping"; exit 0; }
+need_kubectl
 if [ -n "${TEPHRA_VOLCANO_FIXTURES:-}" ]; then
   EXAMPLES="$TEPHRA_VOLCANO_FIXTURES/volcano-examples"
   [ -f "$EXAMPLES/deployment__deployment.yaml" ] || {
@@ -27,25 +29,10 @@ else
     exit 0
   fi
 fi
-if [ -z "${TEPHRA_BIN:-}" ]; then
-  (cd "$ROOT" && cargo build -q --bin tephra)
-  TEPHRA_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/tephra"
-fi
+TEPHRA_BIN="${TEPHRA_BIN:-$(built_tephra)}"
+tephra_work
+serve_embedded
 
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)))"
-WORK="$(mktemp -d)"
-LOG="$WORK/serve.log"
-"$TEPHRA_BIN" serve --embedded --embedded-api-listen "127.0.0.1:$PORT" \
-  --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 >"$LOG" 2>&1 &
-SERVER=$!
-cleanup() { kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-
-K=(kubectl --server "http://127.0.0.1:$PORT" --kubeconfig /dev/null --request-timeout=10s)
-PASSED=0
-ok() { PASSED=$((PASSED + 1)); echo "ok - $*"; }
-fail() { echo "kubectl workloads: $PASSED passed, 1 failed"; echo "FAIL: $*" >&2; echo "--- serve log" >&2; tail -n 40 "$LOG" >&2; exit 1; }
-expect() { [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"; ok "$1"; }
 # eventually DESCRIPTION SECONDS COMMAND...: polls COMMAND's output until it is non-empty and
 # not "0" (every 0.2 s).
 eventually() {
@@ -59,14 +46,6 @@ eventually() {
 }
 count() { "${K[@]}" get "$@" -o name | wc -l | tr -d ' '; }
 running() { "${K[@]}" get pods -l "$1" --field-selector=status.phase=Running -o name | wc -l | tr -d ' '; }
-
-for _ in $(seq 1 300); do
-  "${K[@]}" get queue root >/dev/null 2>&1 && break
-  kill -0 "$SERVER" 2>/dev/null || fail "tephra serve exited"
-  sleep 0.1
-done
-"${K[@]}" get queue root >/dev/null 2>&1 || fail "tephra serve --embedded not ready"
-ok "serve --embedded up on port $PORT"
 
 # Volcano's Deployment example, with its queue. The example file has no final newline.
 { cat "$EXAMPLES/deployment__queue.yaml"; echo; echo "---"; cat "$EXAMPLES/deployment__deployment.yaml"; echo; } \
@@ -83,7 +62,6 @@ expect "the pod is the ReplicaSet's" "$("${K[@]}" get pods -l app=nginx -o jsonp
 expect "the pod went to Volcano's queue" "$("${K[@]}" get pods -l app=nginx -o jsonpath='{.items[0].spec.schedulerName}')" "volcano"
 expect "deployment status" "$("${K[@]}" get deploy deploy-with-volcano -o jsonpath='{.status.readyReplicas}/{.status.availableReplicas}/{.status.updatedReplicas}')" "1/1/1"
 
-header() { "${K[@]}" get "$@" | head -n 1 | tr -s ' ' | sed 's/ $//'; }
 expect "kubectl get pods columns" "$(header pods)" "NAME READY STATUS RESTARTS AGE"
 expect "kubectl get pods -o wide columns" "$(header pods -o wide)" "NAME READY STATUS RESTARTS AGE IP NODE NOMINATED NODE READINESS GATES"
 expect "kubectl get deploy columns" "$(header deploy)" "NAME READY UP-TO-DATE AVAILABLE AGE"
