@@ -46,6 +46,25 @@ eventually() {
 }
 count() { "${K[@]}" get "$@" -o name | wc -l | tr -d ' '; }
 running() { "${K[@]}" get pods -l "$1" --field-selector=status.phase=Running -o name | wc -l | tr -d ' '; }
+# statefulset NAME [ANNOTATION] [SCHEDULER]: a two-replica StatefulSet of nginx pods labelled
+# app=NAME, with one annotation (`key: "value"`) and a schedulerName when given.
+statefulset() {
+  local name="$1" annotations="" pod_spec=""
+  [ -z "${2:-}" ] || annotations=", annotations: {$2}"
+  [ -z "${3:-}" ] || pod_spec="schedulerName: $3, "
+  cat <<YAML
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: $name$annotations}
+spec:
+  serviceName: $name
+  replicas: 2
+  selector: {matchLabels: {app: $name}}
+  template:
+    metadata: {labels: {app: $name}}
+    spec: {${pod_spec}containers: [{name: c, image: nginx:1.27}]}
+YAML
+}
 
 # Volcano's Deployment example, with its queue. The example file has no final newline.
 { cat "$EXAMPLES/deployment__queue.yaml"; echo; echo "---"; cat "$EXAMPLES/deployment__deployment.yaml"; echo; } \
@@ -82,20 +101,7 @@ expect "all replicas updated" "$NEW" "3"
 eventually "the old pods are gone" 30 bash -c "[ \"\$(${K[*]} get pods -l app=nginx -o jsonpath='{.items[*].spec.containers[0].image}' | tr ' ' '\n' | sort -u)\" = nginx:1.27 ] && echo yes"
 
 # A StatefulSet: ordinal pods, one at a time, placed through tephra's extender.
-cat <<'YAML' | "${K[@]}" apply -f - >/dev/null || fail "apply a StatefulSet"
-apiVersion: apps/v1
-kind: StatefulSet
-metadata: {name: web}
-spec:
-  serviceName: web
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      schedulerName: volcano
-      containers: [{name: c, image: nginx:1.27}]
-YAML
+statefulset web "" volcano | "${K[@]}" apply -f - >/dev/null || fail "apply a StatefulSet"
 "${K[@]}" rollout status sts/web --timeout=60s >/dev/null || fail "rollout status of sts/web"
 ok "kubectl rollout status sts/web"
 expect "ordinal pod names" "$("${K[@]}" get pods -l app=web -o jsonpath='{.items[*].metadata.name}' | tr ' ' '\n' | sort | tr '\n' ' ')" "web-0 web-1 "
@@ -104,22 +110,7 @@ expect "pod-name label" "$("${K[@]}" get pod web-1 -o jsonpath='{.metadata.label
 # A gang StatefulSet with the default OrderedReady policy can never start (the second pod is
 # made only once the first runs, and the first waits for the second): kubectl shows the
 # webhook's warning, and the PodGroup's condition names the cause.
-WARN="$(cat <<'YAML' | "${K[@]}" apply -f - 2>&1 >/dev/null
-apiVersion: apps/v1
-kind: StatefulSet
-metadata:
-  name: ordered
-  annotations: {scheduling.volcano.sh/group-min-member: "2"}
-spec:
-  serviceName: ordered
-  replicas: 2
-  selector: {matchLabels: {app: ordered}}
-  template:
-    metadata: {labels: {app: ordered}}
-    spec:
-      containers: [{name: c, image: nginx:1.27}]
-YAML
-)" || fail "apply the ordered StatefulSet: $WARN"
+WARN="$(statefulset ordered 'scheduling.volcano.sh/group-min-member: "2"' | "${K[@]}" apply -f - 2>&1 >/dev/null)" || fail "apply the ordered StatefulSet: $WARN"
 case "$WARN" in
   *"Warning: scheduling.volcano.sh/group-min-member 2 with podManagementPolicy OrderedReady (the default) can never start"*"set spec.podManagementPolicy: Parallel"*) ok "kubectl apply warns that an OrderedReady gang can never start" ;;
   *) fail "no warning for the OrderedReady gang: '$WARN'" ;;
