@@ -12,6 +12,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use super::startup::{self, Fixes, StartupError};
+use super::status_code;
 use crate::api::scheduling::{QueueState, QueueStatus};
 use crate::api::{Queue, QueueSpec};
 
@@ -29,7 +30,7 @@ pub async fn install_crds(client: &Client) -> Result<usize, StartupError> {
             || async {
                 match api.create(&PostParams::default(), crd).await {
                     Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e) if status_code(&e) == Some(409) => Ok(()),
                     Err(e) => Err(e),
                 }
             },
@@ -123,7 +124,7 @@ async fn ensure_queue(
                 // the API server, so write it separately.
                 made.state().is_none()
             }
-            Err(kube::Error::Api(s)) if s.code == 409 => false,
+            Err(e) if status_code(&e) == Some(409) => false,
             Err(e) => return Err(e),
         },
     };

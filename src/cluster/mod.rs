@@ -14,3 +14,12 @@ pub use bootstrap::ensure_default_queues;
 pub use caches::{CacheError, CacheFeeds, Caches};
 pub use config::{ClusterError, ClusterSource, Environment};
 pub use index::{Index, Relist};
+
+/// The HTTP status the API server answered with; `None` when the request got no answer
+/// (connection, TLS, timeouts, a body that did not decode).
+pub fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}

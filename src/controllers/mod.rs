@@ -210,6 +210,37 @@ pub fn start(
     })
 }
 
+/// An API call of a controller that failed: what was being done, to which object, and why.
+/// Its `op` is also the error's label on the errors metric.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} {name}: {source}")]
+pub struct KubeOp {
+    /// What was being done.
+    pub op: &'static str,
+    /// The object.
+    pub name: String,
+    /// Why.
+    #[source]
+    pub source: kube::Error,
+}
+
+impl KubeOp {
+    /// The failed call `op` on `name`.
+    pub fn new(op: &'static str, name: impl Into<String>, source: kube::Error) -> Self {
+        Self {
+            op,
+            name: name.into(),
+            source,
+        }
+    }
+
+    /// [`KubeOp::new`] for `map_err`: `api.get(name).await.map_err(KubeOp::on("get", name))?`.
+    pub fn on(op: &'static str, name: &str) -> impl FnOnce(kube::Error) -> Self + use<> {
+        let name = name.to_string();
+        move |source| Self { op, name, source }
+    }
+}
+
 /// An error that can name itself for the errors metric.
 pub trait MetricLabel {
     /// One of the labels [`MetricLabel::metric_label`] gives, exported at 0 from the start:
@@ -310,6 +341,51 @@ pub async fn wait_for_caches(caches: &Caches, shutdown: &CancellationToken) -> b
         tokio::select! {
             () = shutdown.cancelled() => return false,
             r = caches.wait_synced(Duration::from_secs(30)) => if r.is_ok() { return true },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    fn conflict() -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code: 409,
+            message: "the object has been modified".into(),
+            ..kube::core::Status::default()
+        }))
+    }
+
+    #[test]
+    fn a_failed_call_reads_the_same_in_every_controller() {
+        let op = || KubeOp::new("patch-status", "q1", conflict());
+        let errors: [(Box<dyn std::error::Error>, &str); 3] = [
+            (
+                Box::new(queue::QueueError::from(op())),
+                queue::QueueError::from(op()).metric_label(),
+            ),
+            (
+                Box::new(podgroup::PodGroupError::from(op())),
+                podgroup::PodGroupError::from(op()).metric_label(),
+            ),
+            (
+                Box::new(job::JobError::from(op())),
+                job::JobError::from(op()).metric_label(),
+            ),
+        ];
+        for (e, label) in errors {
+            assert!(e.to_string().starts_with("patch-status q1: "), "{e}");
+            assert_eq!(label, "patch-status");
+            let source = e.source().map(ToString::to_string);
+            assert_eq!(source, op().source().map(ToString::to_string));
+            assert_eq!(
+                crate::cluster::status_code(&op().source),
+                Some(409),
+                "the status stays readable"
+            );
         }
     }
 }

@@ -16,6 +16,7 @@ use super::{
     observe,
 };
 use crate::cluster::startup::{Class, GRANT_RBAC, WARN_EVERY, WarnEvery, classify};
+use crate::cluster::status_code;
 use crate::report::report;
 
 /// What the elector needs to know.
@@ -83,7 +84,7 @@ fn now_micro() -> MicroTime {
 }
 
 fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
+    status_code(e) == Some(409)
 }
 
 impl Elector {
@@ -425,7 +426,7 @@ async fn set_label(pods: &Api<Pod>, name: &str, leading: bool) -> Result<(), Lea
         .await
     {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) if status_code(&e) == Some(404) => Ok(()),
         Err(source) => Err(LeaderError::Label {
             namespace: pods.namespace().unwrap_or_default().to_string(),
             name: name.to_string(),

@@ -27,7 +27,7 @@ use super::outcome::{Outcome, Plan, Verdict, run_session};
 use super::pending::{Batch, Pending};
 use crate::api::{PodGroup, Queue};
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
-use crate::cluster::{CacheFeeds, Relist};
+use crate::cluster::{CacheFeeds, Relist, status_code};
 use crate::sync::{self, lock};
 
 /// How long a placement made by a session counts against its node without kube-scheduler
@@ -490,7 +490,7 @@ impl Scheduler {
             match r {
                 Ok(()) => m.status_writes.with_label_values(&["podgroup", "ok"]).inc(),
                 // A PodGroup deleted meanwhile needs no status.
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) if status_code(&e) == Some(404) => {}
                 Err(e) => {
                     failed = true;
                     m.status_writes
@@ -518,7 +518,7 @@ impl Scheduler {
                 .await
             {
                 Ok(_) => m.status_writes.with_label_values(&["queue", "ok"]).inc(),
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) if status_code(&e) == Some(404) => {}
                 Err(e) => {
                     failed = true;
                     m.status_writes.with_label_values(&["queue", "error"]).inc();

@@ -38,6 +38,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::certs::{self, CaPair, CertError, PemChain};
+use crate::cluster::status_code;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::report::report;
@@ -117,7 +118,7 @@ pub enum SelfTlsError {
 
 impl SelfTlsError {
     fn is_conflict(&self) -> bool {
-        matches!(self, SelfTlsError::Api { source: kube::Error::Api(s), .. } if s.code == 409)
+        matches!(self, SelfTlsError::Api { source, .. } if status_code(source) == Some(409))
     }
 }
 

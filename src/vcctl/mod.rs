@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::api::bus::Action;
 use crate::api::{Command, Job, PodGroup, Queue};
-use crate::cluster::{self, ClusterError};
+use crate::cluster::{self, ClusterError, status_code};
 use table::Layout;
 
 /// Everything that can stop a `job|queue|pg` command; each renders as one line for a person.
@@ -410,13 +410,6 @@ fn api_error(op: impl Into<String>, e: kube::Error) -> VcctlError {
     VcctlError::Api {
         op: op.into(),
         reason,
-    }
-}
-
-fn status_code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
     }
 }
 

@@ -20,7 +20,8 @@ use super::request::Request;
 use crate::api::batch::Event;
 use crate::api::{Command, keys};
 use crate::cluster::events::EventType;
-use crate::controllers::Action;
+use crate::cluster::status_code;
+use crate::controllers::{Action, KubeOp};
 
 /// Handles the Command `namespace/name`.
 pub(crate) async fn handle(ctx: Arc<Context>, key: (String, String)) -> Result<Action, JobError> {
@@ -70,11 +71,7 @@ pub(crate) async fn handle(ctx: Arc<Context>, key: (String, String)) -> Result<A
         .await
     {
         Ok(_) => Ok(Action::AwaitChange),
-        Err(e) if super::writes::code(&e) == Some(404) => Ok(Action::AwaitChange),
-        Err(e) => Err(JobError::Kube {
-            op: "delete-command",
-            name,
-            source: e,
-        }),
+        Err(e) if status_code(&e) == Some(404) => Ok(Action::AwaitChange),
+        Err(e) => Err(KubeOp::new("delete-command", name, e).into()),
     }
 }

@@ -20,8 +20,8 @@ use super::request::Request;
 use crate::api::{Job, PodGroup, Queue};
 use crate::cluster::Caches;
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
-use crate::controllers::ControllerMetrics;
 use crate::controllers::workqueue::WorkQueue;
+use crate::controllers::{ControllerMetrics, KubeOp};
 use crate::sync::lock;
 
 /// Writes of this controller the watch has not delivered yet. Without them a request right
@@ -424,11 +424,7 @@ impl Context {
                 self.forget_job(namespace, name);
                 Ok(())
             }
-            Err(e) => Err(super::JobError::Kube {
-                op: "get-job",
-                name: name.to_string(),
-                source: e,
-            }),
+            Err(e) => Err(KubeOp::new("get-job", name, e).into()),
         }
     }
 

@@ -39,7 +39,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::workqueue::WorkQueue;
-use super::{ControllerMetrics, MetricLabel};
+use super::{ControllerMetrics, KubeOp, MetricLabel};
 use crate::api::Job;
 use crate::api::batch::{Action as JobAction, Event};
 use crate::cluster::events::{EventRecorder, EventType};
@@ -90,16 +90,8 @@ impl Default for JobConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
     /// An API call failed.
-    #[error("{op} {name}: {source}")]
-    Kube {
-        /// What was being done.
-        op: &'static str,
-        /// The object.
-        name: String,
-        /// Why.
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Kube(#[from] KubeOp),
     /// The job changed between reading and writing it.
     #[error("job {0} changed while it was processed")]
     Conflict(String),
@@ -137,7 +129,7 @@ impl MetricLabel for JobError {
 
     fn metric_label(&self) -> &'static str {
         match self {
-            JobError::Kube { op, .. } => op,
+            JobError::Kube(e) => e.op,
             JobError::Conflict(_) => "conflict",
             JobError::Missing { .. } => "missing-object",
             JobError::Plugin(_) => "plugin",

@@ -14,24 +14,14 @@ use super::plugins::{Owned, OwnedKind, Removed};
 use crate::api::batch::JobStatus;
 use crate::api::{Job, PodGroup, keys};
 use crate::cluster::events::EventType;
-
-/// The HTTP status of an API error.
-pub(crate) fn code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
-    }
-}
+use crate::cluster::status_code;
+use crate::controllers::KubeOp;
 
 fn kube(op: &'static str, name: &str, e: kube::Error) -> JobError {
-    if code(&e) == Some(409) && op != "create-pod" {
+    if status_code(&e) == Some(409) && op != "create-pod" {
         return JobError::Conflict(name.to_string());
     }
-    JobError::Kube {
-        op,
-        name: name.to_string(),
-        source: e,
-    }
+    KubeOp::new(op, name, e).into()
 }
 
 impl Context {
@@ -65,7 +55,7 @@ impl Context {
                 }
                 Ok(written)
             }
-            Err(e) if code(&e) == Some(404) => Ok(obj),
+            Err(e) if status_code(&e) == Some(404) => Ok(obj),
             Err(e) => Err(kube("write-status", &job.name_any(), e)),
         }
     }
@@ -94,7 +84,7 @@ impl Context {
                 self.remember_created(&p);
                 Ok(Some(p))
             }
-            Err(e) if code(&e) == Some(409) => Ok(None),
+            Err(e) if status_code(&e) == Some(409) => Ok(None),
             Err(e) => Err(kube("create-pod", &pod.name_any(), e)),
         }
     }
@@ -126,12 +116,8 @@ impl Context {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if code(&e) == Some(404) => Ok(()),
-            Err(e) => Err(JobError::Kube {
-                op: "mark-pod",
-                name: pod.name_any(),
-                source: e,
-            }),
+            Err(e) if status_code(&e) == Some(404) => Ok(()),
+            Err(e) => Err(KubeOp::new("mark-pod", pod.name_any(), e).into()),
         }
     }
 
@@ -159,12 +145,8 @@ impl Context {
                 Ok(())
             }
             // Gone, or already replaced by a pod of the same name (uid precondition).
-            Err(e) if matches!(code(&e), Some(404 | 409)) => Ok(()),
-            Err(e) => Err(JobError::Kube {
-                op: "delete-pod",
-                name: pod.name_any(),
-                source: e,
-            }),
+            Err(e) if matches!(status_code(&e), Some(404 | 409)) => Ok(()),
+            Err(e) => Err(KubeOp::new("delete-pod", pod.name_any(), e).into()),
         }
     }
 
@@ -187,7 +169,7 @@ impl Context {
                 self.count("create-podgroup");
                 match api.create(&PostParams::default(), &desired).await {
                     Ok(pg) => self.remember_podgroup(&pg),
-                    Err(e) if code(&e) == Some(409) => {}
+                    Err(e) if status_code(&e) == Some(409) => {}
                     Err(e) => {
                         return Err(JobError::PodGroup(name, e));
                     }
@@ -226,7 +208,7 @@ impl Context {
             self.count("delete-podgroup");
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {}
-                Err(e) if code(&e) == Some(404) => {}
+                Err(e) if status_code(&e) == Some(404) => {}
                 Err(e) => return Err(JobError::PodGroup(name, e)),
             }
             self.forget_podgroup(ns, &name);
@@ -255,14 +237,14 @@ impl Context {
                 // Volcano's scaling specs read the map about 100 ms after the change.
                 let first = if written.is_some() {
                     match api.replace(&name, &pp, &cm).await {
-                        Err(e) if code(&e) == Some(404) => api.create(&pp, &cm).await,
+                        Err(e) if status_code(&e) == Some(404) => api.create(&pp, &cm).await,
                         r => r,
                     }
                 } else {
                     api.create(&pp, &cm).await
                 };
                 let r = match first {
-                    Err(e) if code(&e) == Some(409) => match api.get(&name).await {
+                    Err(e) if status_code(&e) == Some(409) => match api.get(&name).await {
                         Ok(mut cur) if cur.data.as_ref() != Some(&data) => {
                             cur.data = Some(data.clone());
                             self.count("configmap");
@@ -284,11 +266,7 @@ impl Context {
             }
             Owned::Secret(s) => create_kept(self, Api::<Secret>::namespaced(c, ns), &s).await,
         };
-        result.map_err(|(name, source)| JobError::Kube {
-            op: "plugin-resource",
-            name,
-            source,
-        })
+        result.map_err(|(name, source)| KubeOp::new("plugin-resource", name, source).into())
     }
 
     /// Deletes a plugin's object (NotFound is success).
@@ -309,11 +287,7 @@ impl Context {
             }
             OwnedKind::Secret => delete_if_present(Api::<Secret>::namespaced(c, ns), &r.name).await,
         };
-        res.map_err(|e| JobError::Kube {
-            op: "delete-plugin-resource",
-            name: r.name.clone(),
-            source: e,
-        })
+        res.map_err(|e| KubeOp::new("delete-plugin-resource", r.name.clone(), e).into())
     }
 
     /// Whether a PVC exists (a GET: PVCs are not watched, and this runs only while a job with
@@ -324,11 +298,7 @@ impl Context {
             .await
         {
             Ok(p) => Ok(p.is_some()),
-            Err(e) => Err(JobError::Kube {
-                op: "get-pvc",
-                name: name.to_string(),
-                source: e,
-            }),
+            Err(e) => Err(KubeOp::new("get-pvc", name, e).into()),
         }
     }
 
@@ -341,12 +311,8 @@ impl Context {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if code(&e) == Some(409) => Ok(()),
-            Err(e) => Err(JobError::Kube {
-                op: "create-pvc",
-                name: pvc.name_any(),
-                source: e,
-            }),
+            Err(e) if status_code(&e) == Some(409) => Ok(()),
+            Err(e) => Err(KubeOp::new("create-pvc", pvc.name_any(), e).into()),
         }
     }
 
@@ -371,12 +337,8 @@ impl Context {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if matches!(code(&e), Some(404 | 409)) => Ok(()),
-            Err(e) => Err(JobError::Kube {
-                op: "delete-job",
-                name: job.name_any(),
-                source: e,
-            }),
+            Err(e) if matches!(status_code(&e), Some(404 | 409)) => Ok(()),
+            Err(e) => Err(KubeOp::new("delete-job", job.name_any(), e).into()),
         }
     }
 }
@@ -388,7 +350,7 @@ where
 {
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
-        Err(e) if code(&e) == Some(404) => Ok(()),
+        Err(e) if status_code(&e) == Some(404) => Ok(()),
         Err(e) => Err(e),
     }
 }
@@ -401,7 +363,7 @@ where
     ctx.count("plugin-resource");
     match api.create(&PostParams::default(), obj).await {
         Ok(_) => Ok(()),
-        Err(e) if code(&e) == Some(409) => Ok(()),
+        Err(e) if status_code(&e) == Some(409) => Ok(()),
         Err(e) => Err((obj.name_any(), e)),
     }
 }

@@ -38,11 +38,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::workqueue::WorkQueue;
-use super::{Action, ControllerConfig, ControllerMetrics, MetricLabel};
+use super::{Action, ControllerConfig, ControllerMetrics, KubeOp, MetricLabel};
 use crate::admission::ClusterView;
 use crate::api::{PodGroup, keys};
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
-use crate::cluster::{CacheFeeds, Caches, Index, Relist};
+use crate::cluster::{CacheFeeds, Caches, Index, Relist, status_code};
 use crate::sync::lock;
 use build::{Inputs, OwnerInfo};
 
@@ -59,16 +59,8 @@ const PATCH_CONCURRENCY: usize = 8;
 #[derive(Debug, thiserror::Error)]
 pub enum PodGroupError {
     /// An API call failed.
-    #[error("{op} {name}: {source}")]
-    Kube {
-        /// What was being done.
-        op: &'static str,
-        /// The object.
-        name: String,
-        /// Why.
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Kube(#[from] KubeOp),
     /// The PodGroup kept changing under every retry.
     #[error("PodGroup {0} kept conflicting")]
     Conflict(String),
@@ -79,21 +71,9 @@ impl MetricLabel for PodGroupError {
 
     fn metric_label(&self) -> &'static str {
         match self {
-            PodGroupError::Kube { op, .. } => op,
+            PodGroupError::Kube(e) => e.op,
             PodGroupError::Conflict(_) => "conflict",
         }
-    }
-}
-
-fn kube_err(op: &'static str, name: &str) -> impl FnOnce(kube::Error) -> PodGroupError + use<> {
-    let name = name.to_string();
-    move |source| PodGroupError::Kube { op, name, source }
-}
-
-fn api_code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
     }
 }
 
@@ -581,8 +561,8 @@ async fn delete_podgroup(ctx: &Context, ns: &str, name: &str) -> Result<Action, 
             );
             Ok(Action::AwaitChange)
         }
-        Err(e) if api_code(&e) == Some(404) => Ok(Action::AwaitChange),
-        Err(e) => Err(kube_err("delete", name)(e)),
+        Err(e) if status_code(&e) == Some(404) => Ok(Action::AwaitChange),
+        Err(e) => Err(KubeOp::new("delete", name, e).into()),
     }
 }
 
@@ -606,10 +586,10 @@ async fn ensure_podgroup(
                 return Ok(());
             }
             // The cache was behind: someone (a previous run) made it; compare with it.
-            Err(e) if api_code(&e) == Some(409) => {
-                api.get(name).await.map_err(kube_err("get", name))?
+            Err(e) if status_code(&e) == Some(409) => {
+                api.get(name).await.map_err(KubeOp::on("get", name))?
             }
-            Err(e) => return Err(kube_err("create", name)(e)),
+            Err(e) => return Err(KubeOp::new("create", name, e).into()),
         },
     };
     for _ in 0..CONFLICT_RETRIES {
@@ -623,10 +603,10 @@ async fn ensure_podgroup(
                 tracing::info!(namespace = ns, podgroup = name, "updated PodGroup");
                 return Ok(());
             }
-            Err(e) if api_code(&e) == Some(409) => {
-                current = api.get(name).await.map_err(kube_err("get", name))?;
+            Err(e) if status_code(&e) == Some(409) => {
+                current = api.get(name).await.map_err(KubeOp::on("get", name))?;
             }
-            Err(e) => return Err(kube_err("update", name)(e)),
+            Err(e) => return Err(KubeOp::new("update", name, e).into()),
         }
     }
     Err(PodGroupError::Conflict(name.to_string()))
@@ -671,8 +651,8 @@ async fn link_pods(
                         lock(&ctx.written).pods.insert(uid);
                         Ok(())
                     }
-                    Err(e) if api_code(&e) == Some(404) => Ok(()),
-                    Err(e) => Err(kube_err("patch-pod", &name)(e)),
+                    Err(e) if status_code(&e) == Some(404) => Ok(()),
+                    Err(e) => Err(KubeOp::new("patch-pod", name, e).into()),
                 }
             }
         })

@@ -33,12 +33,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::workqueue::WorkQueue;
-use super::{Action, ControllerConfig, ControllerMetrics, MetricLabel};
+use super::{Action, ControllerConfig, ControllerMetrics, KubeOp, MetricLabel};
 use crate::api::bus::Action as CommandAction;
 use crate::api::scheduling::{PodGroupPhase, QueueState};
 use crate::api::{Command, PodGroup, Queue, keys};
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
-use crate::cluster::{CacheFeeds, Caches, Index, Relist};
+use crate::cluster::{CacheFeeds, Caches, Index, Relist, status_code};
 use crate::sync::lock;
 use state::{Counts, QueueAction};
 
@@ -51,16 +51,8 @@ const COUNT_COALESCE: std::time::Duration = std::time::Duration::from_millis(500
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     /// An API call failed (a 409 means the queue changed since it was read: retried).
-    #[error("{op} {name}: {source}")]
-    Kube {
-        /// What was being done.
-        op: &'static str,
-        /// The object.
-        name: String,
-        /// Why.
-        #[source]
-        source: kube::Error,
-    },
+    #[error(transparent)]
+    Kube(#[from] KubeOp),
 }
 
 impl MetricLabel for QueueError {
@@ -68,7 +60,7 @@ impl MetricLabel for QueueError {
 
     fn metric_label(&self) -> &'static str {
         match self {
-            QueueError::Kube { op, .. } => op,
+            QueueError::Kube(e) => e.op,
         }
     }
 }
@@ -162,11 +154,6 @@ impl std::fmt::Debug for Context {
     }
 }
 
-fn kube_err(op: &'static str, name: &str) -> impl FnOnce(kube::Error) -> QueueError + use<> {
-    let name = name.to_string();
-    move |source| QueueError::Kube { op, name, source }
-}
-
 /// The Commands aimed at queue `name`, oldest first.
 fn commands_for(caches: &Caches, name: &str) -> Vec<Command> {
     let mut cmds: Vec<Command> = caches
@@ -187,8 +174,8 @@ async fn delete_commands(ctx: &Context, cmds: &[Command]) -> Result<(), QueueErr
             Api::namespaced(ctx.client.clone(), &c.namespace().unwrap_or_default());
         match api.delete(&c.name_any(), &DeleteParams::default()).await {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(kube_err("delete-command", &c.name_any())(e)),
+            Err(e) if status_code(&e) == Some(404) => {}
+            Err(e) => return Err(KubeOp::new("delete-command", c.name_any(), e).into()),
         }
     }
     Ok(())
@@ -296,7 +283,7 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, QueueE
             });
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .map_err(kube_err("patch-annotation", &name))?
+                .map_err(KubeOp::on("patch-annotation", &name))?
         }
         None => queue,
     };
@@ -304,7 +291,7 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, QueueE
         let api: Api<Queue> = Api::all(ctx.client.clone());
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(kube_err("patch-status", &name))?;
+            .map_err(KubeOp::on("patch-status", &name))?;
         tracing::debug!(queue = %name, ?state, ?counts, "queue status written");
     }
     if closed_by_command {
