@@ -3,6 +3,7 @@
 //! `Api<DynamicObject>`), in process with no socket, plus one test over TCP.
 
 use crate::common;
+use common::served::eventually;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -55,21 +56,6 @@ fn code(e: &kube::Error) -> (u16, String) {
         kube::Error::Api(s) => (s.code, s.reason.clone()),
         other => panic!("expected an API error, got {other:?}"),
     }
-}
-
-/// Polls `f` every 20 ms for at most 5 s.
-async fn eventually<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..250 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }
 
 #[tokio::test]
@@ -588,9 +574,9 @@ async fn watcher_and_reflector_follow_the_store() {
     pods.create(&PostParams::default(), &pod("other", json!({"app": "y"})))
         .await
         .unwrap();
-    eventually("reflector sees both matching pods", || {
+    eventually(5, "reflector sees both matching pods", || {
         let r = reader.clone();
-        async move { r.state().len() == 2 }
+        async move { (r.state().len() == 2).then_some(()) }
     })
     .await;
     pods.patch(
@@ -600,9 +586,9 @@ async fn watcher_and_reflector_follow_the_store() {
     )
     .await
     .unwrap();
-    eventually("a pod leaving the selector leaves the store", || {
+    eventually(5, "a pod leaving the selector leaves the store", || {
         let r = reader.clone();
-        async move { r.state().len() == 1 }
+        async move { (r.state().len() == 1).then_some(()) }
     })
     .await;
     handle.abort();
@@ -651,7 +637,7 @@ async fn garbage_collection_background_foreground_and_orphan() {
         .await
         .unwrap();
     rss.delete("a", &DeleteParams::background()).await.unwrap();
-    eventually("dependents of a are collected", || {
+    eventually(5, "dependents of a are collected", || {
         let pods = pods.clone();
         async move {
             pods.list(&ListParams::default())
@@ -659,6 +645,7 @@ async fn garbage_collection_background_foreground_and_orphan() {
                 .unwrap()
                 .items
                 .is_empty()
+                .then_some(())
         }
     })
     .await;
@@ -707,9 +694,9 @@ async fn garbage_collection_background_foreground_and_orphan() {
     )
     .await
     .unwrap();
-    eventually("owner goes once the blocking dependent is gone", || {
+    eventually(5, "owner goes once the blocking dependent is gone", || {
         let rss = rss.clone();
-        async move { rss.get_opt("f").await.unwrap().is_none() }
+        async move { rss.get_opt("f").await.unwrap().is_none().then_some(()) }
     })
     .await;
     assert!(pods.get_opt("f-1").await.unwrap().is_none());
@@ -1074,14 +1061,14 @@ async fn kubelet_stand_in_runs_pods_to_completion_and_restarts() {
             .unwrap();
     }
     let phase = |p: Pod| p.status.and_then(|s| s.phase).unwrap_or_default();
-    eventually("ok succeeds", || {
+    eventually(5, "ok succeeds", || {
         let pods = pods.clone();
-        async move { phase(pods.get("ok").await.unwrap()) == "Succeeded" }
+        async move { (phase(pods.get("ok").await.unwrap()) == "Succeeded").then_some(()) }
     })
     .await;
-    eventually("bad fails", || {
+    eventually(5, "bad fails", || {
         let pods = pods.clone();
-        async move { phase(pods.get("bad").await.unwrap()) == "Failed" }
+        async move { (phase(pods.get("bad").await.unwrap()) == "Failed").then_some(()) }
     })
     .await;
     let bad = pods.get("bad").await.unwrap();
@@ -1092,13 +1079,14 @@ async fn kubelet_stand_in_runs_pods_to_completion_and_restarts() {
         .terminated
         .unwrap();
     assert_eq!(term.exit_code, 2);
-    eventually("retry restarts", || {
+    eventually(5, "retry restarts", || {
         let pods = pods.clone();
         async move {
             let p = pods.get("retry").await.unwrap();
             p.status
                 .and_then(|s| s.container_statuses)
                 .is_some_and(|c| c[0].restart_count >= 2)
+                .then_some(())
         }
     })
     .await;
@@ -1502,9 +1490,9 @@ async fn a_reflector_converges_through_watch_cuts_and_expired_versions() {
         }
         tokio::time::sleep(Duration::from_millis(120)).await;
     }
-    eventually("the cache holds exactly the 240 live objects", || {
+    eventually(5, "the cache holds exactly the 240 live objects", || {
         let r = reader.clone();
-        async move { r.state().len() == 240 }
+        async move { (r.state().len() == 240).then_some(()) }
     })
     .await;
     handle.abort();

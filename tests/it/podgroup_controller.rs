@@ -18,6 +18,8 @@ use tephra::controllers::{self, ControllerConfig, Controllers};
 use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 use tokio_util::sync::CancellationToken;
 
+use crate::common::served::eventually;
+
 struct Env {
     client: Client,
     _api: Arc<ApiServer>,
@@ -69,21 +71,6 @@ async fn env() -> Env {
         stop,
         controllers: Some(controllers),
     }
-}
-
-/// Polls `f` every 20 ms for at most 10 s.
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    for _ in 0..500 {
-        if let Some(v) = f().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }
 
 fn owner(kind: &str, name: &str, uid: &str) -> Value {
@@ -158,7 +145,7 @@ async fn deployment_gang_update_scale_and_garbage_collection() {
         .await;
     }
 
-    let pg = eventually("the Deployment's PodGroup", || async {
+    let pg = eventually(10, "the Deployment's PodGroup", || async {
         pgs.get_opt(&pg_name).await.unwrap()
     })
     .await;
@@ -180,7 +167,7 @@ async fn deployment_gang_update_scale_and_garbage_collection() {
         (refs[0].kind.as_str(), refs[0].uid.as_str()),
         ("ReplicaSet", rs_uid.as_str())
     );
-    eventually("every pod linked to the one PodGroup", || async {
+    eventually(10, "every pod linked to the one PodGroup", || async {
         let list = pods.list(&Default::default()).await.unwrap();
         list.items
             .iter()
@@ -202,7 +189,7 @@ async fn deployment_gang_update_scale_and_garbage_collection() {
         )
         .await
         .unwrap();
-    eventually("the new annotation on the PodGroup", || async {
+    eventually(10, "the new annotation on the PodGroup", || async {
         let pg = pgs.get(&pg_name).await.unwrap();
         (pg.annotations()
             .get("volcano.sh/sla-waiting-time")
@@ -220,7 +207,7 @@ async fn deployment_gang_update_scale_and_garbage_collection() {
     )
     .await
     .unwrap();
-    eventually("the PodGroup deleted at 0 replicas", || async {
+    eventually(10, "the PodGroup deleted at 0 replicas", || async {
         pgs.get_opt(&pg_name).await.unwrap().is_none().then_some(())
     })
     .await;
@@ -233,7 +220,7 @@ async fn deployment_gang_update_scale_and_garbage_collection() {
     )
     .await
     .unwrap();
-    eventually("the PodGroup made again", || async {
+    eventually(10, "the PodGroup made again", || async {
         pgs.get_opt(&pg_name).await.unwrap()
     })
     .await;
@@ -241,6 +228,7 @@ async fn deployment_gang_update_scale_and_garbage_collection() {
         .await
         .unwrap();
     eventually(
+        10,
         "the PodGroup garbage-collected with its ReplicaSet",
         || async { pgs.get_opt(&pg_name).await.unwrap().is_none().then_some(()) },
     )
@@ -293,7 +281,7 @@ async fn stateful_set_rolling_update_counts_current_revision_pods() {
         create(&pods, sts_pod(i, "db-v1", "1")).await;
     }
     let pg_name = format!("podgroup-{uid}");
-    let pg = eventually("the StatefulSet's PodGroup", || async {
+    let pg = eventually(10, "the StatefulSet's PodGroup", || async {
         pgs.get_opt(&pg_name).await.unwrap()
     })
     .await;
@@ -303,12 +291,12 @@ async fn stateful_set_rolling_update_counts_current_revision_pods() {
     set_revision("db-v2").await;
     pods.delete("db-1", &DeleteParams::default()).await.unwrap();
     create(&pods, sts_pod(1, "db-v2", "3")).await;
-    eventually("minResources from the current revision", || async {
+    eventually(10, "minResources from the current revision", || async {
         let pg = pgs.get(&pg_name).await.unwrap();
         (pg.spec.min_resources.unwrap()["cpu"].0 == "6").then_some(())
     })
     .await;
-    eventually("both revisions' pods linked", || async {
+    eventually(10, "both revisions' pods linked", || async {
         let list = pods.list(&Default::default()).await.unwrap();
         (list.items.len() == 2
             && list
@@ -331,7 +319,7 @@ async fn plain_pods_foreign_groups_and_other_schedulers() {
     lone["metadata"]["annotations"] = json!({keys::QUEUE_NAME_ANNOTATION: "default"});
     let lone: Pod = create(&pods, lone).await;
     let pg_name = format!("podgroup-{}", lone.uid().unwrap());
-    let pg = eventually("the lone pod's PodGroup", || async {
+    let pg = eventually(10, "the lone pod's PodGroup", || async {
         pgs.get_opt(&pg_name).await.unwrap()
     })
     .await;
@@ -341,7 +329,7 @@ async fn plain_pods_foreign_groups_and_other_schedulers() {
         ("Pod", "lone", Some(true))
     );
     assert_eq!(pg.spec.min_member, Some(1));
-    eventually("the lone pod linked", || async {
+    eventually(10, "the lone pod linked", || async {
         (group_of(&pods.get("lone").await.unwrap()).as_deref() == Some(pg_name.as_str()))
             .then_some(())
     })
@@ -368,7 +356,7 @@ async fn plain_pods_foreign_groups_and_other_schedulers() {
 
     // Deleting the pod removes its PodGroup through GC.
     pods.delete("lone", &DeleteParams::default()).await.unwrap();
-    eventually("the lone pod's PodGroup collected", || async {
+    eventually(10, "the lone pod's PodGroup collected", || async {
         pgs.get_opt(&pg_name).await.unwrap().is_none().then_some(())
     })
     .await;
@@ -389,10 +377,14 @@ async fn queue_state_counts_and_commands() {
     let status = |want: QueueState, pending: i32| {
         let queues = queues.clone();
         async move {
-            eventually(&format!("queue {want} with {pending} pending"), || async {
-                let s = queues.get("team").await.unwrap().status.unwrap_or_default();
-                (s.state.as_ref() == Some(&want) && s.pending == Some(pending)).then_some(())
-            })
+            eventually(
+                10,
+                &format!("queue {want} with {pending} pending"),
+                || async {
+                    let s = queues.get("team").await.unwrap().status.unwrap_or_default();
+                    (s.state.as_ref() == Some(&want) && s.pending == Some(pending)).then_some(())
+                },
+            )
             .await
         }
     };
@@ -415,7 +407,7 @@ async fn queue_state_counts_and_commands() {
         .await
         .unwrap();
     status(QueueState::Closing, 1).await;
-    eventually("the Command consumed", || async {
+    eventually(10, "the Command consumed", || async {
         commands
             .get_opt("close")
             .await
@@ -435,7 +427,7 @@ async fn queue_state_counts_and_commands() {
         )
         .await
         .unwrap();
-    eventually("the bad Command consumed", || async {
+    eventually(10, "the bad Command consumed", || async {
         commands
             .get_opt("bad")
             .await
@@ -486,7 +478,7 @@ async fn queue_hierarchy_closes_and_reopens_children() {
     let state_of = |name: &'static str, want: QueueState| {
         let queues = queues.clone();
         async move {
-            eventually(&format!("queue {name} {want}"), || async {
+            eventually(10, &format!("queue {name} {want}"), || async {
                 let q = queues.get(name).await.unwrap();
                 (q.state() == Some(&want)).then_some(q)
             })
@@ -518,7 +510,7 @@ async fn queue_hierarchy_closes_and_reopens_children() {
 
     // Opening the child under a closed parent does not take.
     send("open-a", &child, tephra::api::bus::Action::OpenQueue).await;
-    eventually("the child's Command consumed", || async {
+    eventually(10, "the child's Command consumed", || async {
         commands
             .get_opt("open-a")
             .await
