@@ -681,20 +681,11 @@ fn a_kube_api_error_is_one_sentence_per_cause() {
         .unwrap()
         .to_string();
     let dir = temp_dir("kube-error");
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: e\n  cluster: {{server: \"{url}\"}}\n\
-             contexts:\n- name: e\n  context: {{cluster: e, user: u}}\nusers:\n- name: u\n  user: {{}}\n\
-             current-context: e\n"
-        ),
-    )
-    .unwrap();
+    let kubeconfig = crate::common::served::kubeconfig(&dir, &url);
     let mut served = Running::start(&[
         "serve".as_ref(),
         "--kubeconfig".as_ref(),
-        kubeconfig.as_os_str(),
+        kubeconfig.as_ref(),
         "--listen".as_ref(),
         "127.0.0.1:0".as_ref(),
         "--metrics-listen".as_ref(),

@@ -635,14 +635,7 @@ async fn restarting_serve_mid_job_loses_nothing_and_duplicates_nothing() {
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let port = served::free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {url}\ncontexts:\n- name: t\n  context:\n    cluster: t\n    user: t\ncurrent-context: t\nusers:\n- name: t\n  user: {{}}\n"
-        ),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let kubeconfig = served::kubeconfig(&dir, &url);
     let _api = Proc::spawn(
         &["apiserver", "--listen", &format!("127.0.0.1:{port}")],
         None,
@@ -664,7 +657,7 @@ async fn restarting_serve_mid_job_loses_nothing_and_duplicates_nothing() {
     let serve_args = [
         "serve",
         "--kubeconfig",
-        kubeconfig.to_str().unwrap_or_default(),
+        &kubeconfig,
         "--listen",
         "127.0.0.1:0",
         "--metrics-listen",
