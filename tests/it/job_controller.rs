@@ -600,60 +600,16 @@ async fn plugins_make_their_resources_and_env_and_deleting_the_job_removes_every
     }
 }
 
-/// Binds every unbound pod of the `volcano` scheduler to `node-1` (the test plays
-/// kube-scheduler: outside embedded mode tephra only plans).
-async fn bind_all(c: &Client) {
-    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
-    for p in pods
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-    {
-        let spec = p.spec.clone().unwrap_or_default();
-        if spec.node_name.is_some() || p.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let binding = json!({"apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": p.name_any(), "uid": p.uid()},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
-        let _ = pods
-            .create_subresource::<_, Value>(
-                "binding",
-                &p.name_any(),
-                &PostParams::default(),
-                &binding,
-            )
-            .await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarting_serve_mid_job_loses_nothing_and_duplicates_nothing() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = std::env::temp_dir().join(format!("tephra-job-restart-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let port = served::free_port();
-    let url = format!("http://127.0.0.1:{port}");
+    let (_api, url, c) = served::apiserver(&[], 30).await;
     let kubeconfig = served::kubeconfig(&dir, &url);
-    let _api = Proc::spawn(
-        &["apiserver", "--listen", &format!("127.0.0.1:{port}")],
-        None,
-    );
-    let c = served::client(&url);
-    // The CRDs, as `tephra crds | kubectl apply -f -` installs them on a cluster.
-    eventually(30, "tephra apiserver to answer", || async {
-        tephra::cluster::bootstrap::install_crds(&c).await.ok()
-    })
-    .await;
     // tephra's namespace, as manifests/namespace.yaml makes it: its leader election Lease lives
-    // there (the API refuses objects in a namespace that does not exist).
-    let ns: k8s_openapi::api::core::v1::Namespace =
-        serde_json::from_value(json!({"metadata": {"name": "tephra-system"}}))
-            .unwrap_or_else(|e| panic!("{e}"));
-    let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
-        .create(&PostParams::default(), &ns)
-        .await;
+    // there.
+    served::crds_and_namespace(&c, "tephra-system").await;
     let serve_args = [
         "serve",
         "--kubeconfig",
@@ -675,7 +631,7 @@ async fn restarting_serve_mid_job_loses_nothing_and_duplicates_nothing() {
     spec["tasks"][1]["minAvailable"] = json!(2);
     create(&c, job("survivor", spec)).await;
     let first: BTreeMap<String, String> = eventually(30, "the job's 3 pods", || async {
-        bind_all(&c).await;
+        served::bind_all(&c).await;
         let pods = pods_of(&c, "survivor").await;
         (pods.len() == 3).then(|| {
             pods.iter()
@@ -688,7 +644,7 @@ async fn restarting_serve_mid_job_loses_nothing_and_duplicates_nothing() {
     assert_eq!(serve.stop(), Some(0), "serve drains and exits 0 on SIGTERM");
     let _serve2 = Proc::spawn(&serve_args, None);
     let done = eventually(60, "the job to complete after the restart", || async {
-        bind_all(&c).await;
+        served::bind_all(&c).await;
         get(&c, "survivor")
             .await
             .filter(|j| phase(j) == Some(JobPhase::Completed))

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use common::served::{self, Proc, eventually, kubeconfig};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use tephra::api::Job;
 use tephra::api::batch::JobPhase;
 
@@ -108,33 +108,6 @@ fn job(name: &str, replicas: i32, secs: f64) -> Job {
     .unwrap_or_else(|e| panic!("job {name}: {e}"))
 }
 
-/// Binds every unbound, undeleted pod of the `default` namespace to `node-1`.
-async fn bind_all(c: &Client) {
-    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
-    for p in pods
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-    {
-        let spec = p.spec.clone().unwrap_or_default();
-        if spec.node_name.is_some() || p.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let binding = json!({"apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": p.name_any(), "uid": p.uid()},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
-        let _ = pods
-            .create_subresource::<_, Value>(
-                "binding",
-                &p.name_any(),
-                &PostParams::default(),
-                &binding,
-            )
-            .await;
-    }
-}
-
 /// Every pod ever seen per job (name → uid), to catch a pod made twice.
 type Seen = BTreeMap<String, BTreeMap<String, String>>;
 
@@ -166,22 +139,8 @@ async fn one_replica_leads_and_the_other_takes_over_after_sigkill_and_sigterm() 
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let log = std::env::var_os("TEPHRA_TEST_LOG").map(std::path::PathBuf::from);
     let log_of = |n: &str| log.as_ref().map(|d| d.join(format!("{n}.log")));
-    let port = served::free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let _api = Proc::spawn(
-        &["apiserver", "--listen", &format!("127.0.0.1:{port}")],
-        None,
-    );
-    let c = served::client(&url);
-    eventually(30, "tephra apiserver to answer", || async {
-        tephra::cluster::bootstrap::install_crds(&c).await.ok()
-    })
-    .await;
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap_or_else(|e| panic!("{e}"));
-    let _ = Api::<Namespace>::all(c.clone())
-        .create(&PostParams::default(), &ns)
-        .await;
+    let (_api, url, c) = served::apiserver(&[], 30).await;
+    served::crds_and_namespace(&c, NS).await;
     replica_pod(&c, "tephra-a").await;
     replica_pod(&c, "tephra-b").await;
     let kc = kubeconfig(&dir, &url);
@@ -260,7 +219,7 @@ async fn one_replica_leads_and_the_other_takes_over_after_sigkill_and_sigterm() 
             Instant::now() < deadline,
             "timed out waiting for every job to complete"
         );
-        bind_all(&c).await;
+        served::bind_all(&c).await;
         record_pods(&c, &mut seen).await;
         let mut done = 0;
         for name in &jobs {
@@ -343,22 +302,8 @@ async fn a_leader_whose_renewals_fail_stops_leading_before_its_lease_could_be_ta
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = std::env::temp_dir().join(format!("tephra-lease-loss-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let port = served::free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let api = Proc::spawn(
-        &["apiserver", "--listen", &format!("127.0.0.1:{port}")],
-        None,
-    );
-    let c = served::client(&url);
-    eventually(30, "tephra apiserver to answer", || async {
-        tephra::cluster::bootstrap::install_crds(&c).await.ok()
-    })
-    .await;
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap_or_else(|e| panic!("{e}"));
-    let _ = Api::<Namespace>::all(c.clone())
-        .create(&PostParams::default(), &ns)
-        .await;
+    let (api, url, c) = served::apiserver(&[], 30).await;
+    served::crds_and_namespace(&c, NS).await;
     let kc = kubeconfig(&dir, &url);
     let metrics = format!("127.0.0.1:{}", served::free_port());
     let log = dir.join("leader.log");
@@ -458,25 +403,9 @@ async fn resident_memory_of_leader_and_follower() {
     let (nodes, pods) = (env("TEPHRA_HA_NODES", 5000), env("TEPHRA_HA_PODS", 50_000));
     let dir = std::env::temp_dir().join(format!("tephra-leader-mem-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let port = served::free_port();
-    let url = format!("http://127.0.0.1:{port}");
     let n = nodes.to_string();
-    let api = Proc::spawn(
-        &[
-            "apiserver",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--embedded-nodes",
-            &n,
-            "--no-sim-kubelet",
-        ],
-        None,
-    );
-    let c = served::client(&url);
-    eventually(60, "tephra apiserver to answer", || async {
-        tephra::cluster::bootstrap::install_crds(&c).await.ok()
-    })
-    .await;
+    let (api, url, c) = served::apiserver(&["--embedded-nodes", &n, "--no-sim-kubelet"], 60).await;
+    served::crds_and_namespace(&c, NS).await;
     let started = Instant::now();
     let pod_api: Api<Pod> = Api::namespaced(c.clone(), "default");
     futures::stream::iter(0..pods)
@@ -505,11 +434,6 @@ async fn resident_memory_of_leader_and_follower() {
         "{pods} pods on {nodes} nodes created in {:?}",
         started.elapsed()
     );
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap_or_else(|e| panic!("{e}"));
-    let _ = Api::<Namespace>::all(c.clone())
-        .create(&PostParams::default(), &ns)
-        .await;
     let kc = kubeconfig(&dir, &url);
     let metrics: Vec<u16> = (0..2).map(|_| served::free_port()).collect();
     let replicas: Vec<Proc> = ["tephra-a", "tephra-b"]

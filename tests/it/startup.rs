@@ -106,17 +106,7 @@ async fn serve_embedded_comes_up_ready_whatever_faults_the_seed_draws() {
 async fn serve_waits_for_its_crds_and_goes_on_once_they_are_installed() {
     let dir = std::env::temp_dir().join(format!("tephra-startup-crds-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let port = served::free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let _api = Proc::spawn(
-        &["apiserver", "--listen", &format!("127.0.0.1:{port}")],
-        None,
-    );
-    let c = served::client(&url);
-    served::eventually(30, "tephra apiserver to answer", || async {
-        c.apiserver_version().await.ok()
-    })
-    .await;
+    let (_api, url, c) = served::apiserver(&[], 30).await;
     let kubeconfig = served::kubeconfig(&dir, &url);
     let metrics = format!("127.0.0.1:{}", served::free_port());
     let log = dir.join("serve.log");

@@ -174,22 +174,8 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let log = std::env::var_os("TEPHRA_TEST_LOG").map(std::path::PathBuf::from);
     let log_of = |n: &str| log.as_ref().map(|d| d.join(format!("tls-self-{n}.log")));
-    let port = served::free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let _api = Proc::spawn(
-        &["apiserver", "--listen", &format!("127.0.0.1:{port}")],
-        None,
-    );
-    let c = served::client(&url);
-    eventually(30, "tephra apiserver to answer", || async {
-        tephra::cluster::bootstrap::install_crds(&c).await.ok()
-    })
-    .await;
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap_or_else(|e| panic!("{e}"));
-    let _ = Api::<Namespace>::all(c.clone())
-        .create(&PostParams::default(), &ns)
-        .await;
+    let (_api, url, c) = served::apiserver(&[], 30).await;
+    served::crds_and_namespace(&c, NS).await;
     install_webhook_configurations(&c).await;
 
     // Both replicas at once, no Secret yet: whichever creates it, the other must use it.
@@ -563,16 +549,10 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_start_ups_agree_on_one_ca() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let port = served::free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let _api = Proc::spawn(
-        &["apiserver", "--listen", &format!("127.0.0.1:{port}")],
-        None,
-    );
-    let c = served::client(&url);
+    let (_api, _, c) = served::apiserver(&[], 30).await;
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "race"}}))
         .unwrap_or_else(|e| panic!("{e}"));
-    eventually(30, "tephra apiserver to answer", || async {
+    eventually(30, "namespace race to be created", || async {
         Api::<Namespace>::all(c.clone())
             .create(&PostParams::default(), &ns)
             .await

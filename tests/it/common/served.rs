@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kube::Client;
-use kube::api::Api;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, ResourceExt};
 
 /// A free loopback port.
 pub fn free_port() -> u16 {
@@ -236,4 +237,64 @@ pub fn kubeconfig(dir: &Path, url: &str) -> String {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     path.to_string_lossy().into_owned()
+}
+
+/// `tephra apiserver` with `extra` flags on a free loopback port, as the cluster API that
+/// `serve --kubeconfig` runs against; waits (bounded by `secs`) until it answers. The process,
+/// its URL and a client.
+pub async fn apiserver(extra: &[&str], secs: u64) -> (Proc, String, Client) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut args = vec!["apiserver", "--listen", &listen];
+    args.extend_from_slice(extra);
+    let proc = Proc::spawn(&args, None);
+    let url = format!("http://{listen}");
+    let c = client(&url);
+    eventually(secs, "tephra apiserver to answer", || async {
+        c.apiserver_version().await.ok()
+    })
+    .await;
+    (proc, url, c)
+}
+
+/// Installs tephra's CRDs, as `tephra crds | kubectl apply -f -` does on a cluster, and makes
+/// the namespace `ns` (one already there is fine): the API refuses objects in a namespace that
+/// does not exist.
+pub async fn crds_and_namespace(c: &Client, ns: &str) {
+    eventually(30, "tephra's CRDs to be installed", || async {
+        tephra::cluster::bootstrap::install_crds(c).await.ok()
+    })
+    .await;
+    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": ns}}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _ = Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await;
+}
+
+/// Binds every unbound, undeleted pod of the `default` namespace to `node-1`: the tests play
+/// kube-scheduler, as outside embedded mode tephra only plans.
+pub async fn bind_all(c: &Client) {
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    for p in pods
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let spec = p.spec.clone().unwrap_or_default();
+        if spec.node_name.is_some() || p.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let binding = serde_json::json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": p.name_any(), "uid": p.uid()},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}});
+        let _ = pods
+            .create_subresource::<_, serde_json::Value>(
+                "binding",
+                &p.name_any(),
+                &PostParams::default(),
+                &binding,
+            )
+            .await;
+    }
 }
