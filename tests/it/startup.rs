@@ -5,6 +5,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt};
+use tephra::api::Job;
+
 use crate::common::served::{self, Proc};
 
 /// `/readyz` on the metrics listener at `addr`: its status, `None` while nothing answers.
@@ -34,6 +39,40 @@ async fn ready_or_exit(proc: &mut Proc, metrics: &str, within: Duration) -> bool
 
 fn log_text(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Creates `job` in `default`, retrying for at most 20 s: the webhooks refuse a job whose
+/// queue has not reached their cache yet, which it does a moment after it is made.
+async fn create_job(c: &Client, job: &Job) {
+    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while let Err(e) = jobs.create(&PostParams::default(), job).await {
+        assert!(
+            Instant::now() < deadline,
+            "creating job {}: {e}",
+            job.name_any()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The node pod `name` of `default` is placed on, waited for (at most 30 s) with `log`, the
+/// serving process's, shown if it never is.
+async fn node_of(c: &Client, name: &str, log: &Path) -> String {
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let p = pods.get_opt(name).await.ok().flatten();
+        if let Some(n) = p.and_then(|p| p.spec?.node_name) {
+            return n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} was never placed:\n{}",
+            log_text(log)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Starts `serve --embedded` on fresh loopback ports with `extra` flags, logging to `log`;
@@ -216,8 +255,7 @@ async fn sigterm_under_load_stops_the_embedded_api_last() {
 /// had, and goes on writing after them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedded_data_keeps_jobs_queues_and_pods_across_a_restart() {
-    use kube::api::{Api, PostParams};
-    use tephra::api::{Job, Queue};
+    use tephra::api::Queue;
     let base = std::env::temp_dir().join(format!("tephra-startup-data-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     let data = base.join("data");
@@ -249,23 +287,8 @@ async fn embedded_data_keeps_jobs_queues_and_pods_across_a_restart() {
                 "resources": {"requests": {"cpu": "100m"}}}]}}}]}
     }))
     .unwrap_or_else(|e| panic!("{e}"));
-    // The queue reaches the webhooks' cache a moment after it is made.
-    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while let Err(e) = jobs.create(&PostParams::default(), &job).await {
-        assert!(Instant::now() < deadline, "creating job kept: {e}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let node = loop {
-        let p = pods.get_opt("kept-t-0").await.ok().flatten();
-        if let Some(n) = p.and_then(|p| p.spec?.node_name) {
-            break n;
-        }
-        assert!(Instant::now() < deadline, "kept-t-0 was never placed");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    create_job(&c, &job).await;
+    let node = node_of(&c, "kept-t-0", &log).await;
     assert_eq!(first.stop(), Some(0), "{}", log_text(&log));
 
     let log = base.join("second.log");
@@ -290,8 +313,7 @@ async fn embedded_data_keeps_jobs_queues_and_pods_across_a_restart() {
         .flatten()
         .unwrap_or_else(|| panic!("job kept is gone"));
     assert_eq!(j.spec.queue(), "kept");
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.clone(), "default");
-    let p = pods
+    let p = Api::<Pod>::namespaced(c.clone(), "default")
         .get_opt("kept-t-0")
         .await
         .ok()
@@ -301,28 +323,8 @@ async fn embedded_data_keeps_jobs_queues_and_pods_across_a_restart() {
     // New writes go on after the old ones: a second job is admitted and placed.
     let mut again = job.clone();
     again.metadata.name = Some("after".into());
-    let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while let Err(e) = jobs.create(&PostParams::default(), &again).await {
-        assert!(Instant::now() < deadline, "creating job after: {e}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while pods
-        .get_opt("after-t-0")
-        .await
-        .ok()
-        .flatten()
-        .and_then(|p| p.spec?.node_name)
-        .is_none()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "after-t-0 was never placed:\n{}",
-            log_text(&log)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    create_job(&c, &again).await;
+    node_of(&c, "after-t-0", &log).await;
     assert_eq!(second.stop(), Some(0), "{}", log_text(&log));
     let _ = std::fs::remove_dir_all(&base);
 }
