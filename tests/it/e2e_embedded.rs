@@ -2,90 +2,13 @@
 //! same kube-rs client code that talks to a cluster. The embedded API sends real
 //! AdmissionReviews to tephra's HTTPS webhooks, registered from `manifests/webhooks.yaml`.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 use tephra::api::Job;
 
-/// A `tephra serve --embedded` child process, stopped with SIGTERM on drop.
-struct Served {
-    child: Child,
-    api_url: String,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Served {
-    fn start() -> Self {
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_tephra"))
-            .args(["serve", "--embedded", "--listen", "127.0.0.1:0"])
-            .args(["--metrics-listen", "127.0.0.1:0"])
-            .args(["--embedded-api-listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Self {
-            child,
-            api_url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-
-    fn client(&self) -> Client {
-        let config = kube::Config::new(self.api_url.parse().unwrap());
-        Client::try_from(config).unwrap()
-    }
-
-    /// Waits (bounded) until the built-in queues exist: by then the CRDs are installed and the
-    /// webhooks registered.
-    async fn ready(&self) -> Client {
-        let client = self.client();
-        let queues: Api<tephra::api::Queue> = Api::all(client.clone());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(Some(_)) = queues.get_opt("root").await {
-                return client;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "tephra serve --embedded did not become ready"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// SIGTERM, then the exit status (bounded wait).
-    fn stop(mut self) -> Option<i32> {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::common::served::Embedded;
 
 fn job(name: &str, replicas: i32, min_available: Option<i32>) -> Job {
     let mut spec = json!({
@@ -109,8 +32,7 @@ fn job(name: &str, replicas: i32, min_available: Option<i32>) -> Job {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_default_valid_jobs_and_deny_invalid_ones_through_the_embedded_api() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let served = Served::start();
-    let client = served.ready().await;
+    let (mut served, client) = Embedded::start(&[]).await;
     let jobs: Api<Job> = Api::namespaced(client, "default");
 
     // Invalid: the job's minAvailable exceeds its replicas. The webhook's message comes back.
@@ -141,7 +63,7 @@ async fn webhooks_default_valid_jobs_and_deny_invalid_ones_through_the_embedded_
     assert_eq!(task.name.as_deref(), Some("default0"));
     assert_eq!(task.min_available, Some(3));
 
-    assert_eq!(served.stop(), Some(0), "graceful stop exits 0");
+    assert_eq!(served.proc.stop(), Some(0), "graceful stop exits 0");
 }
 
 /// The PodGroup controller and `/pods/mutate` agree: the webhook names a ReplicaSet's pods
@@ -155,8 +77,7 @@ async fn pods_named_by_the_webhook_get_that_podgroup() {
     use tephra::api::PodGroup;
 
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let served = Served::start();
-    let client = served.ready().await;
+    let (mut served, client) = Embedded::start(&[]).await;
     let rss: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pgs: Api<PodGroup> = Api::namespaced(client, "default");
@@ -210,7 +131,7 @@ async fn pods_named_by_the_webhook_get_that_podgroup() {
     assert_eq!(pg.spec.min_member, Some(2));
     assert_eq!(pg.spec.queue.as_deref(), Some("default"));
     assert_eq!(pg.spec.min_resources.unwrap()["cpu"].0, "2");
-    assert_eq!(served.stop(), Some(0), "graceful stop exits 0");
+    assert_eq!(served.proc.stop(), Some(0), "graceful stop exits 0");
 }
 
 /// A minimal CustomResourceDefinition for one of Volcano's kinds that tephra does not install
@@ -240,8 +161,7 @@ async fn hypernodes_and_jobflows_are_validated_through_the_embedded_api() {
     use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let served = Served::start();
-    let client = served.ready().await;
+    let (mut served, client) = Embedded::start(&[]).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in [
         open_crd("topology.volcano.sh", "HyperNode", "hypernodes", "Cluster"),
@@ -353,5 +273,5 @@ async fn hypernodes_and_jobflows_are_validated_through_the_embedded_api() {
         "{msg}"
     );
 
-    assert_eq!(served.stop(), Some(0), "graceful stop exits 0");
+    assert_eq!(served.proc.stop(), Some(0), "graceful stop exits 0");
 }

@@ -3,7 +3,6 @@
 //! `manifests/scheduler-config.yaml` would, and the kubelet stand-in runs the bound pods.
 //! A gang is a PodGroup plus pods carrying its group name (the vcJob controller is not built).
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -13,59 +12,11 @@ use serde_json::json;
 
 use crate::common;
 use common::gangs::{Gang, by_gang, pg_phase};
+use common::served::Embedded;
 
-struct Served {
-    child: Child,
-    api_url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Served {
-    fn start(nodes: usize) -> Self {
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_tephra"))
-            .args(["serve", "--embedded", "--listen", "127.0.0.1:0"])
-            .args(["--metrics-listen", "127.0.0.1:0"])
-            .args(["--embedded-api-listen", &format!("127.0.0.1:{port}")])
-            .args(["--embedded-nodes", &nodes.to_string()])
-            .args(["--schedule-period", "200ms"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Self {
-            child,
-            api_url: format!("http://127.0.0.1:{port}"),
-        }
-    }
-
-    async fn ready(&self) -> Client {
-        let config = kube::Config::new(self.api_url.parse().unwrap());
-        let client = Client::try_from(config).unwrap();
-        let queues: Api<tephra::api::Queue> = Api::all(client.clone());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(Some(_)) = queues.get_opt("default").await {
-                return client;
-            }
-            assert!(Instant::now() < deadline, "serve --embedded not ready");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+/// `serve --embedded` with 3 nodes, scheduling every 200 ms.
+async fn served() -> (Embedded, Client) {
+    Embedded::start(&["--embedded-nodes", "3", "--schedule-period", "200ms"]).await
 }
 
 /// How long a poll may see a gang partly bound: the extender posts a gang's Bindings together,
@@ -120,8 +71,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_runs_to_completed_through_the_stand_in_and_the_extender() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let served = Served::start(3);
-    let c = served.ready().await;
+    let (_served, c) = served().await;
     Gang {
         name: "train",
         queue: "default",
@@ -139,8 +89,7 @@ async fn a_gang_runs_to_completed_through_the_stand_in_and_the_extender() {
 async fn two_gangs_that_cannot_both_fit_run_one_after_the_other_each_whole() {
     let _one = ONE_AT_A_TIME.lock().await;
     // 3 nodes × 8 cpu; a 3-cpu pod fits twice per node: 6 slots, each gang needs 4.
-    let served = Served::start(3);
-    let c = served.ready().await;
+    let (_served, c) = served().await;
     Gang {
         name: "first",
         queue: "default",
@@ -170,8 +119,7 @@ async fn two_gangs_that_cannot_both_fit_run_one_after_the_other_each_whole() {
 async fn a_gang_waits_pending_and_starts_when_a_node_is_added() {
     let _one = ONE_AT_A_TIME.lock().await;
     // 4 pods of 5 cpu: one per 8-cpu node, 3 nodes. A fourth node lets it start.
-    let served = Served::start(3);
-    let c = served.ready().await;
+    let (_served, c) = served().await;
     Gang {
         name: "wide",
         queue: "default",
