@@ -468,37 +468,15 @@ async fn every_contract_path_is_served_and_only_post() {
 // Volcano's examples
 // ---------------------------------------------------------------------------------------------
 
-/// Every document of every YAML file in `dir`, with its file name.
-fn manifests_in(dir: &Path) -> Vec<(String, Value)> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    let mut out = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
-        let name = f.file_name().unwrap().to_string_lossy().to_string();
-        out.extend(
-            docs.into_iter()
-                .filter(|d| d.is_object())
-                .map(|d| (name.clone(), d)),
-        );
-    }
-    out
-}
-
 /// Volcano's example manifests, or `None` (after the skip line for `test`) on a machine
 /// without the Volcano fixtures.
 fn volcano_examples(test: &str) -> Option<Vec<(String, Value)>> {
-    common::volcano_or_skip("volcano-examples", test).map(|dir| manifests_in(&dir))
+    common::volcano_or_skip("volcano-examples", test).map(|dir| common::manifests_in(&dir))
 }
 
 /// Our own manifests (`tests/data/manifests/`), present in every checkout.
 fn own_manifests() -> Vec<(String, Value)> {
-    manifests_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/manifests"))
+    common::manifests_in(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/manifests"))
 }
 
 /// What the API server does before admission: CRD structural defaults.
@@ -786,7 +764,7 @@ fn seed_reviews() -> Vec<Value> {
     let mut docs = own_manifests();
     docs.extend(
         common::volcano_dir("volcano-examples")
-            .map(|dir| manifests_in(&dir))
+            .map(|dir| common::manifests_in(&dir))
             .unwrap_or_default(),
     );
     for (_, mut obj) in docs {

@@ -5,7 +5,6 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -151,27 +150,6 @@ async fn a_dry_run_is_validated_too_and_valid_writes_still_pass() {
         .unwrap();
 }
 
-fn manifests_in(dir: &Path) -> Vec<(String, Value)> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    let mut out = Vec::new();
-    for f in files {
-        let text = std::fs::read_to_string(&f).unwrap();
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
-        let name = f.file_name().unwrap().to_string_lossy().to_string();
-        out.extend(
-            docs.into_iter()
-                .filter(|d| d.is_object())
-                .map(|d| (name.clone(), d)),
-        );
-    }
-    out
-}
-
 /// Dry-run creates every Volcano-group example; none may be refused by the schema.
 async fn examples_pass(client: &Client, examples: &[(String, Value)]) -> usize {
     let mut checked = 0;
@@ -222,14 +200,14 @@ async fn volcanos_examples_pass_tephras_and_volcanos_crds() {
     ) else {
         return;
     };
-    let examples = manifests_in(&dir);
+    let examples = common::manifests_in(&dir);
     let (_api, client) = setup().await;
     assert!(examples_pass(&client, &examples).await >= 5);
     let Some(crds) = common::volcano_dir("volcano-crds") else {
         return;
     };
     let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for (_, crd) in manifests_in(&crds) {
+    for (_, crd) in common::manifests_in(&crds) {
         let name = crd["metadata"]["name"].as_str().unwrap().to_string();
         let mut current = crd_api.get(&name).await.unwrap();
         let volcano: CustomResourceDefinition = serde_json::from_value(crd).unwrap();

@@ -1,7 +1,9 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
 
 pub mod gangs;
 pub mod served;
@@ -70,4 +72,26 @@ pub fn manifest(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/manifests")
         .join(name)
+}
+
+/// Every document of every YAML file in `dir` (in file name order), with its file name.
+pub fn manifests_in(dir: &Path) -> Vec<(String, Value)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        out.extend(
+            docs.into_iter()
+                .filter(|d| d.is_object())
+                .map(|d| (name.clone(), d)),
+        );
+    }
+    out
 }
