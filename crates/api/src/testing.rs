@@ -1,17 +1,8 @@
-//! Builders for tests: small, readable fixtures of the API types.
+//! Builders for tests: small, readable fixtures of the API types, such as
+//! `Job::test("train").in_queue("gpu").task("worker", 4)` or `Queue::test("gpu").weight(2)`.
 //!
-//! These are plain public functions (not `#[cfg(test)]`) so integration tests and other
-//! modules' tests can use them; production code has no reason to.
-//!
-//! ```
-//! use tephra::api::{Job, Queue, PodGroup};
-//! let job = Job::test("train").in_namespace("ml").in_queue("gpu").task("worker", 4).min_available(4);
-//! assert_eq!(job.total_replicas(), 4);
-//! let q = Queue::test("gpu").weight(2).open();
-//! assert!(q.is_open());
-//! let pg = PodGroup::test("pg").min_member(3).in_queue("gpu");
-//! assert_eq!(pg.spec.queue(), "gpu");
-//! ```
+//! Compiled for this crate's own tests and, through the `testing` feature, for other crates'
+//! tests and benches; the service binary is built without them.
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -287,5 +278,24 @@ impl Command {
                 ..Default::default()
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Job, PodGroup, Queue};
+
+    #[test]
+    fn the_builders_make_what_they_say() {
+        let job = Job::test("train")
+            .in_namespace("ml")
+            .in_queue("gpu")
+            .task("worker", 4)
+            .min_available(4);
+        assert_eq!(job.total_replicas(), 4);
+        let q = Queue::test("gpu").weight(2).open();
+        assert!(q.is_open());
+        let pg = PodGroup::test("pg").min_member(3).in_queue("gpu");
+        assert_eq!(pg.spec.queue(), "gpu");
     }
 }
