@@ -18,7 +18,8 @@ pub struct Cli {
     pub log_format: LogFormat,
 
     /// Log filter in `tracing` EnvFilter syntax (e.g. `info`, `tephra=debug,kube=warn`).
-    /// `RUST_LOG` is used when this flag is absent.
+    /// `RUST_LOG` is used when this flag is absent, and `info` without either (`warn` for the
+    /// `job`, `queue` and `pg` commands, whose errors are one line of their own).
     #[arg(long, global = true, env = "TEPHRA_LOG")]
     pub log: Option<String>,
 
@@ -119,8 +120,8 @@ pub enum Command {
     /// Run the embedded, in-memory Kubernetes-compatible API alone (plain HTTP, no
     /// authentication), so a `tephra serve --kubeconfig` can be stopped and restarted against it.
     Apiserver(ApiserverArgs),
-    /// Make a CA and a serving certificate for the webhook Service; writes ca.crt, tls.crt and
-    /// tls.key into --out and prints the base64 caBundle for webhook configurations.
+    /// Make a CA and a serving certificate for the webhook Service; writes ca.crt, ca.key,
+    /// tls.crt and tls.key into --out and prints the base64 caBundle for webhook configurations.
     Certs(CertsArgs),
     /// Run, list, view and steer vcJobs (run, list, view, abort, resume, restart, delete).
     Job(crate::vcctl::JobArgs),
@@ -165,7 +166,8 @@ pub struct ServeArgs {
     /// CA and serving certificate in the Secret --tls-self-secret (made by the first replica,
     /// shared by all), write the CA into tephra's webhook configurations (caBundle) and the
     /// ConfigMap --tls-self-configmap (key ca.crt, for kube-scheduler), and rotate them before
-    /// they expire (the --tls-self-* flags); not with --embedded.
+    /// they expire (the --tls-self-* flags); `self` is what the manifests and the Helm chart
+    /// run. Not with --embedded.
     #[arg(long, value_name = "MODE", value_enum, default_value_t = TlsMode::Files)]
     pub tls_mode: TlsMode,
 
@@ -173,8 +175,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub tls_self: TlsSelfFlags,
 
-    /// PEM certificate (chain) for the HTTPS listener. Without --tls-cert/--tls-key a
-    /// self-signed pair is made at start.
+    /// PEM certificate (chain) for the HTTPS listener; give --tls-key with it. Without
+    /// --tls-cert/--tls-key a self-signed pair is made at start.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
 
@@ -195,8 +197,8 @@ pub struct ServeArgs {
     pub tls_reload_interval: std::time::Duration,
 
     /// PEM CA certificate(s): require and verify a client certificate signed by one of them on
-    /// the HTTPS listener (for kube-apiserver and kube-scheduler configured to present one; see
-    /// the README's AdmissionConfiguration). Off by default. /metrics, /healthz and /readyz on
+    /// the HTTPS listener (for kube-apiserver and kube-scheduler configured to present one; the
+    /// book's Certificates page shows the AdmissionConfiguration). Off by default. /metrics, /healthz and /readyz on
     /// --metrics-listen stay open for the kubelet's probes.
     #[arg(long, value_name = "FILE")]
     pub client_ca: Option<PathBuf>,
@@ -245,7 +247,8 @@ pub struct ServeArgs {
 
     /// Job controller: after this many failed attempts in a row at one request of a job, the
     /// job is terminated (Volcano's --max-requeue-num); -1 never gives up. A queue or PVC the
-    /// job names that does not exist yet never counts: the job waits for it.
+    /// job names that does not exist yet never counts: the job waits for it (retried at least
+    /// every 30 s).
     #[arg(
         long,
         value_name = "N",
@@ -285,13 +288,16 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_sim_controllers: bool,
 
-    /// Embedded mode: inject API faults, e.g. `write-error=0.1,conflict=0.05,watch-cut=30,seed=7`.
+    /// Embedded mode: inject API faults, e.g. `write-error=0.1,conflict=0.05,watch-cut=30,seed=7`:
+    /// fail that fraction of writes with 500, answer that fraction of updates and patches with
+    /// 409 Conflict, end every watch after that many seconds, with this random seed.
     #[arg(long, value_name = "SPEC")]
     pub faults: Option<String>,
 
     /// Embedded mode: keep the embedded API's objects in DIR (one file, `objects.redb`, written
-    /// on every change), so a restart finds its jobs, queues and pods. Without it they live in
-    /// memory and are gone when tephra stops.
+    /// on every change), so a restart finds its jobs, queues and pods (a watch from before the
+    /// restart gets 410 Gone and lists again). Without it they live in memory and are gone
+    /// when tephra stops.
     #[arg(long, value_name = "DIR")]
     pub embedded_data: Option<PathBuf>,
 
@@ -510,7 +516,9 @@ pub struct ApiserverArgs {
     #[arg(long)]
     pub no_sim_controllers: bool,
 
-    /// Inject API faults, e.g. `write-error=0.1,conflict=0.05,watch-cut=30,seed=7`.
+    /// Inject API faults, e.g. `write-error=0.1,conflict=0.05,watch-cut=30,seed=7`: fail that
+    /// fraction of writes with 500, answer that fraction of updates and patches with 409
+    /// Conflict, end every watch after that many seconds, with this random seed.
     #[arg(long, value_name = "SPEC")]
     pub faults: Option<String>,
 }
@@ -518,7 +526,8 @@ pub struct ApiserverArgs {
 /// Flags of `tephra certs`.
 #[derive(Debug, Args)]
 pub struct CertsArgs {
-    /// Name of the webhook Service the certificate is for.
+    /// Name of the webhook Service the certificate is for: it is valid for NAME,
+    /// NAME.NAMESPACE, NAME.NAMESPACE.svc and NAME.NAMESPACE.svc.cluster.local.
     #[arg(long, value_name = "NAME")]
     pub service: String,
 
@@ -526,7 +535,8 @@ pub struct CertsArgs {
     #[arg(long, value_name = "NS")]
     pub namespace: String,
 
-    /// Directory to write ca.crt, tls.crt and tls.key into (created if missing).
+    /// Directory to write into (created if missing): ca.crt and ca.key (the CA), tls.crt (the
+    /// serving certificate followed by the CA) and tls.key.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 

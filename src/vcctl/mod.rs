@@ -200,8 +200,9 @@ pub struct ViewFlags {
     /// Output format: json or yaml (default: the description).
     #[arg(short = 'o', long, value_enum, conflicts_with = "watch")]
     pub output: Option<Output>,
-    /// Follow the job's phase and its tasks' pod counts, one line per change, until it
-    /// finishes (Completed, Failed, Terminated) or rests Aborted.
+    /// Follow the job's phase and its tasks' pod counts (PHASE PENDING RUNNING SUCCEEDED
+    /// FAILED TASKS), read twice a second, one line per change, until it finishes (Completed,
+    /// Failed, Terminated) or rests Aborted; then exit 0.
     #[arg(short = 'w', long)]
     pub watch: bool,
     /// With --watch: give up (exit 1) after this long (Go duration: `90s`, `10m`).
