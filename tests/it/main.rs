@@ -20,6 +20,7 @@ mod leader_election;
 mod metrics_embedded;
 mod podgroup_controller;
 mod pure_crates;
+mod reference_docs;
 mod scheduler_embedded;
 mod scheduler_properties;
 mod server_https;
