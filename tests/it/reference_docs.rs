@@ -473,15 +473,23 @@ fn metrics_reference(start: &BTreeMap<String, Family>, all: &BTreeMap<String, Fa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metrics_page_is_what_metrics_says() {
     let (served, client) = Embedded::start(&[]).await;
-    // The series present once the first session has run and the queues have their status.
+    // The series present once the first session has run (the queues have their status) and
+    // nothing new has appeared for a second: what an idle tephra exports.
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut start = families(&metrics_page(&served.metrics).await);
-    while Instant::now() < deadline
-        && !(start.contains_key("volcano_queue_allocated_milli_cpu")
-            && start.contains_key("tephra_scheduler_sessions_total"))
-    {
+    let mut settled_since = Instant::now();
+    loop {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        start = families(&metrics_page(&served.metrics).await);
+        let now = families(&metrics_page(&served.metrics).await);
+        if now.keys().ne(start.keys()) {
+            settled_since = Instant::now();
+        }
+        start = now;
+        let ready = start.contains_key("volcano_queue_allocated_milli_cpu")
+            && settled_since.elapsed() >= Duration::from_secs(1);
+        if ready || Instant::now() > deadline {
+            break;
+        }
     }
     // A gang too big for the cluster: its job changes phase and its tasks cannot be placed.
     let job: tephra::api::Job = serde_json::from_value(json!({
