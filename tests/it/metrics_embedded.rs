@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use kube::Api;
 use tephra::api::Queue;
 
-use crate::common::served::Embedded;
+use crate::common::served::{Embedded, PER_OBJECT_FAMILIES, metrics_page};
 
 /// Where the series users are told about are named.
 const NAMED_IN: [(&str, &str); 5] = [
@@ -55,26 +55,6 @@ fn families(text: &str) -> BTreeSet<String> {
     out
 }
 
-/// Series labelled by one object or one event: they exist from the first job they count, so
-/// "no data" is the true answer before it (a 0 would need a made-up job or reason). The
-/// monitoring page says so.
-const PER_OBJECT: [&str; 2] = [
-    // `{job_id}`: one series per gang that could not be placed in the last session.
-    "volcano_unschedule_task_count",
-    // `{from, to, reason}`: the reason is the job's event or condition, not a fixed set.
-    "tephra_job_transitions_total",
-];
-
-async fn page(addr: &str) -> String {
-    reqwest::get(format!("http://{addr}/metrics"))
-        .await
-        .and_then(|r| r.error_for_status())
-        .unwrap_or_else(|e| panic!("metrics: {e}"))
-        .text()
-        .await
-        .unwrap_or_else(|e| panic!("metrics: {e}"))
-}
-
 /// `true` when the page has a sample named `name`, or, for a histogram named by its family,
 /// a sample of its `_count`.
 fn has(page: &str, name: &str) -> bool {
@@ -111,10 +91,10 @@ async fn every_series_users_are_told_of_is_there_from_the_start() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut missing: Vec<String> = Vec::new();
     while Instant::now() < deadline {
-        let p = page(&served.metrics).await;
+        let p = metrics_page(&served.metrics).await;
         missing = named
             .iter()
-            .filter(|(f, _)| !PER_OBJECT.contains(&f.as_str()) && !has(&p, f))
+            .filter(|(f, _)| !PER_OBJECT_FAMILIES.contains(&f.as_str()) && !has(&p, f))
             .map(|(f, file)| format!("{f} (named in {file})"))
             .collect();
         if missing.is_empty() {
@@ -123,7 +103,7 @@ async fn every_series_users_are_told_of_is_there_from_the_start() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(missing.is_empty(), "not on /metrics: {missing:#?}");
-    let p = page(&served.metrics).await;
+    let p = metrics_page(&served.metrics).await;
     assert!(
         !p.lines().any(|l| l.contains("phase=\"\"")),
         "a series with an empty phase:\n{p}"

@@ -15,7 +15,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 
-use crate::common::served::Embedded;
+use crate::common::served::{Embedded, PER_OBJECT_FAMILIES, metrics_page};
 
 /// The command that rewrites the pages.
 const REGENERATE: &str = "TEPHRA_BLESS=1 cargo test --test it reference_docs::";
@@ -413,25 +413,6 @@ fn families(page: &str) -> BTreeMap<String, Family> {
     out
 }
 
-async fn metrics_page(addr: &str) -> String {
-    reqwest::get(format!("http://{addr}/metrics"))
-        .await
-        .and_then(|r| r.error_for_status())
-        .unwrap_or_else(|e| panic!("metrics: {e}"))
-        .text()
-        .await
-        .unwrap_or_else(|e| panic!("metrics: {e}"))
-}
-
-/// Families that exist only once there is something to count, made to appear below by a job
-/// too big for the cluster: one series per gang that could not be placed, one per kind of
-/// transition. (Other families a job brings, such as the Job controller's writes, are listed
-/// too, with the same note.)
-const PER_OBJECT: [&str; 2] = [
-    "volcano_unschedule_task_count",
-    "tephra_job_transitions_total",
-];
-
 fn metrics_reference(start: &BTreeMap<String, Family>, all: &BTreeMap<String, Family>) -> String {
     let mut out = header();
     out.push_str("# Metrics reference\n\n");
@@ -516,10 +497,10 @@ async fn the_metrics_page_is_what_metrics_says() {
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut all = families(&metrics_page(&served.metrics).await);
-    while !PER_OBJECT.iter().all(|f| all.contains_key(*f)) {
+    while !PER_OBJECT_FAMILIES.iter().all(|f| all.contains_key(*f)) {
         assert!(
             Instant::now() < deadline,
-            "{PER_OBJECT:?} never appeared on /metrics"
+            "{PER_OBJECT_FAMILIES:?} never appeared on /metrics"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
         all = families(&metrics_page(&served.metrics).await);

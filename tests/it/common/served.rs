@@ -156,6 +156,26 @@ pub async fn readyz(addr: &str) {
     }
 }
 
+/// The Prometheus text page on the metrics listener at `addr`.
+pub async fn metrics_page(addr: &str) -> String {
+    reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .and_then(|r| r.error_for_status())
+        .unwrap_or_else(|e| panic!("metrics: {e}"))
+        .text()
+        .await
+        .unwrap_or_else(|e| panic!("metrics: {e}"))
+}
+
+/// Metric families labelled by one object or one event: they exist from the first job they
+/// count, so "no data" is the true answer before it (a 0 would need a made-up job or reason).
+pub const PER_OBJECT_FAMILIES: [&str; 2] = [
+    // `{job_id}`: one series per gang that could not be placed in the last session.
+    "volcano_unschedule_task_count",
+    // `{from, to, reason}`: the reason is the job's event or condition, not a fixed set.
+    "tephra_job_transitions_total",
+];
+
 /// `tephra serve --embedded` with every stand-in, on free loopback ports.
 pub struct Embedded {
     /// The process.
