@@ -658,8 +658,9 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             if !leadership.wait_elected().await {
                 return None;
             }
-            extender.spawn_nudger(leadership.token().clone());
-            Some(scheduler.spawn(client, leadership.token().clone()))
+            let nudger = extender.spawn_nudger(leadership.token().clone());
+            let session = scheduler.spawn(client, leadership.token().clone());
+            Some([nudger, session])
         })
     };
 
@@ -674,8 +675,10 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
     };
     let stopped = async {
         controllers.join().await;
-        if let Ok(Some(session)) = leader_tasks.await {
-            let _ = session.await;
+        if let Ok(Some(tasks)) = leader_tasks.await {
+            for task in tasks {
+                let _ = task.await;
+            }
         }
     };
     if tokio::time::timeout(LEADER_TASKS_STOP, stopped)

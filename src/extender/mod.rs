@@ -460,7 +460,13 @@ impl Extender {
     /// carries kube-scheduler's `Unschedulable` condition and that the filter has not been
     /// asked about since [`PARKED_GRACE`] after its placement is nudged too, and again with
     /// doubling gaps while kube-scheduler keeps parking it ([`due_parked`]).
-    pub fn spawn_nudger(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
+    ///
+    /// The handle ends once the nudger has stopped, writes in flight abandoned, so that whoever
+    /// awaits it may then close the API they went to.
+    pub fn spawn_nudger(
+        self: Arc<Self>,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let mut seen = self.scheduler.session_count();
             loop {
@@ -524,8 +530,10 @@ impl Extender {
                 due.sort();
                 due.dedup();
                 if due.is_empty() {
-                    ungating.await;
-                    continue;
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        () = ungating => continue,
+                    }
                 }
                 tracing::debug!(pods = ?due, "nudging");
                 let session = self.scheduler.plan().session_id.clone();
@@ -550,9 +558,12 @@ impl Extender {
                     16,
                     |f| f,
                 );
-                futures::join!(ungating, nudging);
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    _ = futures::future::join(ungating, nudging) => {}
+                }
             }
-        });
+        })
     }
 
     /// Removes the plan gate from `pods` (namespace, name), 16 writes at a time. A failed

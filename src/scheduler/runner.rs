@@ -409,13 +409,17 @@ impl Scheduler {
     /// other, so Events never hold back a PodGroup's new phase (the Job controller creates
     /// a job's pods once its PodGroup leaves Pending). One task per kind, so the writes of one
     /// object keep their order.
+    ///
+    /// A write in flight when `shutdown` fires is abandoned, and the writers' handles let the
+    /// session's own handle end only once they have: whoever awaits it may then close the API
+    /// the writes went to.
     fn spawn_writers(
         &self,
         client: &Client,
         recorder: &EventRecorder,
         shutdown: &CancellationToken,
-    ) {
-        for events in [false, true] {
+    ) -> [tokio::task::JoinHandle<()>; 2] {
+        [false, true].map(|events| {
             let me = self.clone();
             let (client, recorder, shutdown) = (client.clone(), recorder.clone(), shutdown.clone());
             tokio::spawn(async move {
@@ -438,13 +442,16 @@ impl Scheduler {
                         }
                     };
                     if !batch.is_empty() {
-                        me.write(&client, &recorder, &batch).await;
+                        tokio::select! {
+                            () = shutdown.cancelled() => break,
+                            () = me.write(&client, &recorder, &batch) => {}
+                        }
                     }
                 }
                 // Unwritten decisions are dropped on shutdown: a replica that stopped leading
                 // must not write, and the next leader's first session decides them again.
-            });
-        }
+            })
+        })
     }
 
     /// Applies a batch of writes: PodGroup status (the object itself: Volcano's PodGroup
@@ -601,10 +608,11 @@ impl Scheduler {
     }
 
     /// Runs sessions until `shutdown`: every period when something changed, and on demand.
+    /// The handle ends once the sessions and their writers have stopped.
     pub fn spawn(self, client: Client, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
         let recorder = EventRecorder::new(client.clone(), "tephra-scheduler");
         // Sessions do not wait for the API (see `pending`).
-        self.spawn_writers(&client, &recorder, &shutdown);
+        let writers = self.spawn_writers(&client, &recorder, &shutdown);
         tokio::spawn(async move {
             let period = self.inner.options.period.max(Duration::from_millis(10));
             let mut tick = tokio::time::interval(period);
@@ -649,6 +657,9 @@ impl Scheduler {
                 self.hand_over(&outcome);
                 let now = tokio::time::Instant::now();
                 rested = now + (now - started) * REST_PER_SESSION;
+            }
+            for writer in writers {
+                let _ = writer.await;
             }
         })
     }
