@@ -1,7 +1,7 @@
 //! Running one request: policies and delays, then the state machine's step against the API
 //! (Volcano's `processNextReq`, `syncJob` and `killJob`).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -18,8 +18,9 @@ use super::policy;
 use super::request::{Request, Target};
 use super::state::{self, Retain, Rule, Work};
 use super::status::{self, Counts};
+use super::sync::{PodMaking, SyncPlan, plan_sync, task_of};
 use crate::api::Duration;
-use crate::api::batch::{Action, Event, JobPhase, JobState, JobStatus, pod_name};
+use crate::api::batch::{Action, Event, JobPhase, JobState, JobStatus};
 use crate::api::{Job, keys};
 use crate::cluster::events::EventType;
 
@@ -49,22 +50,6 @@ impl Cause {
 
 fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
-}
-
-fn task_of(pod: &Pod) -> &str {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(keys::TASK_SPEC))
-        .map(String::as_str)
-        .unwrap_or(keys::DEFAULT_TASK_SPEC)
-}
-
-fn out_of_sync(pod: &Pod) -> bool {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(keys::CONTROLLER_OUT_OF_SYNC))
 }
 
 fn finished_pod(pod: &Pod) -> bool {
@@ -381,52 +366,17 @@ async fn sync_job(
 
     let pods = ctx.pods_of(&job);
     let old = job.status.clone().unwrap_or_default();
-    let mut counts = Counts::default();
-    let mut to_create = Vec::new();
-    let mut to_delete = Vec::new();
-    if admitted {
-        let by_name: HashMap<String, &Pod> = pods.iter().map(|p| (p.name_any(), p)).collect();
-        for task in job.tasks() {
-            let tname = task.name();
-            let mut expected = HashSet::new();
-            let mut ready = None;
-            for i in 0..task.replicas() {
-                let pn = pod_name(&name, tname, i);
-                if !by_name.contains_key(&pn) {
-                    let deps = *ready.get_or_insert_with(|| {
-                        build::dependencies_ready(&job, task, &|n| ctx.pod(&ns, n))
-                    });
-                    if deps {
-                        let mut pod = build::build_pod(&job, task, i, forwarding);
-                        for p in &plugins {
-                            p.on_pod_create(&job, &mut pod).map_err(JobError::Plugin)?;
-                        }
-                        build::gate_until_placed(&mut pod, &ctx.config.plan_gate_schedulers);
-                        to_create.push((tname.to_string(), pod));
-                    }
-                    // Dependencies not ready: the task waits, silently (as Volcano).
-                }
-                expected.insert(pn);
-            }
-            for p in pods.iter().filter(|p| task_of(p) == tname) {
-                if p.metadata.deletion_timestamp.is_some() {
-                    continue;
-                }
-                if !expected.contains(&p.name_any()) || out_of_sync(p) {
-                    // Scaled down, or marked by a kill that did not finish.
-                    to_delete.push(p.clone());
-                }
-            }
-        }
-    }
-    let deleting: HashSet<String> = to_delete.iter().map(|p| p.name_any()).collect();
-    for p in &pods {
-        if p.metadata.deletion_timestamp.is_some() {
-            counts.add_terminating();
-        } else if !deleting.contains(&p.name_any()) {
-            counts.add(task_of(p), p);
-        }
-    }
+    let making = PodMaking {
+        forwarding,
+        plugins: &plugins,
+        plan_gate_schedulers: &ctx.config.plan_gate_schedulers,
+    };
+    let SyncPlan {
+        create: to_create,
+        delete: to_delete,
+        mut counts,
+    } = plan_sync(&job, &pods, admitted, &|n| ctx.pod(&ns, n), &making)
+        .map_err(JobError::Plugin)?;
 
     // Create, then delete, each in parallel.
     let created_at = job.metadata.creation_timestamp.clone();

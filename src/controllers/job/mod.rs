@@ -24,7 +24,7 @@ pub mod metrics;
 mod writes;
 
 // The decisions are the tephra-controllers crate's; the edge names them as its own modules.
-pub use tephra_controllers::job::{build, plugins, policy, request, state, status};
+pub use tephra_controllers::job::{build, plugins, policy, request, state, status, sync};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

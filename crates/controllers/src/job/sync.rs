@@ -1,0 +1,279 @@
+//! The pod diff of a sync (Volcano's `syncJob`): which pods an admitted job is missing, which
+//! it has too many of, and how its pods count once both are done. Decided here from the job,
+//! its pods and its plugins; the controller only carries the plan out.
+
+use std::collections::{HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+
+use tephra_api::Job;
+use tephra_api::batch::pod_name;
+use tephra_api::keys;
+
+use super::build;
+use super::plugins::{JobPlugin, PluginError};
+use super::status::Counts;
+
+/// The task a pod belongs to, by the annotation the controller writes on it.
+pub fn task_of(pod: &Pod) -> &str {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::TASK_SPEC))
+        .map(String::as_str)
+        .unwrap_or(keys::DEFAULT_TASK_SPEC)
+}
+
+/// A pod marked by a kill that did not finish: it goes at the next sync.
+pub fn out_of_sync(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(keys::CONTROLLER_OUT_OF_SYNC))
+}
+
+/// How the pods a sync creates are made.
+pub struct PodMaking<'a> {
+    /// The job's queue forwards to other clusters (`volcano.sh/forwarding` on the pods).
+    pub forwarding: bool,
+    /// The job's plugins, each editing every new pod.
+    pub plugins: &'a [Box<dyn JobPlugin>],
+    /// Schedulers whose pods wait behind the plan gate until a session placed them.
+    pub plan_gate_schedulers: &'a [String],
+}
+
+/// What one sync does to a job's pods.
+#[derive(Debug, Default)]
+pub struct SyncPlan {
+    /// Pods to create, each with its task's name.
+    pub create: Vec<(String, Pod)>,
+    /// Pods to delete: beyond their task's replicas, or marked by an unfinished kill.
+    pub delete: Vec<Pod>,
+    /// The pods that stay, counted (terminating ones as terminating); the pods created and
+    /// deleted are added as their writes succeed or fail.
+    pub counts: Counts,
+}
+
+/// Plans a sync of `job` over its `pods`. Until the PodGroup is `admitted` nothing is created
+/// or deleted (Volcano waits for the scheduler to admit the gang). A missing pod of a task
+/// whose `dependsOn` tasks are not ready yet is not created (the task waits, silently, as in
+/// Volcano); `pod_named` looks a pod of the job's namespace up by name for that check, and only
+/// for tasks missing a pod.
+pub fn plan_sync(
+    job: &Job,
+    pods: &[Pod],
+    admitted: bool,
+    pod_named: &dyn Fn(&str) -> Option<Pod>,
+    making: &PodMaking<'_>,
+) -> Result<SyncPlan, PluginError> {
+    let mut plan = SyncPlan::default();
+    if admitted {
+        let name = job.name_any();
+        let by_name: HashMap<String, &Pod> = pods.iter().map(|p| (p.name_any(), p)).collect();
+        for task in job.tasks() {
+            let tname = task.name();
+            let mut expected = HashSet::new();
+            let mut ready = None;
+            for i in 0..task.replicas() {
+                let pn = pod_name(&name, tname, i);
+                if !by_name.contains_key(&pn)
+                    && *ready.get_or_insert_with(|| build::dependencies_ready(job, task, pod_named))
+                {
+                    let mut pod = build::build_pod(job, task, i, making.forwarding);
+                    for p in making.plugins {
+                        p.on_pod_create(job, &mut pod)?;
+                    }
+                    build::gate_until_placed(&mut pod, making.plan_gate_schedulers);
+                    plan.create.push((tname.to_string(), pod));
+                }
+                expected.insert(pn);
+            }
+            plan.delete.extend(
+                pods.iter()
+                    .filter(|p| task_of(p) == tname && p.metadata.deletion_timestamp.is_none())
+                    .filter(|p| !expected.contains(&p.name_any()) || out_of_sync(p))
+                    .cloned(),
+            );
+        }
+    }
+    let deleting: HashSet<String> = plan.delete.iter().map(|p| p.name_any()).collect();
+    for p in pods {
+        if p.metadata.deletion_timestamp.is_some() {
+            plan.counts.add_terminating();
+        } else if !deleting.contains(&p.name_any()) {
+            plan.counts.add(task_of(p), p);
+        }
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::json;
+
+    use super::*;
+    use crate::job::plugins::plugins_for;
+
+    /// A job of two tasks, `ps` (1 replica, ready with one pod) and `worker` (3), the second
+    /// depending on the first when `depends` is set.
+    fn job(depends: bool, plugins: serde_json::Value) -> Job {
+        let containers = json!([{"name": "c", "image": "busybox",
+            "resources": {"requests": {"cpu": "1"}}}]);
+        let mut worker = json!({"name": "worker", "replicas": 3, "template": {"spec": {
+            "schedulerName": "volcano", "containers": containers}}});
+        if depends {
+            worker["dependsOn"] = json!({"name": ["ps"]});
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "u-1"},
+            "spec": {"minAvailable": 4, "schedulerName": "volcano", "plugins": plugins,
+                "tasks": [
+                    {"name": "ps", "replicas": 1, "minAvailable": 1, "template": {"spec": {
+                        "schedulerName": "volcano", "containers": containers}}},
+                    worker]}
+        }))
+        .unwrap()
+    }
+
+    /// A pod of `task` named `name` in `phase`.
+    fn pod(task: &str, name: &str, phase: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ml",
+                "annotations": {keys::TASK_SPEC: task}},
+            "status": {"phase": phase}
+        }))
+        .unwrap()
+    }
+
+    fn names<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Vec<String> {
+        let mut v: Vec<String> = pods.into_iter().map(ResourceExt::name_any).collect();
+        v.sort();
+        v
+    }
+
+    fn plan(job: &Job, pods: &[Pod], admitted: bool, gate: &[String]) -> SyncPlan {
+        let plugins = plugins_for(job).unwrap();
+        let making = PodMaking {
+            forwarding: false,
+            plugins: &plugins,
+            plan_gate_schedulers: gate,
+        };
+        let lookup = |n: &str| pods.iter().find(|p| p.name_any() == n).cloned();
+        plan_sync(job, pods, admitted, &lookup, &making).unwrap()
+    }
+
+    #[test]
+    fn nothing_is_created_or_deleted_until_the_podgroup_is_admitted() {
+        let job = job(false, json!(null));
+        let pods = [pod("worker", "train-worker-7", "Running")];
+        let p = plan(&job, &pods, false, &[]);
+        assert!(p.create.is_empty() && p.delete.is_empty());
+        // The surplus pod is still counted: nothing touched it.
+        assert_eq!(p.counts.running, 1);
+    }
+
+    #[test]
+    fn an_admitted_job_gets_every_missing_replica_named_by_task_and_index() {
+        let job = job(false, json!(null));
+        let pods = [pod("worker", "train-worker-1", "Running")];
+        let p = plan(&job, &pods, true, &[]);
+        let made: Vec<(String, String)> = p
+            .create
+            .iter()
+            .map(|(t, pod)| (t.clone(), pod.name_any()))
+            .collect();
+        assert_eq!(
+            made,
+            [
+                ("ps".to_string(), "train-ps-0".to_string()),
+                ("worker".to_string(), "train-worker-0".to_string()),
+                ("worker".to_string(), "train-worker-2".to_string()),
+            ]
+        );
+        assert!(p.delete.is_empty());
+        assert_eq!(p.counts.running, 1);
+        assert_eq!(p.counts.tasks["worker"]["Running"], 1);
+    }
+
+    #[test]
+    fn replicas_beyond_the_spec_and_pods_marked_by_an_unfinished_kill_are_deleted_and_not_counted()
+    {
+        let job = job(false, json!(null));
+        let mut marked = pod("worker", "train-worker-0", "Running");
+        marked
+            .annotations_mut()
+            .insert(keys::CONTROLLER_OUT_OF_SYNC.to_string(), "true".to_string());
+        let pods = [
+            pod("ps", "train-ps-0", "Running"),
+            marked,
+            pod("worker", "train-worker-1", "Running"),
+            pod("worker", "train-worker-2", "Pending"),
+            pod("worker", "train-worker-3", "Running"),
+        ];
+        let p = plan(&job, &pods, true, &[]);
+        assert_eq!(names(&p.delete), ["train-worker-0", "train-worker-3"]);
+        // The marked pod still exists by name: it is made again at a later sync, once gone.
+        assert!(p.create.is_empty());
+        assert_eq!((p.counts.running, p.counts.pending), (2, 1));
+        assert_eq!(p.counts.terminating, 0);
+    }
+
+    #[test]
+    fn pods_already_terminating_count_as_terminating_and_are_not_deleted_again() {
+        let job = job(false, json!(null));
+        let mut going = pod("worker", "train-worker-5", "Running");
+        going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        let p = plan(&job, &[going], true, &[]);
+        assert!(p.delete.is_empty());
+        assert_eq!((p.counts.terminating, p.counts.running), (1, 0));
+        assert_eq!(p.create.len(), 4);
+    }
+
+    #[test]
+    fn a_task_whose_dependencies_are_not_ready_waits_while_the_others_are_made() {
+        let job = job(true, json!(null));
+        let p = plan(&job, &[], true, &[]);
+        assert_eq!(names(p.create.iter().map(|(_, p)| p)), ["train-ps-0"]);
+        // Once the ps pod runs, the workers follow.
+        let pods = [pod("ps", "train-ps-0", "Running")];
+        let p = plan(&job, &pods, true, &[]);
+        assert_eq!(
+            names(p.create.iter().map(|(_, p)| p)),
+            ["train-worker-0", "train-worker-1", "train-worker-2"]
+        );
+    }
+
+    #[test]
+    fn new_pods_carry_their_plugins_edits_and_the_plan_gate_of_a_gated_scheduler() {
+        let job = job(false, json!({"env": [], "svc": []}));
+        let p = plan(&job, &[], true, &["volcano".to_string()]);
+        let (_, worker) = p
+            .create
+            .iter()
+            .find(|(t, _)| t == "worker")
+            .expect("a worker pod");
+        let spec = worker.spec.as_ref().unwrap();
+        // svc: the pod's hostname and subdomain; env: its task index.
+        assert_eq!(spec.subdomain.as_deref(), Some("train"));
+        let env = spec.containers[0].env.as_ref().unwrap();
+        assert!(env.iter().any(|e| e.name == "VK_TASK_INDEX"), "{env:?}");
+        assert!(
+            spec.scheduling_gates
+                .as_ref()
+                .is_some_and(|g| !g.is_empty()),
+            "gated: {:?}",
+            spec.scheduling_gates
+        );
+        let ungated = plan(&job, &[], true, &[]);
+        assert!(
+            ungated.create.iter().all(|(_, p)| p
+                .spec
+                .as_ref()
+                .is_none_or(|s| s.scheduling_gates.as_ref().is_none_or(Vec::is_empty))),
+            "a scheduler not named is not gated"
+        );
+    }
+}
