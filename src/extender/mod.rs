@@ -18,6 +18,7 @@
 //! bind posts the `pods/binding` subresource.
 
 pub mod binder;
+pub mod book;
 pub mod filter;
 mod http;
 pub mod metrics;
@@ -30,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use binder::{BindError, Binder, BinderOptions};
+pub use book::{PARKED_GRACE, PARKED_NUDGES, UNGATE_RESEND};
 pub use http::{NOT_THE_LEADER, router, router_for_leader};
 pub use metrics::ExtenderMetrics;
 
@@ -37,6 +39,7 @@ use crate::scheduler::Scheduler;
 use crate::scheduler::replan::{Replanned, replan_gang};
 use crate::scheduler::runner::DEFAULT_ASSUME_TTL;
 use crate::sync::lock;
+use book::Book;
 use filter::Decision;
 use protocol::{ExtenderArgs, ExtenderFilterResult, FailedNodesMap, NodeList};
 
@@ -53,107 +56,6 @@ pub const DEFAULT_BIND_GATHER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default `--extender-plan-wait`: how long a filter for a pod the plan has not seen waits for
 /// an on-demand session, well under kube-scheduler's extender timeout.
 pub const DEFAULT_PLAN_WAIT: Duration = Duration::from_secs(2);
-
-/// At most this many pods are remembered as "seen by the filter"; beyond it the memory is
-/// dropped (a pod then waits for one more session, nothing worse).
-const SEEN_LIMIT: usize = 200_000;
-
-/// The key under which pods turned down before the index knew them wait to be nudged (no
-/// gang key is empty: a gang key is `namespace/name`).
-const UNSEEN: &str = "";
-
-/// Pods by uid: uid → (namespace, name).
-type PodsByUid = HashMap<String, (String, String)>;
-
-/// How long a placed pod that kube-scheduler parked may go unasked-for before it is nudged
-/// ([`Extender::spawn_nudger`]): time for kube-scheduler to get to it by itself.
-pub const PARKED_GRACE: Duration = Duration::from_millis(500);
-
-/// How many times one placement that kube-scheduler keeps parking is nudged; the gaps double
-/// from [`PARKED_GRACE`] (0.5 s, 1 s, 2 s, 4 s), so the last comes about 8 s after the first.
-pub const PARKED_NUDGES: u32 = 5;
-
-/// The nudges of one parked placement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Nudges {
-    /// The placement (when it was made).
-    since: Instant,
-    /// How many so far.
-    count: u32,
-    /// When the last was sent.
-    last: Instant,
-}
-
-/// Which parked placements to nudge at `now`, and notes them in `nudged`. Pure.
-///
-/// `parked`: (uid, namespace, name, placed at) of placed pods that carry kube-scheduler's
-/// `Unschedulable` condition, placed [`PARKED_GRACE`] ago or more; `asked`: when the filter
-/// was last asked about each pod. A pod the filter was asked about since its placement (or
-/// since its last nudge) is on its way. Otherwise it is nudged again while kube-scheduler
-/// keeps parking it by its own checks (its view of the nodes can lag the plan by a bind or
-/// two), with doubling gaps, at most [`PARKED_NUDGES`] times per placement.
-fn due_parked(
-    parked: Vec<(String, String, String, Instant)>,
-    asked: &HashMap<String, Instant>,
-    nudged: &mut HashMap<String, Nudges>,
-    now: Instant,
-) -> Vec<(String, String)> {
-    let mut due = Vec::new();
-    for (uid, ns, name, since) in parked {
-        let prev = nudged.get(&uid).copied().filter(|n| n.since == since);
-        let last = prev.map_or(since, |n| n.last);
-        if asked.get(&uid).is_some_and(|t| *t >= last) {
-            continue;
-        }
-        let count = prev.map_or(0, |n| n.count);
-        if count >= PARKED_NUDGES
-            || count > 0 && now.saturating_duration_since(last) < PARKED_GRACE * (1 << (count - 1))
-        {
-            continue;
-        }
-        nudged.insert(
-            uid,
-            Nudges {
-                since,
-                count: count + 1,
-                last: now,
-            },
-        );
-        due.push((ns, name));
-    }
-    due
-}
-
-/// How long a plan-gate removal sent for a pod waits for the watch to show it before it is
-/// sent again.
-pub const UNGATE_RESEND: Duration = Duration::from_secs(1);
-
-/// Which placed, still plan-gated pods to ungate at `now`, and notes them in `sent`. Pure.
-///
-/// `placed`: (uid, namespace, name) of pods a session placed that the index still sees behind
-/// [`crate::api::keys::PLAN_GATE`]; `sent`: when their removal was last sent. A removal not
-/// yet visible after [`UNGATE_RESEND`] is sent again (the write may have failed); pods no
-/// longer placed and gated are forgotten.
-fn due_ungates(
-    placed: Vec<(String, String, String)>,
-    sent: &mut HashMap<String, Instant>,
-    now: Instant,
-) -> Vec<(String, String)> {
-    let live: HashSet<&str> = placed.iter().map(|(u, _, _)| u.as_str()).collect();
-    sent.retain(|uid, _| live.contains(uid.as_str()));
-    let mut due = Vec::new();
-    for (uid, ns, name) in placed {
-        if sent
-            .get(&uid)
-            .is_some_and(|t| now.saturating_duration_since(*t) < UNGATE_RESEND)
-        {
-            continue;
-        }
-        sent.insert(uid, now);
-        due.push((ns, name));
-    }
-    due
-}
 
 /// The JSON patch that removes the plan gate from a pod whose only gate it is (a placed pod
 /// has no other: the session does not place a pod behind another gate, and gates are never
@@ -209,18 +111,11 @@ pub struct Extender {
     binder: Binder,
     metrics: ExtenderMetrics,
     options: ExtenderOptions,
-    /// Pod uid → session count when the filter first saw it.
-    first_seen: Mutex<HashMap<String, u64>>,
     /// One re-plan at a time: several members of a gang may ask at once.
     replan_lock: tokio::sync::Mutex<()>,
-    /// Gang pods whose filter failed: gang → uid → (namespace, name). See [`Extender::spawn_nudger`].
-    rejected: Mutex<HashMap<String, PodsByUid>>,
-    /// Pod uid → when the filter last asked about it.
-    asked: Mutex<HashMap<String, Instant>>,
-    /// Pod uid → the nudges of its parked placement ([`due_parked`]).
-    nudged: Mutex<HashMap<String, Nudges>>,
-    /// Pod uid → when the removal of its plan gate was last sent ([`due_ungates`]).
-    ungated: Mutex<HashMap<String, Instant>>,
+    /// What the filter was asked and turned down, and what the nudger sent. Taken after the
+    /// scheduler's index when both are held.
+    book: Mutex<Book>,
     client: kube::Client,
 }
 
@@ -256,12 +151,8 @@ impl Extender {
             binder,
             metrics,
             options,
-            first_seen: Mutex::new(HashMap::new()),
             replan_lock: tokio::sync::Mutex::new(()),
-            rejected: Mutex::new(HashMap::new()),
-            asked: Mutex::new(HashMap::new()),
-            nudged: Mutex::new(HashMap::new()),
-            ungated: Mutex::new(HashMap::new()),
+            book: Mutex::new(Book::default()),
             client,
         })
     }
@@ -274,17 +165,6 @@ impl Extender {
     /// The series.
     pub fn metrics(&self) -> &ExtenderMetrics {
         &self.metrics
-    }
-
-    /// `true` while no session has finished since the filter first saw `uid`.
-    fn may_wait(&self, uid: &str) -> bool {
-        let now = self.scheduler.session_count();
-        let mut seen = lock(&self.first_seen);
-        if seen.len() >= SEEN_LIMIT {
-            seen.clear();
-        }
-        let first = *seen.entry(uid.to_string()).or_insert(now);
-        now <= first
     }
 
     /// Answers a filter request.
@@ -300,27 +180,21 @@ impl Extender {
         let Some(names) = args.candidate_names() else {
             return error_result("the request has neither NodeNames nor Nodes".into());
         };
-        {
-            let mut asked = lock(&self.asked);
-            if asked.len() >= SEEN_LIMIT {
-                asked.clear();
-            }
-            asked.insert(uid.to_string(), Instant::now());
-        }
-        let mut may_wait = self.may_wait(uid);
+        let mut may_wait =
+            lock(&self.book).asked(uid, self.scheduler.session_count(), Instant::now());
         let mut replanned = false;
         // Bounded: at most one wait for a session and one re-plan.
         for _ in 0..4 {
             let decision = {
                 let plan = self.scheduler.plan();
-                // The index before `asked`, in the order the nudger takes them.
+                // The index before the book, in the order the nudger takes them.
                 let idx = self.scheduler.index();
-                let asked = lock(&self.asked);
+                let book = lock(&self.book);
                 // A member may give its placement when kube-scheduler has not asked about it
                 // since it was placed and the binder has not taken it (bound ahead).
                 let may_give = |job: &str, u: &str| {
-                    let fresh = match (asked.get(u), idx.assumed_since(u)) {
-                        (Some(at), Some(since)) => *at < since,
+                    let fresh = match (book.asked_at(u), idx.assumed_since(u)) {
+                        (Some(at), Some(since)) => at < since,
                         _ => true,
                     };
                     fresh && !self.binder.spoken_for(job, u)
@@ -415,23 +289,14 @@ impl Extender {
 
     /// Remembers a gang pod the filter turned down, so it can be nudged once its gang is placed.
     fn note_rejected(&self, uid: &str, meta: &protocol::PodMeta) {
-        let job = match self.scheduler.index().task(uid) {
+        let gang = match self.scheduler.index().task(uid) {
             Some(t) => match t.job.clone() {
-                Some(j) => j,
+                Some(j) => Some(j),
                 None => return,
             },
-            // Turned down before tephra's own watch showed the pod (kube-scheduler's informer
-            // can be ahead of it): nudged once the index knows it, or kube-scheduler would park
-            // it until an unrelated event while the rest of its gang is held in vain.
-            None => UNSEEN.to_string(),
+            None => None,
         };
-        let mut r = lock(&self.rejected);
-        if r.len() >= SEEN_LIMIT {
-            r.clear();
-        }
-        r.entry(job)
-            .or_default()
-            .insert(uid.to_string(), (meta.namespace.clone(), meta.name.clone()));
+        lock(&self.book).rejected(gang, uid, (meta.namespace.clone(), meta.name.clone()));
     }
 
     /// After each session: removes the plan gate from the pods it placed, and nudges
@@ -475,100 +340,48 @@ impl Extender {
                     _ = self.scheduler.wait_session_after(seen, Duration::from_secs(1)) => {}
                 }
                 seen = self.scheduler.session_count();
-                let now = Instant::now();
-                let ungate = {
-                    let placed = self.scheduler.index().placed_plan_gated();
-                    let mut sent = lock(&self.ungated);
-                    due_ungates(placed, &mut sent, now)
-                };
-                let ungating = self.ungate(ungate);
-                let mut due: Vec<(String, String)> = {
+                let round = {
                     let idx = self.scheduler.index();
-                    let mut due: Vec<(String, String)> = Vec::new();
-                    {
-                        let asked = lock(&self.asked);
-                        let mut nudged = lock(&self.nudged);
-                        nudged.retain(|uid, _| idx.assumed_node(uid).is_some());
-                        let placed_by = now.checked_sub(PARKED_GRACE).unwrap_or(now);
-                        due.extend(due_parked(
-                            idx.parked_placements(placed_by),
-                            &asked,
-                            &mut nudged,
-                            now,
-                        ));
-                    }
-                    let mut r = lock(&self.rejected);
-                    // Pods turned down before the index knew them are nudged once it does.
-                    if let Some(unseen) = r.get_mut(UNSEEN) {
-                        let known: Vec<String> = unseen
-                            .keys()
-                            .filter(|u| idx.task(u).is_some())
-                            .cloned()
-                            .collect();
-                        due.extend(known.iter().filter_map(|u| unseen.remove(u)));
-                    }
-                    let jobs: Vec<String> = r
-                        .iter()
-                        .filter(|(j, _)| j.as_str() != UNSEEN)
-                        .filter(|(_, pods)| pods.keys().any(|u| idx.assumed_node(u).is_some()))
-                        .map(|(j, _)| j.clone())
-                        .collect();
-                    // Gangs whose pods are all gone are forgotten (unseen pods wait for the
-                    // index, bounded by SEEN_LIMIT like the rest).
-                    r.retain(|j, pods| {
-                        j.as_str() == UNSEEN && !pods.is_empty()
-                            || pods.keys().any(|u| idx.task(u).is_some())
-                    });
-                    due.extend(
-                        jobs.iter()
-                            .filter_map(|j| r.remove(j))
-                            .flat_map(|pods| pods.into_values()),
-                    );
-                    due
+                    lock(&self.book).round(&*idx, Instant::now())
                 };
-                // A pod both turned down and parked is nudged once.
-                due.sort();
-                due.dedup();
-                if due.is_empty() {
-                    tokio::select! {
-                        () = shutdown.cancelled() => return,
-                        () = ungating => continue,
-                    }
-                }
-                tracing::debug!(pods = ?due, "nudging");
-                let session = self.scheduler.plan().session_id.clone();
-                let patch = serde_json::json!({
-                    "metadata": { "annotations": { NUDGE_ANNOTATION: session } }
-                });
-                let writes = due.into_iter().map(|(ns, name)| {
-                    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
-                        kube::Api::namespaced(self.client.clone(), &ns);
-                    let patch = patch.clone();
-                    async move {
-                        if let Err(e) = api
-                            .patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
-                            .await
-                        {
-                            tracing::debug!(pod = %format!("{ns}/{name}"), error = %crate::report::report(&e), "nudging a gang pod failed");
-                        }
-                    }
-                });
-                let nudging = futures::StreamExt::for_each_concurrent(
-                    futures::stream::iter(writes),
-                    16,
-                    |f| f,
-                );
                 tokio::select! {
                     () = shutdown.cancelled() => return,
-                    _ = futures::future::join(ungating, nudging) => {}
+                    _ = futures::future::join(self.ungate(round.ungate), self.nudge(round.nudge)) => {}
                 }
             }
         })
     }
 
+    /// Annotates `pods` (namespace, name) with the current plan's session, 16 writes at a time,
+    /// which moves each back to kube-scheduler's active queue. A failed write is only logged: a
+    /// placed pod kube-scheduler keeps parking is nudged again by a later round ([`book`]).
+    async fn nudge(&self, pods: Vec<book::PodName>) {
+        if pods.is_empty() {
+            return;
+        }
+        tracing::debug!(pods = ?pods, "nudging");
+        let session = self.scheduler.plan().session_id.clone();
+        let patch = serde_json::json!({
+            "metadata": { "annotations": { NUDGE_ANNOTATION: session } }
+        });
+        let patch = &patch;
+        let writes = pods.into_iter().map(|(ns, name)| async move {
+            let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+                kube::Api::namespaced(self.client.clone(), &ns);
+            let params = kube::api::PatchParams::default();
+            if let Err(e) = api
+                .patch(&name, &params, &kube::api::Patch::Merge(patch))
+                .await
+            {
+                tracing::debug!(pod = %format!("{ns}/{name}"), error = %crate::report::report(&e), "nudging a gang pod failed");
+            }
+        });
+        futures::StreamExt::for_each_concurrent(futures::stream::iter(writes), 16, |f| f).await;
+    }
+
     /// Removes the plan gate from `pods` (namespace, name), 16 writes at a time. A failed
     /// write is left to the next round ([`due_ungates`] sends it again).
-    async fn ungate(&self, pods: Vec<(String, String)>) {
+    async fn ungate(&self, pods: Vec<book::PodName>) {
         if pods.is_empty() {
             return;
         }
@@ -678,98 +491,15 @@ fn answer(
 }
 
 #[cfg(test)]
-mod nudge_tests {
-    use super::*;
-
-    fn parked(uid: &str, since: Instant) -> Vec<(String, String, String, Instant)> {
-        vec![(uid.into(), "ns".into(), uid.into(), since)]
-    }
-
-    #[test]
-    fn a_placed_gated_pod_is_ungated_once_and_again_only_if_the_gate_outlives_a_resend() {
-        let t0 = Instant::now();
-        let placed = || vec![("u1".to_string(), "ns".to_string(), "p1".to_string())];
-        let mut sent = HashMap::new();
-        assert_eq!(
-            due_ungates(placed(), &mut sent, t0),
-            vec![("ns".to_string(), "p1".to_string())]
-        );
-        // The watch has not shown the removal yet: not sent twice in a row.
-        assert!(due_ungates(placed(), &mut sent, t0 + UNGATE_RESEND / 2).is_empty());
-        // Still gated a resend later: the write may have failed, so again.
-        assert_eq!(
-            due_ungates(placed(), &mut sent, t0 + UNGATE_RESEND).len(),
-            1
-        );
-        // Ungated (or no longer placed): forgotten.
-        assert!(due_ungates(Vec::new(), &mut sent, t0 + UNGATE_RESEND * 2).is_empty());
-        assert!(sent.is_empty());
-    }
-
+mod tests {
     #[test]
     fn the_ungate_patch_removes_only_a_lone_plan_gate() {
-        let patch = ungate_patch().unwrap();
+        let patch = super::ungate_patch().unwrap();
         let mut lone = serde_json::json!({"spec": {"schedulingGates": [{"name": crate::api::keys::PLAN_GATE}]}});
         json_patch::patch(&mut lone, &patch).unwrap();
         assert_eq!(lone, serde_json::json!({"spec": {}}));
         let mut two = serde_json::json!({"spec": {"schedulingGates": [
             {"name": "example.com/quota"}, {"name": crate::api::keys::PLAN_GATE}]}});
         assert!(json_patch::patch(&mut two, &patch).is_err());
-    }
-
-    #[test]
-    fn a_placement_kube_scheduler_keeps_parking_is_nudged_again_with_doubling_gaps() {
-        let t0 = Instant::now();
-        let asked = HashMap::new();
-        let mut nudged = HashMap::new();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let mut sent = Vec::new();
-        // Polled every 100 ms for 20 s after the placement at t0.
-        for ms in (500..20_000).step_by(100) {
-            if !due_parked(parked("p", t0), &asked, &mut nudged, at(ms)).is_empty() {
-                sent.push(ms);
-            }
-        }
-        assert_eq!(sent, vec![500, 1000, 2000, 4000, 8000]);
-    }
-
-    #[test]
-    fn a_pod_the_filter_was_asked_about_since_its_last_nudge_is_left_alone() {
-        let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let mut nudged = HashMap::new();
-        let mut asked = HashMap::from([("p".to_string(), at(100))]);
-        // Asked after its placement: on its way, no nudge.
-        assert!(due_parked(parked("p", t0), &asked, &mut nudged, at(600)).is_empty());
-        // Asked before the placement only: nudged.
-        asked.insert("p".into(), t0 - Duration::from_millis(1));
-        assert_eq!(
-            due_parked(parked("p", t0), &asked, &mut nudged, at(600)),
-            vec![("ns".to_string(), "p".to_string())]
-        );
-        // Asked after that nudge: left alone, however long it stays parked.
-        asked.insert("p".into(), at(700));
-        assert!(due_parked(parked("p", t0), &asked, &mut nudged, at(5_000)).is_empty());
-    }
-
-    #[test]
-    fn a_new_placement_starts_its_nudges_afresh() {
-        let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let asked = HashMap::new();
-        let mut nudged = HashMap::new();
-        for ms in [500, 1000, 2000, 4000, 8000] {
-            assert_eq!(
-                due_parked(parked("p", t0), &asked, &mut nudged, at(ms)).len(),
-                1
-            );
-        }
-        assert!(due_parked(parked("p", t0), &asked, &mut nudged, at(60_000)).is_empty());
-        // Placed again (a later session): nudged at once.
-        let again = at(60_000);
-        assert_eq!(
-            due_parked(parked("p", again), &asked, &mut nudged, at(60_500)).len(),
-            1
-        );
     }
 }
