@@ -1,185 +1,26 @@
-//! What each subcommand does, wired from the library's parts. `main.rs` only parses flags and
-//! reports the [`AppError`] this returns.
+//! `tephra serve`: the service, as named stages from the flags to a drained exit.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
+use super::{AppError, bind_api, check_api_listen, embedded_options};
 use crate::admission::{self, AdmissionConfig, AdmissionContext, AdmissionMetrics};
-use crate::api::TypesError;
 use crate::certs::{self, CertError, PemChain};
-use crate::cli::{ApiserverArgs, CertsArgs, Cli, Command, LogFormat, ServeArgs, TlsMode};
+use crate::cli::{ServeArgs, TlsMode};
 use crate::cluster::startup::StartupError;
-use crate::cluster::webhooks::{self, WebhookError, WebhookHost, WebhookTarget};
+use crate::cluster::webhooks::{self, WebhookHost, WebhookTarget};
 use crate::cluster::{self, CacheFeeds, Caches, ClusterError};
 use crate::extender::{self, Extender, ExtenderOptions};
 use crate::leader::{Elector, ElectorConfig, Leadership, Outcome};
-use crate::metrics::{Metrics, MetricsError};
+use crate::metrics::Metrics;
 use crate::report::report;
 use crate::scheduler::{Scheduler, SchedulerOptions};
 use crate::selftls::{SelfTlsConfig, SelfTlsError};
 use crate::server::{self, ManagedTls, ServerConfig, ServerError, ServerState, TlsSource};
-use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions, FaultSpec, FaultSpecError};
-
-/// Everything that can stop a subcommand, one variant per subsystem.
-#[derive(Debug, thiserror::Error)]
-pub enum AppError {
-    /// Choosing or reaching the cluster failed.
-    #[error(transparent)]
-    Cluster(#[from] ClusterError),
-    /// The HTTPS or metrics server failed to start or stopped with an error.
-    #[error(transparent)]
-    Server(#[from] ServerError),
-    /// Making or writing certificates failed.
-    #[error(transparent)]
-    Certs(#[from] CertError),
-    /// The metrics registry could not be built.
-    #[error(transparent)]
-    Metrics(#[from] MetricsError),
-    /// A subsystem's series could not be registered.
-    #[error("registering metrics: {0}")]
-    Registry(#[from] prometheus::Error),
-    /// Rendering the CRDs failed.
-    #[error(transparent)]
-    Api(#[from] TypesError),
-    /// A start-up write (CRDs, built-in queues) was refused for good.
-    #[error(transparent)]
-    Startup(#[from] StartupError),
-    /// The log filter could not be parsed.
-    #[error("invalid log filter: {0}")]
-    LogFilter(String),
-    /// Flags that do not go together.
-    #[error("{0}")]
-    Flags(&'static str),
-    /// `--faults` could not be parsed.
-    #[error("--faults: {0}")]
-    Faults(#[from] FaultSpecError),
-    /// An address could not be bound or served.
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Registering the webhooks failed.
-    #[error(transparent)]
-    Webhooks(#[from] WebhookError),
-    /// A background task panicked or was cancelled.
-    #[error("internal task failed: {0}")]
-    Task(String),
-    /// Starting embedded mode failed.
-    #[error("embedded mode: {0}")]
-    Embedded(String),
-    /// The scheduler extender could not be built.
-    #[error(transparent)]
-    Extender(#[from] crate::extender::ExtenderError),
-    /// The kube-scheduler stand-in could not start.
-    #[error(transparent)]
-    SimScheduler(#[from] tephra_apiserver::kube_scheduler::SimSchedulerError),
-    /// `--config` is missing or invalid.
-    #[error(transparent)]
-    SchedulerConfig(#[from] crate::scheduler::ConfigError),
-    /// `--tls-cert` holds no name the embedded API can call the webhooks under.
-    #[error(
-        "--tls-cert {}: the certificate is valid for {names}, but the embedded API calls \
-         tephra's webhooks under {needed}",
-        cert.display(),
-        needed = webhooks::USABLE_WEBHOOK_NAMES
-    )]
-    NoWebhookName {
-        /// The certificate file.
-        cert: std::path::PathBuf,
-        /// The names it holds.
-        names: certs::CertNames,
-    },
-    /// A `job`, `queue` or `pg` command failed.
-    #[error(transparent)]
-    Vcctl(#[from] crate::vcctl::VcctlError),
-    /// The embedded API would listen on a non-loopback address without
-    /// `--embedded-api-allow-remote`.
-    #[error(
-        "{flag} {addr}: the embedded API has no authentication and only listens on loopback \
-         addresses (127.0.0.1, ::1); add --embedded-api-allow-remote to listen on {addr} anyway"
-    )]
-    RemoteApi {
-        /// The flag.
-        flag: &'static str,
-        /// The address given.
-        addr: SocketAddr,
-    },
-    /// The controllers could not be started.
-    #[error(transparent)]
-    Controllers(#[from] crate::controllers::ControllerError),
-    /// `--tls-mode self` could not get or keep its certificate.
-    #[error("--tls-mode self: {0}")]
-    SelfTls(#[from] SelfTlsError),
-    /// Leader election flags are inconsistent (boxed: the variant would make every result
-    /// of this module large).
-    #[error(transparent)]
-    Leader(Box<crate::leader::LeaderError>),
-    /// This replica led and lost the Lease; it stopped its leader-only tasks and exits so it
-    /// restarts as a follower.
-    #[error(
-        "lost the leader election Lease (could not renew it in time, or another replica took it); \
-         exiting to restart as a follower"
-    )]
-    LeaderLost,
-}
-
-/// Installs the global `tracing` subscriber: `--log` (or `RUST_LOG`, default `info`) as the
-/// filter, `text` or `json` lines on standard error.
-pub fn init_logging(format: LogFormat, filter: Option<&str>) -> Result<(), AppError> {
-    let filter = match filter {
-        Some(f) => EnvFilter::try_new(f).map_err(|e| AppError::LogFilter(e.to_string()))?,
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-    };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    // `try_init` fails only when a subscriber is already installed (tests); keep that one.
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
-    Ok(())
-}
-
-/// Runs one subcommand to completion.
-pub async fn run(cli: Cli) -> Result<(), AppError> {
-    // One crypto provider for the whole process (ring); an error only means it is installed.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    match cli.command {
-        Command::Serve(args) => serve(args).await,
-        Command::Certs(args) => certs_command(&args),
-        Command::Crds => {
-            print!("{}", crate::api::crds::render_yaml()?);
-            Ok(())
-        }
-        Command::Apiserver(args) => apiserver(args).await,
-        Command::Job(args) => Ok(crate::vcctl::job(args).await?),
-        Command::Queue(args) => Ok(crate::vcctl::queue(args).await?),
-        Command::Pg(args) => Ok(crate::vcctl::pg(args).await?),
-    }
-}
-
-/// `tephra certs`: write the files, print the caBundle on standard output.
-fn certs_command(args: &CertsArgs) -> Result<(), AppError> {
-    let bundle = certs::run_certs_command(
-        &args.service,
-        &args.namespace,
-        &args.extra_names,
-        &args.out,
-        args.renew_serving,
-    )?;
-    println!("{bundle}");
-    Ok(())
-}
+use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 
 /// The HTTPS listener's configuration from the `serve` flags.
 fn server_config(args: &ServeArgs) -> ServerConfig {
@@ -207,70 +48,6 @@ const CACHE_SYNC_WARN: std::time::Duration = std::time::Duration::from_secs(30);
 /// The webhook Service the manifests name; the embedded API sends its reviews there, mapped to
 /// the local HTTPS listener, and verifies the certificate under these names.
 const WEBHOOK_SERVICE: (&str, &str) = ("tephra", "tephra-system");
-
-/// The embedded API's options from the shared flags.
-fn embedded_options(
-    nodes: usize,
-    no_sim_kubelet: bool,
-    no_sim_controllers: bool,
-    faults: Option<&str>,
-) -> Result<EmbeddedOptions, AppError> {
-    let faults = faults
-        .map(FaultSpec::parse)
-        .transpose()?
-        .unwrap_or_default();
-    Ok(EmbeddedOptions {
-        nodes,
-        sim_kubelet: !no_sim_kubelet,
-        sim_controllers: !no_sim_controllers,
-        faults,
-        ..EmbeddedOptions::default()
-    })
-}
-
-/// Refuses a non-loopback address for the embedded API (which has no authentication) unless
-/// `--embedded-api-allow-remote` is given. Pure.
-fn check_api_listen(
-    flag: &'static str,
-    addr: SocketAddr,
-    allow_remote: bool,
-) -> Result<(), AppError> {
-    if addr.ip().is_loopback() || allow_remote {
-        Ok(())
-    } else {
-        Err(AppError::RemoteApi { flag, addr })
-    }
-}
-
-/// Binds the embedded API's TCP listener (so its address is known before anything else starts).
-async fn bind_api(addr: SocketAddr) -> Result<TcpListener, AppError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| AppError::Listen { addr, source })
-}
-
-/// `tephra apiserver`: the embedded API alone, until a signal.
-async fn apiserver(args: ApiserverArgs) -> Result<(), AppError> {
-    check_api_listen("--listen", args.listen, args.embedded_api_allow_remote)?;
-    let options = embedded_options(
-        args.embedded_nodes,
-        args.no_sim_kubelet,
-        args.no_sim_controllers,
-        args.faults.as_deref(),
-    )?;
-    let shutdown = CancellationToken::new();
-    server::cancel_on_signals(shutdown.clone());
-    let listener = bind_api(args.listen).await?;
-    let addr = listener.local_addr().map_err(|source| AppError::Listen {
-        addr: args.listen,
-        source,
-    })?;
-    let api = ApiServer::start(options, shutdown.clone());
-    tracing::info!(url = %format!("http://{addr}"), "embedded API ready (kubectl --server http://{addr})");
-    embedded::serve(api, listener, shutdown)
-        .await
-        .map_err(|source| AppError::Listen { addr, source })
-}
 
 /// What `serve` learns from its flags and files before anything starts: a bad flag or an
 /// unusable file is one line before a port is bound or a cluster contacted.
@@ -439,62 +216,154 @@ fn embedded_webhook(
 
 /// `tephra serve`: pick the cluster (or start the embedded API), start the shared caches, the
 /// HTTPS and metrics listeners with the admission webhooks, and run until a signal.
-async fn serve(args: ServeArgs) -> Result<(), AppError> {
+///
+/// One named stage per step, each handing the next what it needs:
+///
+/// ```text
+///  preflight ─▶ Base::start ─▶ connect ─▶ start_core ─▶ start_http ─▶ start_embedded_mode
+///  (flags,      (metrics,      (client;    (caches,      (webhooks,    (API, CRDs, webhook
+///   files)       signals,       embedded    scheduler,    extender,     registration,
+///                leadership)    listener)   controllers)  listeners)    stand-in)
+///      ─▶ start_background ─▶ (until a signal) ─▶ drain
+///         (built-in queues,                        (everything that talks to the API
+///          elector, leader-only tasks)              stops, then the API itself)
+/// ```
+pub(super) async fn serve(args: ServeArgs) -> Result<(), AppError> {
     let checked = preflight(&args)?;
-    // Files named by flags are checked before anything starts.
-    let scheduler_conf = match &args.config {
+    let scheduler_conf = scheduler_conf(&args)?;
+    let base = Base::start(&args)?;
+    let connected = connect(&args, checked.embedded).await?;
+    let mut core = start_core(&args, &base, &connected.client, scheduler_conf)?;
+    let mut http = start_http(&args, &base, &connected.client, &core).await?;
+    let stand_in = match connected.embedded {
+        Some(api) => {
+            start_embedded_mode(
+                &args,
+                &base,
+                &connected.client,
+                api,
+                checked.webhook,
+                &mut http,
+                core.feeds.take(),
+            )
+            .await?
+        }
+        None => None,
+    };
+    track_default_queues(core.caches.clone(), base.state.clone());
+    let background = start_background(&args, &base, &connected.client, &core, &http);
+    // Until a signal (or a lost Lease): then /readyz fails, in-flight requests drain.
+    (&mut http.running)
+        .await
+        .map_err(|e| AppError::Task(e.to_string()))??;
+    drain(base, core.controllers, background, stand_in, http).await
+}
+
+/// The scheduler's configuration: `--config`, else the built-in one. Plugins tephra does not
+/// run are named in a warning.
+fn scheduler_conf(args: &ServeArgs) -> Result<crate::scheduler::SchedulerConf, AppError> {
+    let conf = match &args.config {
         Some(path) => crate::scheduler::config::load(path)?,
         None => crate::scheduler::SchedulerConf::builtin(),
     };
-    let ignored = scheduler_conf.ignored_plugins();
+    let ignored = conf.ignored_plugins();
     if !ignored.is_empty() {
         tracing::warn!(plugins = ?ignored, "scheduler configuration names Volcano plugins tephra does not run; they are left out");
     }
-    let elect = args.leader.enabled(args.embedded);
-    tracing::info!(
-        "{}",
-        crate::cli::serve_banner(
-            args.embedded.then_some(args.embedded_api_listen),
-            args.embedded_data.as_deref(),
-            elect
-        )
-    );
-    let metrics = Metrics::new()?;
-    let shutdown = CancellationToken::new();
-    server::cancel_on_signals(shutdown.clone());
-    // The embedded API stops last, when `serve` returns (however it returns): everything that
-    // talks to it has stopped by then, so no request of theirs fails on a closed API.
-    let api_stop = CancellationToken::new();
-    let _api_stop = api_stop.clone().drop_guard();
-    let state = ServerState::new(metrics.clone());
-    if elect {
-        args.leader
-            .timings()
-            .check()
-            .map_err(|e| AppError::Leader(Box::new(e)))?;
-    }
-    // Everything that writes (controllers, session, status writers, the nudger, extender
-    // answers) runs under `leadership`; the caches and webhooks run on every replica.
-    let leadership = if elect {
-        Leadership::pending(&shutdown)
-    } else {
-        Leadership::always(&shutdown)
-    };
-    {
-        // `tephra_leader_is_leader`: what an alert on "no leader" or "two leaders" reads.
-        let (leadership, gauge) = (leadership.clone(), metrics.leader.clone());
-        tokio::spawn(async move {
-            if leadership.wait_elected().await {
-                gauge.set(1);
-                leadership.token().cancelled().await;
-            }
-            gauge.set(0);
-        });
-    }
+    Ok(conf)
+}
 
-    // Embedded mode: bind the API first and point the ordinary kube client at it, exactly as
-    // at a cluster; nothing downstream knows the difference.
-    let (client, embedded_api) = if let Some(options) = checked.embedded {
+/// What every stage shares: the series, the tokens that stop things, readiness, leadership.
+struct Base {
+    metrics: Metrics,
+    /// Cancelled by a signal (or a fatal error): everything but the embedded API stops.
+    shutdown: CancellationToken,
+    /// Stops the embedded API. It is cancelled last, when [`drain`] is done, or when `serve`
+    /// returns early (the guard): everything that talks to the API has stopped by then, so no
+    /// request of theirs fails on a closed API.
+    api_stop: CancellationToken,
+    _api_stop_guard: tokio_util::sync::DropGuard,
+    /// `/readyz` and its conditions.
+    state: ServerState,
+    /// Whether this replica campaigns for the Lease.
+    elect: bool,
+    /// Everything that writes (controllers, session, status writers, the nudger, extender
+    /// answers) runs under it; the caches and webhooks run on every replica.
+    leadership: Leadership,
+}
+
+impl Base {
+    fn start(args: &ServeArgs) -> Result<Self, AppError> {
+        let elect = args.leader.enabled(args.embedded);
+        tracing::info!(
+            "{}",
+            crate::cli::serve_banner(
+                args.embedded.then_some(args.embedded_api_listen),
+                args.embedded_data.as_deref(),
+                elect
+            )
+        );
+        let metrics = Metrics::new()?;
+        let shutdown = CancellationToken::new();
+        server::cancel_on_signals(shutdown.clone());
+        let api_stop = CancellationToken::new();
+        let state = ServerState::new(metrics.clone());
+        if elect {
+            args.leader
+                .timings()
+                .check()
+                .map_err(|e| AppError::Leader(Box::new(e)))?;
+        }
+        let leadership = if elect {
+            Leadership::pending(&shutdown)
+        } else {
+            Leadership::always(&shutdown)
+        };
+        {
+            // `tephra_leader_is_leader`: what an alert on "no leader" or "two leaders" reads.
+            let (leadership, gauge) = (leadership.clone(), metrics.leader.clone());
+            tokio::spawn(async move {
+                if leadership.wait_elected().await {
+                    gauge.set(1);
+                    leadership.token().cancelled().await;
+                }
+                gauge.set(0);
+            });
+        }
+        Ok(Self {
+            metrics,
+            shutdown,
+            _api_stop_guard: api_stop.clone().drop_guard(),
+            api_stop,
+            state,
+            elect,
+            leadership,
+        })
+    }
+}
+
+/// The embedded API before it starts: its bound listener, its options, and the client
+/// configuration that reaches it.
+struct UnstartedApi {
+    listener: TcpListener,
+    options: EmbeddedOptions,
+    config: kube::Config,
+}
+
+/// The kube client, and in embedded mode the API it will talk to, not started yet.
+struct Connected {
+    client: kube::Client,
+    embedded: Option<UnstartedApi>,
+}
+
+/// Embedded mode binds the API's listener first and points the ordinary kube client at it,
+/// exactly as at a cluster (nothing downstream knows the difference); otherwise the cluster
+/// is chosen from the flags and the environment and reached.
+async fn connect(
+    args: &ServeArgs,
+    embedded: Option<EmbeddedOptions>,
+) -> Result<Connected, AppError> {
+    if let Some(options) = embedded {
         let listener = bind_api(args.embedded_api_listen).await?;
         let addr = listener.local_addr().map_err(|source| AppError::Listen {
             addr: args.embedded_api_listen,
@@ -505,18 +374,44 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             .map_err(|e| AppError::Embedded(e.to_string()))?;
         let config = kube::Config::new(url);
         let client = kube::Client::try_from(config.clone()).map_err(ClusterError::Client)?;
-        (client, Some((listener, options, config)))
-    } else {
-        let source = cluster::config::choose(
-            &cluster::Environment::from_process(),
-            args.kubeconfig.as_deref(),
-        )?;
-        tracing::info!(%source, "using cluster");
-        let config = cluster::config::load(&source).await?;
-        (cluster::config::connect(config).await?, None)
-    };
+        return Ok(Connected {
+            client,
+            embedded: Some(UnstartedApi {
+                listener,
+                options,
+                config,
+            }),
+        });
+    }
+    let source = cluster::config::choose(
+        &cluster::Environment::from_process(),
+        args.kubeconfig.as_deref(),
+    )?;
+    tracing::info!(%source, "using cluster");
+    let config = cluster::config::load(&source).await?;
+    Ok(Connected {
+        client: cluster::config::connect(config).await?,
+        embedded: None,
+    })
+}
 
-    // On a cluster the watches start now; in embedded mode once the CRDs are installed.
+/// The shared watch caches and what decides from them.
+struct Core {
+    caches: Caches,
+    scheduler: Scheduler,
+    controllers: crate::controllers::Controllers,
+    /// The watches, in embedded mode still to start once the CRDs are installed.
+    feeds: Option<CacheFeeds>,
+}
+
+/// The caches, the scheduler and the controllers subscribed to them. On a cluster the watches
+/// start now; in embedded mode [`start_embedded_mode`] starts them once the CRDs are installed.
+fn start_core(
+    args: &ServeArgs,
+    base: &Base,
+    client: &kube::Client,
+    scheduler_conf: crate::scheduler::SchedulerConf,
+) -> Result<Core, AppError> {
     let (caches, mut feeds) = Caches::new();
     let scheduler = Scheduler::new(
         SchedulerOptions {
@@ -526,102 +421,177 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             ..SchedulerOptions::default()
         },
         scheduler_conf,
-        metrics.registry(),
+        base.metrics.registry(),
     )?;
     scheduler.subscribe(&mut feeds);
-    let controllers =
-        start_controllers(&args, &client, &caches, &mut feeds, &metrics, &leadership)?;
-    let mut feeds = Some(feeds);
-    if !args.embedded
-        && let Some(f) = feeds.take()
-    {
-        f.run(&client, &shutdown);
-    }
-    track_cache_sync(caches.clone(), state.clone());
+    let controllers = start_controllers(
+        args,
+        client,
+        &caches,
+        &mut feeds,
+        &base.metrics,
+        &base.leadership,
+    )?;
+    let feeds = if args.embedded {
+        Some(feeds)
+    } else {
+        feeds.run(client, &base.shutdown);
+        None
+    };
+    track_cache_sync(caches.clone(), base.state.clone());
     // Not ready until the built-in queues are in the cache the webhooks read: a vcJob sent as
     // soon as /readyz answers 200 must not be refused for a missing `default` queue.
-    state.set_condition("default-queues", false);
-    let queue_view = caches.clone();
+    base.state.set_condition("default-queues", false);
+    Ok(Core {
+        caches,
+        scheduler,
+        controllers,
+        feeds,
+    })
+}
+
+/// The HTTPS and metrics listeners, running.
+struct Http {
+    /// Ends when the listeners have stopped and drained.
+    running: ServerTask,
+    /// Dropping it ends the listeners' runtime ([`serve_on_own_thread`]).
+    runtime: tokio::sync::oneshot::Sender<()>,
+    https_addr: SocketAddr,
+    extender: Arc<Extender>,
+}
+
+/// The admission webhooks and the extender on the HTTPS listener (its certificate from files,
+/// self-signed, or kept in a Secret with `--tls-mode self`), and the metrics listener.
+async fn start_http(
+    args: &ServeArgs,
+    base: &Base,
+    client: &kube::Client,
+    core: &Core,
+) -> Result<Http, AppError> {
     let admission = Arc::new(AdmissionContext {
         config: AdmissionConfig {
             scheduler_names: args.scheduler_names.clone(),
             ..AdmissionConfig::default()
         },
-        view: Arc::new(caches),
-        metrics: AdmissionMetrics::new(metrics.registry())?,
+        view: Arc::new(core.caches.clone()),
+        metrics: AdmissionMetrics::new(base.metrics.registry())?,
     });
-    let mut config = server_config(&args);
+    let mut config = server_config(args);
     if args.tls_mode == TlsMode::SelfManaged {
         // Before the listener binds: it serves the Secret's pair from its first connection.
-        let boot = crate::selftls::bootstrap(&client, self_tls_config(&args)?).await?;
+        let boot = crate::selftls::bootstrap(client, self_tls_config(args)?).await?;
         let (live, rx) = tokio::sync::watch::channel(boot.serving.clone());
         config.tls = TlsSource::Managed(ManagedTls(rx));
-        tokio::spawn(boot.run(live, leadership.clone(), metrics.clone(), shutdown.clone()));
+        tokio::spawn(boot.run(
+            live,
+            base.leadership.clone(),
+            base.metrics.clone(),
+            base.shutdown.clone(),
+        ));
     }
     if args.embedded {
         config.self_signed_names = certs::service_dns_names(WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1);
     }
     let extender = Arc::new(Extender::new(
         client.clone(),
-        scheduler.clone(),
+        core.scheduler.clone(),
         ExtenderOptions {
             bind_hold_timeout: args.extender.bind_hold_timeout,
             bind_gather_timeout: args.extender.bind_gather_timeout,
             bind_ahead: args.extender.bind_ahead,
             plan_wait: args.extender.extender_plan_wait,
         },
-        metrics.registry(),
+        base.metrics.registry(),
     )?);
-    let extender_routes = if elect {
-        extender::router_for_leader(extender.clone(), leadership.clone())
+    let extender_routes = if base.elect {
+        extender::router_for_leader(extender.clone(), base.leadership.clone())
     } else {
         extender::router(extender.clone())
     };
     let routes = admission::router(admission).merge(extender_routes);
-    let bound = server::bind(config, routes, state.clone())?;
+    let bound = server::bind(config, routes, base.state.clone())?;
     let https_addr = bound.https_addr();
     let metrics_at = bound
         .metrics_addr()
         .map_or_else(|| "the HTTPS listener".to_string(), |a| a.to_string());
     tracing::info!(https = %https_addr, metrics = %metrics_at, "serving");
-    // `_https_runtime` is dropped when this function returns, after everything else stopped.
-    let (running, _https_runtime) = serve_on_own_thread(bound, shutdown.clone())?;
+    let (running, runtime) = serve_on_own_thread(bound, base.shutdown.clone())?;
+    Ok(Http {
+        running,
+        runtime,
+        https_addr,
+        extender,
+    })
+}
 
-    let mut stand_in = None;
-    if let Some((listener, options, config)) = embedded_api {
-        let (target, ca) = match checked.webhook {
-            Some((host, ca)) => (host.target(https_addr.port()), ca),
-            // The self-signed pair was made for the Service of manifests/webhooks.yaml.
-            None => (
-                WebhookTarget::AsWritten,
-                state.self_signed_ca_pem().ok_or_else(|| {
-                    AppError::Embedded("no CA for the webhook configurations".into())
-                })?,
-            ),
-        };
-        let feeds = feeds.take();
-        let webhooks = EmbeddedWebhooks {
-            https_addr,
-            ca_pem: &ca,
-            target: &target,
-        };
-        let api = EmbeddedApi {
-            listener,
-            options,
-            data: args.embedded_data.as_deref(),
-        };
-        start_embedded(&client, api, webhooks, feeds, &shutdown, &api_stop).await?;
-        if !args.no_sim_scheduler {
-            stand_in = Some(start_sim_scheduler(
-                config, &args, https_addr, ca, &shutdown,
-            )?);
-        }
+/// Embedded mode, once the listeners are up: the API starts (calling the webhooks at our own
+/// HTTPS listener), the CRDs are installed, the watches start, the webhooks are registered, and
+/// unless `--no-sim-scheduler` the kube-scheduler stand-in starts. Returns the stand-in's
+/// thread.
+async fn start_embedded_mode(
+    args: &ServeArgs,
+    base: &Base,
+    client: &kube::Client,
+    api: UnstartedApi,
+    webhook: Option<(WebhookHost, String)>,
+    http: &mut Http,
+    feeds: Option<CacheFeeds>,
+) -> Result<Option<std::thread::JoinHandle<()>>, AppError> {
+    let (target, ca) = match webhook {
+        Some((host, ca)) => (host.target(http.https_addr.port()), ca),
+        // The self-signed pair was made for the Service of manifests/webhooks.yaml.
+        None => (
+            WebhookTarget::AsWritten,
+            base.state
+                .self_signed_ca_pem()
+                .ok_or_else(|| AppError::Embedded("no CA for the webhook configurations".into()))?,
+        ),
+    };
+    let hooks = EmbeddedWebhooks {
+        https_addr: http.https_addr,
+        ca_pem: &ca,
+        target: &target,
+    };
+    let UnstartedApi {
+        listener,
+        options,
+        config,
+    } = api;
+    let api = EmbeddedApi {
+        listener,
+        options,
+        data: args.embedded_data.as_deref(),
+    };
+    start_embedded(client, api, hooks, feeds, &base.shutdown, &base.api_stop).await?;
+    if args.no_sim_scheduler {
+        return Ok(None);
     }
-    track_default_queues(queue_view, state.clone());
+    start_sim_scheduler(config, args, http.https_addr, ca, &base.shutdown).map(Some)
+}
+
+/// What runs beside the listeners until shutdown.
+struct Background {
+    /// Creates the built-in queues (and waits for tephra's CRDs on a cluster still being set
+    /// up); a refusal for good stops `serve`.
+    queues: tokio::task::JoinHandle<Result<(), StartupError>>,
+    /// The elector and its campaign, with `--leader-elect`.
+    elector: Option<(Arc<Elector>, tokio::task::JoinHandle<Outcome>)>,
+    /// The session (its writers included) and the nudger, once this replica leads.
+    leader_tasks: tokio::task::JoinHandle<Option<[tokio::task::JoinHandle<()>; 2]>>,
+}
+
+/// The built-in queues, the elector, and the tasks that run only while this replica leads.
+fn start_background(
+    args: &ServeArgs,
+    base: &Base,
+    client: &kube::Client,
+    core: &Core,
+    http: &Http,
+) -> Background {
     // In the background: on a cluster still being set up this waits for tephra's CRDs while
     // the listeners answer (`/readyz` failing) and the elector campaigns.
     let queues = {
-        let (client, stop) = (client.clone(), shutdown.clone());
+        let (client, stop) = (client.clone(), base.shutdown.clone());
         tokio::spawn(async move {
             let ensured = cluster::ensure_default_queues(&client).await;
             if let Err(e) = &ensured {
@@ -631,14 +601,14 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             ensured.map(drop)
         })
     };
-    let elector = elect.then(|| {
+    let elector = base.elect.then(|| {
         // Not ready while no replica could lead: the Lease's namespace or RBAC is missing.
-        let ready = state.clone();
+        let ready = base.state.clone();
         let elector = Arc::new(
-            Elector::new(&client, elector_config(&args), leadership.clone())
+            Elector::new(client, elector_config(args), base.leadership.clone())
                 .with_readiness(move |ok| ready.set_condition("lease", ok)),
         );
-        let (e, stop) = (elector.clone(), shutdown.clone());
+        let (e, stop) = (elector.clone(), base.shutdown.clone());
         let task = tokio::spawn(async move {
             let outcome = e.run(&stop).await;
             if outcome == Outcome::Lost {
@@ -649,11 +619,13 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         });
         (elector, task)
     });
-    // The scheduling session (its status writer included) and the nudger start once this
-    // replica leads, and stop when leadership ends.
     let leader_tasks = {
-        let (leadership, scheduler, client) =
-            (leadership.clone(), scheduler.clone(), client.clone());
+        let (leadership, scheduler, client, extender) = (
+            base.leadership.clone(),
+            core.scheduler.clone(),
+            client.clone(),
+            http.extender.clone(),
+        );
         tokio::spawn(async move {
             if !leadership.wait_elected().await {
                 return None;
@@ -663,10 +635,29 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
             Some([nudger, session])
         })
     };
+    Background {
+        queues,
+        elector,
+        leader_tasks,
+    }
+}
 
-    // Until a signal (or a lost Lease): then /readyz fails, in-flight requests drain.
-    running.await.map_err(|e| AppError::Task(e.to_string()))??;
-    shutdown.cancel();
+/// After the listeners stopped: everything that talks to the API stops (the controllers, the
+/// session and its writers, the nudger, the elector, which releases the Lease it held, the
+/// stand-in), then the listeners' runtime ends, and last the embedded API.
+async fn drain(
+    base: Base,
+    controllers: crate::controllers::Controllers,
+    background: Background,
+    stand_in: Option<std::thread::JoinHandle<()>>,
+    http: Http,
+) -> Result<(), AppError> {
+    base.shutdown.cancel();
+    let Background {
+        queues,
+        elector,
+        leader_tasks,
+    } = background;
     let queues = if queues.is_finished() {
         queues.await.map_err(|e| AppError::Task(e.to_string()))?
     } else {
@@ -700,7 +691,7 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         }
     }
     if let Some(thread) = stand_in {
-        // Its requests must be over before the embedded API closes (when this returns).
+        // Its requests must be over before the embedded API closes.
         let joined = tokio::task::spawn_blocking(move || thread.join());
         if tokio::time::timeout(LEADER_TASKS_STOP, joined)
             .await
@@ -710,6 +701,8 @@ async fn serve(args: ServeArgs) -> Result<(), AppError> {
         }
     }
     queues?;
+    drop(http.runtime);
+    base.api_stop.cancel();
     tracing::info!("drained, exiting");
     Ok(())
 }
