@@ -44,6 +44,8 @@ pub trait Placements {
     fn knows(&self, uid: &str) -> bool;
     /// A session placed the pod and the placement holds.
     fn is_placed(&self, uid: &str) -> bool;
+    /// The gang has fewer pods than its `minMember`, so no session can place it.
+    fn is_short(&self, gang: &str) -> bool;
 }
 
 impl Placements for ClusterIndex {
@@ -59,6 +61,9 @@ impl Placements for ClusterIndex {
     fn is_placed(&self, uid: &str) -> bool {
         self.assumed_node(uid).is_some()
     }
+    fn is_short(&self, gang: &str) -> bool {
+        super::filter::short_of_members(self, gang)
+    }
 }
 
 /// The writes of one nudger round.
@@ -68,6 +73,15 @@ pub struct Round {
     pub ungate: Vec<PodName>,
     /// Pods to nudge (annotate), each once, sorted.
     pub nudge: Vec<PodName>,
+}
+
+/// A gang pod the filter turned down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Rejected {
+    pod: PodName,
+    /// Turned down because its gang had fewer pods than `minMember`, with the reason of the
+    /// session that last saw the gang (which may say it has none).
+    while_short: bool,
 }
 
 /// The nudges of one parked placement.
@@ -90,7 +104,7 @@ pub struct Book {
     asked: HashMap<String, Instant>,
     /// Gang pods the filter turned down: gang → uid → pod, [`UNSEEN`] for pods the index did
     /// not know yet.
-    rejected: HashMap<String, HashMap<String, PodName>>,
+    rejected: HashMap<String, HashMap<String, Rejected>>,
     /// The nudges of each parked placement ([`due_parked`]).
     nudged: HashMap<String, Nudges>,
     /// When the removal of each pod's plan gate was last sent ([`due_ungates`]).
@@ -122,20 +136,24 @@ impl Book {
     /// `gang` is `None` when the index did not know the pod yet (kube-scheduler's informer can
     /// be ahead of tephra's watch): it is nudged once the index does, or kube-scheduler would
     /// park it until an unrelated event while the rest of its gang is held in vain.
-    pub fn rejected(&mut self, gang: Option<String>, uid: &str, pod: PodName) {
+    /// `while_short`: turned down because the gang had fewer pods than `minMember`.
+    pub fn rejected(&mut self, gang: Option<String>, uid: &str, pod: PodName, while_short: bool) {
         if self.rejected.len() >= SEEN_LIMIT {
             self.rejected.clear();
         }
         self.rejected
             .entry(gang.unwrap_or_else(|| UNSEEN.to_string()))
             .or_default()
-            .insert(uid.to_string(), pod);
+            .insert(uid.to_string(), Rejected { pod, while_short });
     }
 
     /// The writes due after a session, at `now`, noting them as sent:
     /// - placed pods still behind the plan gate ([`due_ungates`]);
     /// - placed pods kube-scheduler parked and has not asked about since ([`due_parked`]);
-    /// - turned-down pods of gangs now placed, and turned-down pods the index came to know.
+    /// - turned-down pods of gangs now placed, and turned-down pods the index came to know;
+    /// - pods turned down while their gang was short of pods, once it no longer is: they were
+    ///   told the gang's reason of that time ("waiting for its pods"), and kube-scheduler
+    ///   would otherwise show it, parked, until an unrelated event or five minutes.
     pub fn round(&mut self, view: &impl Placements, now: Instant) -> Round {
         let ungate = due_ungates(view.placed_plan_gated(), &mut self.ungated, now);
         self.nudged.retain(|uid, _| view.is_placed(uid));
@@ -149,7 +167,22 @@ impl Book {
         let r = &mut self.rejected;
         if let Some(unseen) = r.get_mut(UNSEEN) {
             let known: Vec<String> = unseen.keys().filter(|u| view.knows(u)).cloned().collect();
-            nudge.extend(known.iter().filter_map(|u| unseen.remove(u)));
+            nudge.extend(known.iter().filter_map(|u| unseen.remove(u)).map(|r| r.pod));
+        }
+        for (gang, pods) in r.iter_mut() {
+            if gang.as_str() == UNSEEN
+                || !pods.values().any(|p| p.while_short)
+                || view.is_short(gang)
+            {
+                continue;
+            }
+            // Asked again, they are turned down (and noted) afresh with the gang's reason now.
+            let told: Vec<String> = pods
+                .iter()
+                .filter(|(_, p)| p.while_short)
+                .map(|(u, _)| u.clone())
+                .collect();
+            nudge.extend(told.iter().filter_map(|u| pods.remove(u)).map(|r| r.pod));
         }
         let placed: Vec<String> = r
             .iter()
@@ -167,7 +200,8 @@ impl Book {
             placed
                 .iter()
                 .filter_map(|gang| r.remove(gang))
-                .flat_map(HashMap::into_values),
+                .flat_map(HashMap::into_values)
+                .map(|r| r.pod),
         );
         // A pod both turned down and parked is nudged once.
         nudge.sort();
@@ -255,6 +289,7 @@ mod tests {
         placed: HashMap<String, Instant>,
         gated: HashSet<String>,
         parked: HashSet<String>,
+        short: HashSet<String>,
     }
 
     impl Placements for View {
@@ -278,6 +313,9 @@ mod tests {
         }
         fn is_placed(&self, uid: &str) -> bool {
             self.placed.contains_key(uid)
+        }
+        fn is_short(&self, gang: &str) -> bool {
+            self.short.contains(gang)
         }
     }
 
@@ -310,7 +348,7 @@ mod tests {
         let t0 = Instant::now();
         for u in ["a", "b"] {
             view.known.insert(u.into());
-            book.rejected(Some("ns/g".into()), u, pod(u));
+            book.rejected(Some("ns/g".into()), u, pod(u), false);
         }
         assert_eq!(
             book.round(&view, t0),
@@ -328,7 +366,7 @@ mod tests {
         let mut book = Book::default();
         let mut view = View::default();
         let t0 = Instant::now();
-        book.rejected(None, "x", pod("x"));
+        book.rejected(None, "x", pod("x"), false);
         assert!(book.round(&view, t0).nudge.is_empty());
         view.known.insert("x".into());
         assert_eq!(book.round(&view, t0).nudge, vec![pod("x")]);
@@ -340,7 +378,7 @@ mod tests {
         let mut book = Book::default();
         let mut view = View::default();
         let t0 = Instant::now();
-        book.rejected(Some("ns/g".into()), "a", pod("a"));
+        book.rejected(Some("ns/g".into()), "a", pod("a"), false);
         book.round(&view, t0);
         // The pod comes back placed under the same uid: nothing remembered to nudge.
         view.known.insert("a".into());
@@ -356,9 +394,31 @@ mod tests {
         view.known.insert("a".into());
         view.placed.insert("a".into(), t0);
         view.parked.insert("a".into());
-        book.rejected(Some("ns/g".into()), "a", pod("a"));
+        book.rejected(Some("ns/g".into()), "a", pod("a"), false);
         let round = book.round(&view, t0 + PARKED_GRACE);
         assert_eq!(round.nudge, vec![pod("a")]);
+    }
+
+    #[test]
+    fn members_turned_down_while_their_gang_was_short_are_asked_again_once_it_is_whole() {
+        let mut book = Book::default();
+        let mut view = View::default();
+        let t0 = Instant::now();
+        view.short.insert("ns/g".into());
+        view.known.insert("a".into());
+        // `a` arrived first and was told the gang's old reason ("waiting for its pods").
+        book.rejected(Some("ns/g".into()), "a", pod("a"), true);
+        assert!(book.round(&view, t0).nudge.is_empty(), "still short");
+        // `b` came and was turned down for the gang's real reason: not nudged for it.
+        view.known.insert("b".into());
+        book.rejected(Some("ns/g".into()), "b", pod("b"), false);
+        view.short.clear();
+        assert_eq!(book.round(&view, t0).nudge, vec![pod("a")]);
+        assert!(book.round(&view, t0).nudge.is_empty(), "once");
+        // Both are still nudged when the gang is placed.
+        book.rejected(Some("ns/g".into()), "a", pod("a"), false);
+        view.placed.insert("b".into(), t0);
+        assert_eq!(book.round(&view, t0).nudge, vec![pod("a"), pod("b")]);
     }
 
     #[test]

@@ -224,7 +224,7 @@ fn donor(
 }
 
 /// `true` when `job` has fewer pods than its `minMember`, so no session can make it ready.
-fn short_of_members(idx: &ClusterIndex, job: &str) -> bool {
+pub(crate) fn short_of_members(idx: &ClusterIndex, job: &str) -> bool {
     let Some(pg) = idx.podgroup(job) else {
         return false;
     };

@@ -287,16 +287,24 @@ impl Extender {
         )
     }
 
-    /// Remembers a gang pod the filter turned down, so it can be nudged once its gang is placed.
+    /// Remembers a gang pod the filter turned down, so it can be nudged once its gang is placed
+    /// (or, turned down while its gang was short of pods, once it no longer is).
     fn note_rejected(&self, uid: &str, meta: &protocol::PodMeta) {
-        let gang = match self.scheduler.index().task(uid) {
-            Some(t) => match t.job.clone() {
-                Some(j) => Some(j),
-                None => return,
-            },
-            None => None,
+        let (gang, while_short) = {
+            let idx = self.scheduler.index();
+            match idx.task(uid) {
+                Some(t) => match t.job.clone() {
+                    Some(j) => {
+                        let short = filter::short_of_members(&idx, &j);
+                        (Some(j), short)
+                    }
+                    None => return,
+                },
+                None => (None, false),
+            }
         };
-        lock(&self.book).rejected(gang, uid, (meta.namespace.clone(), meta.name.clone()));
+        let pod = (meta.namespace.clone(), meta.name.clone());
+        lock(&self.book).rejected(gang, uid, pod, while_short);
     }
 
     /// After each session: removes the plan gate from the pods it placed, and nudges

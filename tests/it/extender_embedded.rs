@@ -161,16 +161,23 @@ async fn a_gang_waits_pending_and_starts_when_a_node_is_added() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(by_gang(&c).await.get("wide").map(|s| s.0), Some(0));
+    // kube-scheduler writes the pod's condition before it records the Event.
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(c.clone(), "default");
-    let failed: Vec<_> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
-        .collect();
-    assert!(!failed.is_empty(), "no FailedScheduling Event");
+    let failed: Vec<_> = common::served::eventually(20, "a FailedScheduling Event", || {
+        let events = events.clone();
+        async move {
+            let failed: Vec<_> = events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+                .collect();
+            (!failed.is_empty()).then_some(failed)
+        }
+    })
+    .await;
     for e in &failed {
         // Recorded by the pods' own kube-scheduler profile, in kube-scheduler's words.
         let source = e.source.as_ref().and_then(|s| s.component.as_deref());
