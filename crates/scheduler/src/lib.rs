@@ -26,6 +26,7 @@ pub mod actions;
 pub mod config;
 pub mod framework;
 pub mod index;
+pub mod ix;
 pub mod model;
 pub mod outcome;
 pub mod pending;
