@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::outcome::{Verdict, run_session};
 use super::runner::{DEFAULT_ASSUME_TTL, Scheduler};
+use tephra_scheduler::ix::IxVec;
 
 /// What a re-plan decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,27 +53,30 @@ pub fn replan_gang(
     // usage per node), they are just not planned again here. Admitted gangs whose pods are
     // not all created yet stay too (no session can place them): the room allocate holds for
     // them must hold in a re-plan as well, or a ready gang re-planned here could grow into it.
-    let only = snapshot.jobs.swap_remove(j);
-    let unborn = snapshot.jobs.drain(..).filter(|x| {
+    let mut all = std::mem::take(&mut snapshot.jobs).into_vec();
+    let only = all.swap_remove(j);
+    let unborn = all.into_iter().filter(|x| {
         x.phase == crate::api::scheduling::PodGroupPhase::Inqueue
             && x.min_resources.is_some()
             && (x.tasks.len() as i64) < x.min_available as i64
     });
-    let mut jobs = Vec::new();
-    let mut tasks = Vec::new();
+    let mut jobs = IxVec::new();
+    let mut tasks = IxVec::new();
     for mut x in std::iter::once(only).chain(unborn) {
         let mine: Vec<_> = x
             .tasks
             .iter()
             .filter_map(|&i| snapshot.tasks.get(i).cloned())
             .collect();
-        x.tasks = (tasks.len()..tasks.len() + mine.len()).collect();
-        tasks.extend(mine);
+        x.tasks = mine.into_iter().map(|t| tasks.push(t)).collect();
         jobs.push(x);
     }
     snapshot.jobs = jobs;
     snapshot.tasks = tasks;
-    snapshot.nodes.retain(|n| nodes.contains(&n.name));
+    snapshot.nodes = std::mem::take(&mut snapshot.nodes)
+        .into_iter()
+        .filter(|n| nodes.contains(&n.name))
+        .collect();
     let conf = scheduler.conf();
     let outcome = run_session(
         snapshot,

@@ -9,6 +9,7 @@
 use std::cmp::Ordering;
 
 use super::config::{PluginOption, SchedulerConf, on};
+use super::ix::{JobIx, NodeIx, QueueIx, TaskIx};
 use super::session::State;
 
 /// Why a node does not fit a task.
@@ -57,69 +58,79 @@ pub trait Plugin: Send {
     /// Called when the actions are done; may write job conditions into the state.
     fn close(&mut self, st: &mut State) {}
     /// Job order: `Some(Less)` puts `a` first; `Some(Equal)` or `None` defers.
-    fn job_order(&self, st: &State, a: usize, b: usize) -> Option<Ordering> {
+    fn job_order(&self, st: &State, a: JobIx, b: JobIx) -> Option<Ordering> {
         None
     }
     /// Task order.
-    fn task_order(&self, st: &State, a: usize, b: usize) -> Option<Ordering> {
+    fn task_order(&self, st: &State, a: TaskIx, b: TaskIx) -> Option<Ordering> {
         None
     }
     /// Queue order.
-    fn queue_order(&self, st: &State, a: usize, b: usize) -> Option<Ordering> {
+    fn queue_order(&self, st: &State, a: QueueIx, b: QueueIx) -> Option<Ordering> {
         None
     }
     /// Job validity (not gated by a switch).
-    fn job_valid(&self, st: &State, job: usize) -> Option<Result<(), Invalid>> {
+    fn job_valid(&self, st: &State, job: JobIx) -> Option<Result<(), Invalid>> {
         None
     }
     /// Job readiness.
-    fn job_ready(&self, st: &State, job: usize) -> Option<bool> {
+    fn job_ready(&self, st: &State, job: JobIx) -> Option<bool> {
         None
     }
     /// Pipelined vote: −1, 0 (abstain), +1.
-    fn job_pipelined(&self, st: &State, job: usize) -> i8 {
+    fn job_pipelined(&self, st: &State, job: JobIx) -> i8 {
         0
     }
     /// Enqueue vote: −1, 0, +1. A rejecting plugin records its event in `st`.
-    fn job_enqueueable(&mut self, st: &mut State, job: usize) -> i8 {
+    fn job_enqueueable(&mut self, st: &mut State, job: JobIx) -> i8 {
         0
     }
     /// The job was enqueued.
-    fn job_enqueued(&mut self, st: &State, job: usize) {}
+    fn job_enqueued(&mut self, st: &State, job: JobIx) {}
     /// May the queue take this task now?
-    fn allocatable(&self, st: &State, queue: usize, task: usize) -> Option<bool> {
+    fn allocatable(&self, st: &State, queue: QueueIx, task: TaskIx) -> Option<bool> {
         None
     }
     /// Has the queue had its share?
-    fn overused(&self, st: &State, queue: usize) -> Option<bool> {
+    fn overused(&self, st: &State, queue: QueueIx) -> Option<bool> {
         None
     }
     /// Does the node fit the task (beyond resources)?
-    fn predicate(&self, st: &State, task: usize, node: usize) -> Result<(), Unfit> {
+    fn predicate(&self, st: &State, task: TaskIx, node: NodeIx) -> Result<(), Unfit> {
         Ok(())
     }
     /// A score for placing the task on the node (summed over plugins).
-    fn node_score(&self, st: &State, task: usize, node: usize) -> f64 {
+    fn node_score(&self, st: &State, task: TaskIx, node: NodeIx) -> f64 {
         0.0
     }
     /// A task was allocated or pipelined to a node.
-    fn on_allocate(&mut self, st: &State, task: usize) {}
+    fn on_allocate(&mut self, st: &State, task: TaskIx) {}
     /// An allocation was undone.
-    fn on_deallocate(&mut self, st: &State, task: usize) {}
+    fn on_deallocate(&mut self, st: &State, task: TaskIx) {}
     /// Of `victims` (running tasks), which may be preempted for `preemptor`? `None`: no opinion.
-    fn preemptable(&self, st: &State, preemptor: usize, victims: &[usize]) -> Option<Vec<usize>> {
+    fn preemptable(
+        &self,
+        st: &State,
+        preemptor: TaskIx,
+        victims: &[TaskIx],
+    ) -> Option<Vec<TaskIx>> {
         None
     }
     /// Of `victims`, which may be reclaimed for `reclaimer` (another queue's task)?
-    fn reclaimable(&self, st: &State, reclaimer: usize, victims: &[usize]) -> Option<Vec<usize>> {
+    fn reclaimable(
+        &self,
+        st: &State,
+        reclaimer: TaskIx,
+        victims: &[TaskIx],
+    ) -> Option<Vec<TaskIx>> {
         None
     }
     /// Does the job want more resources (a preemptor candidate)?
-    fn job_starving(&self, st: &State, job: usize) -> Option<bool> {
+    fn job_starving(&self, st: &State, job: JobIx) -> Option<bool> {
         None
     }
     /// May the queue reclaim from others?
-    fn preemptive(&self, st: &State, queue: usize, task: usize) -> Option<bool> {
+    fn preemptive(&self, st: &State, queue: QueueIx, task: TaskIx) -> Option<bool> {
         None
     }
 }
@@ -212,7 +223,7 @@ impl Plugins {
     /// Job order with Volcano's fallback (creation time, then uid), with the order the
     /// PodGroups were seen in between: creation times have whole seconds, and gangs created in
     /// the same second then go in creation order, not in the random order of their uids.
-    pub fn job_order(&self, st: &State, a: usize, b: usize) -> Ordering {
+    pub fn job_order(&self, st: &State, a: JobIx, b: JobIx) -> Ordering {
         self.first_order(|o| on(o.enable_job_order), |p| p.job_order(st, a, b))
             .then_with(|| {
                 let (ja, jb) = (&st.jobs[a], &st.jobs[b]);
@@ -224,7 +235,7 @@ impl Plugins {
     }
 
     /// Task order with Volcano's fallback (name suffix, creation time, uid).
-    pub fn task_order(&self, st: &State, a: usize, b: usize) -> Ordering {
+    pub fn task_order(&self, st: &State, a: TaskIx, b: TaskIx) -> Ordering {
         self.first_order(|o| on(o.enable_task_order), |p| p.task_order(st, a, b))
             .then_with(|| {
                 let (ta, tb) = (&st.tasks[a], &st.tasks[b]);
@@ -239,7 +250,7 @@ impl Plugins {
     }
 
     /// Queue order with Volcano's fallback (creation time, then name).
-    pub fn queue_order(&self, st: &State, a: usize, b: usize) -> Ordering {
+    pub fn queue_order(&self, st: &State, a: QueueIx, b: QueueIx) -> Ordering {
         self.first_order(|o| on(o.enable_queue_order), |p| p.queue_order(st, a, b))
             .then_with(|| {
                 let (qa, qb) = (&st.queues[a], &st.queues[b]);
@@ -250,7 +261,7 @@ impl Plugins {
     }
 
     /// The first failing validity check.
-    pub fn job_valid(&self, st: &State, job: usize) -> Result<(), Invalid> {
+    pub fn job_valid(&self, st: &State, job: JobIx) -> Result<(), Invalid> {
         for s in self.slots() {
             if let Some(Err(e)) = s.plugin.job_valid(st, job) {
                 return Err(e);
@@ -260,14 +271,14 @@ impl Plugins {
     }
 
     /// Every enabled plugin agrees the job is ready.
-    pub fn job_ready(&self, st: &State, job: usize) -> bool {
+    pub fn job_ready(&self, st: &State, job: JobIx) -> bool {
         self.slots()
             .filter(|s| on(s.option.enable_job_ready))
             .all(|s| s.plugin.job_ready(st, job).unwrap_or(true))
     }
 
     /// Tiered vote: any −1 rejects; a +1 in a tier accepts; no votes accept.
-    pub fn job_pipelined(&self, st: &State, job: usize) -> bool {
+    pub fn job_pipelined(&self, st: &State, job: JobIx) -> bool {
         for tier in &self.tiers {
             let mut has_yes = false;
             for s in tier.iter().filter(|s| on(s.option.enable_job_pipelined)) {
@@ -285,7 +296,7 @@ impl Plugins {
     }
 
     /// Tiered vote, as [`Self::job_pipelined`], on `enableJobEnqueued` plugins.
-    pub fn job_enqueueable(&mut self, st: &mut State, job: usize) -> bool {
+    pub fn job_enqueueable(&mut self, st: &mut State, job: JobIx) -> bool {
         for tier in &mut self.tiers {
             let mut has_yes = false;
             for s in tier.iter_mut().filter(|s| on(s.option.enable_job_enqueued)) {
@@ -303,7 +314,7 @@ impl Plugins {
     }
 
     /// Tells every plugin the job was enqueued.
-    pub fn job_enqueued(&mut self, st: &State, job: usize) {
+    pub fn job_enqueued(&mut self, st: &State, job: JobIx) {
         for s in self
             .slots_mut()
             .filter(|s| on(s.option.enable_job_enqueued))
@@ -313,21 +324,21 @@ impl Plugins {
     }
 
     /// Every enabled plugin lets the queue take the task.
-    pub fn allocatable(&self, st: &State, queue: usize, task: usize) -> bool {
+    pub fn allocatable(&self, st: &State, queue: QueueIx, task: TaskIx) -> bool {
         self.slots()
             .filter(|s| on(s.option.enabled_allocatable))
             .all(|s| s.plugin.allocatable(st, queue, task).unwrap_or(true))
     }
 
     /// Any enabled plugin says the queue is overused.
-    pub fn overused(&self, st: &State, queue: usize) -> bool {
+    pub fn overused(&self, st: &State, queue: QueueIx) -> bool {
         self.slots()
             .filter(|s| on(s.option.enabled_overused))
             .any(|s| s.plugin.overused(st, queue).unwrap_or(false))
     }
 
     /// The first predicate failure.
-    pub fn predicate(&self, st: &State, task: usize, node: usize) -> Result<(), Unfit> {
+    pub fn predicate(&self, st: &State, task: TaskIx, node: NodeIx) -> Result<(), Unfit> {
         for s in self.slots().filter(|s| on(s.option.enable_predicate)) {
             s.plugin.predicate(st, task, node)?;
         }
@@ -335,7 +346,7 @@ impl Plugins {
     }
 
     /// The summed score.
-    pub fn node_score(&self, st: &State, task: usize, node: usize) -> f64 {
+    pub fn node_score(&self, st: &State, task: TaskIx, node: NodeIx) -> f64 {
         self.slots()
             .filter(|s| on(s.option.enable_node_order))
             .map(|s| s.plugin.node_score(st, task, node))
@@ -343,14 +354,14 @@ impl Plugins {
     }
 
     /// Allocation handlers.
-    pub fn on_allocate(&mut self, st: &State, task: usize) {
+    pub fn on_allocate(&mut self, st: &State, task: TaskIx) {
         for s in self.slots_mut() {
             s.plugin.on_allocate(st, task);
         }
     }
 
     /// De-allocation handlers.
-    pub fn on_deallocate(&mut self, st: &State, task: usize) {
+    pub fn on_deallocate(&mut self, st: &State, task: TaskIx) {
         for s in self.slots_mut() {
             s.plugin.on_deallocate(st, task);
         }
@@ -359,9 +370,9 @@ impl Plugins {
     fn victims(
         &self,
         gate: impl Fn(&PluginOption) -> bool,
-        victims: &[usize],
-        f: impl Fn(&dyn Plugin, &[usize]) -> Option<Vec<usize>>,
-    ) -> Vec<usize> {
+        victims: &[TaskIx],
+        f: impl Fn(&dyn Plugin, &[TaskIx]) -> Option<Vec<TaskIx>>,
+    ) -> Vec<TaskIx> {
         // Within a tier, the intersection of every opinion; the first tier that names victims
         // decides (Volcano's Preemptable/Reclaimable). A tier where a plugin names none, or
         // whose opinions have none in common, decides nothing and the next tier is asked: so a
@@ -372,7 +383,7 @@ impl Plugins {
         // (`keeps_gangs`). Critical pods, which a lower tier could name, never reach this
         // point (the actions leave them out).
         for tier in &self.tiers {
-            let mut result: Option<Vec<usize>> = None;
+            let mut result: Option<Vec<TaskIx>> = None;
             for s in tier.iter().filter(|s| gate(&s.option)) {
                 let Some(v) = f(s.plugin.as_ref(), victims) else {
                     continue;
@@ -381,7 +392,7 @@ impl Plugins {
                     result = None;
                     break;
                 }
-                let merged: Vec<usize> = match result {
+                let merged: Vec<TaskIx> = match result {
                     None => v,
                     Some(prev) => prev.into_iter().filter(|x| v.contains(x)).collect(),
                 };
@@ -399,7 +410,7 @@ impl Plugins {
     }
 
     /// Victims every plugin of the deciding tier allows to preempt.
-    pub fn preemptable(&self, st: &State, preemptor: usize, victims: &[usize]) -> Vec<usize> {
+    pub fn preemptable(&self, st: &State, preemptor: TaskIx, victims: &[TaskIx]) -> Vec<TaskIx> {
         self.victims(
             |o| on(o.enable_preemptable),
             victims,
@@ -408,7 +419,7 @@ impl Plugins {
     }
 
     /// Victims every plugin of the deciding tier allows to reclaim.
-    pub fn reclaimable(&self, st: &State, reclaimer: usize, victims: &[usize]) -> Vec<usize> {
+    pub fn reclaimable(&self, st: &State, reclaimer: TaskIx, victims: &[TaskIx]) -> Vec<TaskIx> {
         self.victims(
             |o| on(o.enable_reclaimable),
             victims,
@@ -424,7 +435,12 @@ impl Plugins {
     /// queues within their share, those queues take the room back in the next session, and
     /// the two evict each other for as long as the demand stays (the simulator's
     /// `no_ping_pong`).
-    pub fn share_reclaimable(&self, st: &State, reclaimer: usize, victims: &[usize]) -> Vec<usize> {
+    pub fn share_reclaimable(
+        &self,
+        st: &State,
+        reclaimer: TaskIx,
+        victims: &[TaskIx],
+    ) -> Vec<TaskIx> {
         let mut out = victims.to_vec();
         for s in self.slots().filter(|s| {
             on(s.option.enable_reclaimable) && matches!(s.plugin.name(), "proportion" | "capacity")
@@ -451,7 +467,7 @@ impl Plugins {
     }
 
     /// Every enabled plugin agrees the job is starving.
-    pub fn job_starving(&self, st: &State, job: usize) -> bool {
+    pub fn job_starving(&self, st: &State, job: JobIx) -> bool {
         let mut any = false;
         for s in self.slots().filter(|s| on(s.option.enable_job_starving)) {
             if let Some(v) = s.plugin.job_starving(st, job) {
@@ -465,7 +481,7 @@ impl Plugins {
     }
 
     /// Every enabled plugin lets the queue reclaim.
-    pub fn preemptive(&self, st: &State, queue: usize, task: usize) -> bool {
+    pub fn preemptive(&self, st: &State, queue: QueueIx, task: TaskIx) -> bool {
         self.slots()
             .filter(|s| on(s.option.enable_preemptive))
             .all(|s| s.plugin.preemptive(st, queue, task).unwrap_or(true))

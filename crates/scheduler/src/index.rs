@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
+use super::ix::{IxVec, JobIx, NodeIx, QueueIx, TaskIx};
 use super::model::{Constraints, JobId, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
 use super::resource::{Resource, pod_request};
 use tephra_api::keys;
@@ -23,13 +24,13 @@ use tephra_api::{PodGroup, Queue};
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     /// Usable and unusable nodes (predicates decide).
-    pub nodes: Vec<NodeInfo>,
+    pub nodes: IxVec<NodeIx, NodeInfo>,
     /// Jobs with a PodGroup whose queue exists.
-    pub jobs: Vec<JobInfo>,
+    pub jobs: IxVec<JobIx, JobInfo>,
     /// Every task of those jobs, indexed by `JobInfo::tasks`.
-    pub tasks: Vec<TaskInfo>,
+    pub tasks: IxVec<TaskIx, TaskInfo>,
     /// Every queue.
-    pub queues: Vec<QueueInfo>,
+    pub queues: IxVec<QueueIx, QueueInfo>,
     /// The PriorityClass marked `globalDefault`, its value.
     pub default_priority: i32,
     /// PodGroups whose queue does not exist: not scheduled, only told why.
@@ -948,9 +949,9 @@ impl ClusterIndex {
             .unwrap_or(0);
         let mut ids: Vec<&JobId> = self.podgroups.keys().collect();
         ids.sort();
-        let mut jobs = Vec::with_capacity(ids.len());
+        let mut jobs = IxVec::new();
         let mut orphans = Vec::new();
-        let mut tasks = Vec::new();
+        let mut tasks = IxVec::new();
         for id in ids {
             let pg = &self.podgroups[id];
             let spec = &pg.spec;
@@ -977,8 +978,7 @@ impl ClusterIndex {
             if let Some(uids) = self.job_tasks.get(id) {
                 for uid in uids {
                     if let Some(e) = self.pods.get(uid) {
-                        job_task_idx.push(tasks.len());
-                        tasks.push(e.task.clone());
+                        job_task_idx.push(tasks.push(e.task.clone()));
                     }
                 }
             }
@@ -1015,10 +1015,10 @@ impl ClusterIndex {
             });
         }
         Snapshot {
-            nodes,
+            nodes: nodes.into(),
             jobs,
             tasks,
-            queues,
+            queues: queues.into(),
             default_priority,
             orphans,
         }

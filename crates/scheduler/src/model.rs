@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{NodeSelectorTerm, PodAffinityTerm, Taint, Toleration};
 
+use super::ix::TaskIx;
 use super::resource::Resource;
 use tephra_api::PodGroup;
 use tephra_api::scheduling::{PodGroupPhase, QueueState};
@@ -199,7 +200,7 @@ pub struct JobInfo {
     /// The object as last seen, for status comparison.
     pub podgroup: Arc<PodGroup>,
     /// Indices of its tasks in the session's task list.
-    pub tasks: Vec<usize>,
+    pub tasks: Vec<TaskIx>,
 }
 
 impl JobInfo {

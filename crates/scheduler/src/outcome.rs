@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::actions;
 use super::config::SchedulerConf;
 use super::index::{Orphan, Snapshot};
+use super::ix::{IxVec, JobIx, QueueIx};
 use super::model::{JobId, TaskStatus, wake_by};
 use super::resource::{PODS, Resource};
 use super::session::{QueueReport, Session, State};
@@ -201,7 +202,7 @@ fn reword_later(old: &PodGroupStatus, new: &PodGroupStatus, now_ms: i64) -> Opti
 }
 
 /// Volcano's `getPodGroupPhase`.
-fn phase_of(st: &State, j: usize, unschedulable: bool) -> PodGroupPhase {
+fn phase_of(st: &State, j: JobIx, unschedulable: bool) -> PodGroupPhase {
     let job = &st.jobs[j];
     let tasks = || job.tasks.iter().map(|&t| &st.tasks[t]);
     if unschedulable && tasks().any(|t| t.status == TaskStatus::Running) {
@@ -226,7 +227,7 @@ fn phase_of(st: &State, j: usize, unschedulable: bool) -> PodGroupPhase {
 
 /// Has the gang fewer pods than its `minMember`, with nothing else against it? Then it waits
 /// for its pods to be made (a vcJob's are made once it is admitted), not for room.
-fn awaits_its_pods(st: &State, j: usize) -> bool {
+fn awaits_its_pods(st: &State, j: JobIx) -> bool {
     let job = &st.jobs[j];
     let js = &st.job_state[j];
     (job.tasks.len() as i64) < job.min_available as i64
@@ -240,7 +241,7 @@ fn awaits_its_pods(st: &State, j: usize) -> bool {
 /// Why a gang short of pods will stay so, when its pods come from an OrderedReady
 /// StatefulSet: the second pod is made only once the first is Ready, and no pod of the gang
 /// runs before all exist. Empty otherwise; appended to the gang's waiting message.
-fn ordered_cause(st: &State, j: usize) -> &'static str {
+fn ordered_cause(st: &State, j: JobIx) -> &'static str {
     let job = &st.jobs[j];
     let ordered = job
         .podgroup
@@ -258,7 +259,7 @@ fn ordered_cause(st: &State, j: usize) -> &'static str {
 
 /// The verdict of a waiting gang that has no condition from the gang plugin: one without pods
 /// yet (refused admission, or admitted and waiting for them).
-fn waiting_message(st: &State, j: usize) -> String {
+fn waiting_message(st: &State, j: JobIx) -> String {
     let job = &st.jobs[j];
     if awaits_its_pods(st, j) {
         return format!(
@@ -454,7 +455,7 @@ fn close(st: &State, now: Time) -> Outcome {
             message: ev.message.clone(),
         });
     }
-    for (j, job) in st.jobs.iter().enumerate() {
+    for (j, job) in st.jobs.iter_enumerated() {
         let js = &st.job_state[j];
         out.plan
             .min_member
@@ -596,12 +597,12 @@ fn close(st: &State, now: Time) -> Outcome {
         out.plan.gangs.insert(job.id.clone(), verdict);
     }
     // Queue allocation: tasks that hold or are about to hold their node.
-    let mut allocated: Vec<Resource> = vec![Resource::zero(); st.queues.len()];
-    for (j, job) in st.jobs.iter().enumerate() {
-        let q = st.job_queue[j];
-        if q == usize::MAX {
+    let mut allocated: IxVec<QueueIx, Resource> =
+        IxVec::from_elem(Resource::zero(), st.queues.len());
+    for (j, job) in st.jobs.iter_enumerated() {
+        let Some(q) = st.job_queue[j] else {
             continue;
-        }
+        };
         for &t in &job.tasks {
             let task = &st.tasks[t];
             if matches!(
@@ -616,7 +617,7 @@ fn close(st: &State, now: Time) -> Outcome {
     }
     // Children's allocation counts in their parents up to `root`.
     let mut total_alloc = allocated.clone();
-    for (q, a) in allocated.iter().enumerate() {
+    for (q, a) in allocated.iter_enumerated() {
         let mut parent = st.queues[q].parent.clone();
         let mut hops = 0;
         while let Some(p) = parent {
@@ -631,7 +632,7 @@ fn close(st: &State, now: Time) -> Outcome {
             parent = st.queues[pi].parent.clone();
         }
     }
-    for (q, queue) in st.queues.iter().enumerate() {
+    for (q, queue) in st.queues.iter_enumerated() {
         let new = to_list(&total_alloc[q]);
         let old = queue
             .status_allocated

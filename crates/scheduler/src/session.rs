@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::config::SchedulerConf;
 use super::framework::{Plugins, Unfit};
 use super::index::Snapshot;
+use super::ix::{IxVec, JobIx, NodeIx, QueueIx, TaskIx};
 use super::model::{JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
 use super::resource::{EPSILON, PODS, Resource};
 
@@ -59,7 +60,7 @@ pub fn histogram<K: std::fmt::Display>(hist: impl IntoIterator<Item = (K, usize)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionEvent {
     /// The job.
-    pub job: usize,
+    pub job: JobIx,
     /// `Normal` or `Warning`.
     pub type_: &'static str,
     /// Reason.
@@ -76,7 +77,7 @@ pub struct JobState {
     /// Resources of allocated-status tasks.
     pub allocated: Resource,
     /// Node fit errors by task index.
-    pub fit_errors: BTreeMap<usize, FitErrors>,
+    pub fit_errors: BTreeMap<TaskIx, FitErrors>,
     /// Why the job as a whole could not go on (enqueue refused, invalid).
     pub job_fit_error: Option<String>,
     /// The condition the gang plugin decided at close: (type, reason, message).
@@ -116,37 +117,37 @@ pub struct State {
     /// Session id (`transitionID` of the conditions it writes).
     pub id: String,
     /// Nodes.
-    pub nodes: Vec<NodeInfo>,
+    pub nodes: IxVec<NodeIx, NodeInfo>,
     /// Node index by name.
-    pub node_index: HashMap<String, usize>,
+    pub node_index: HashMap<String, NodeIx>,
     /// Jobs.
-    pub jobs: Vec<JobInfo>,
+    pub jobs: IxVec<JobIx, JobInfo>,
     /// Per-job working data, parallel to `jobs`.
-    pub job_state: Vec<JobState>,
+    pub job_state: IxVec<JobIx, JobState>,
     /// Tasks.
-    pub tasks: Vec<TaskInfo>,
-    /// Job index of each task, parallel to `tasks`.
-    pub task_job: Vec<usize>,
+    pub tasks: IxVec<TaskIx, TaskInfo>,
+    /// The job of each task, parallel to `tasks` (a snapshot holds only tasks of its jobs).
+    pub task_job: IxVec<TaskIx, JobIx>,
     /// Queues.
-    pub queues: Vec<QueueInfo>,
+    pub queues: IxVec<QueueIx, QueueInfo>,
     /// Queue index by name.
-    pub queue_index: HashMap<String, usize>,
-    /// Queue index of each job, parallel to `jobs`.
-    pub job_queue: Vec<usize>,
+    pub queue_index: HashMap<String, QueueIx>,
+    /// The queue of each job, parallel to `jobs`; `None` when no queue has its name.
+    pub job_queue: IxVec<JobIx, Option<QueueIx>>,
     /// Allocatable of every usable node (Ready and not cordoned).
     pub total: Resource,
     /// Events to record.
     pub events: Vec<SessionEvent>,
     /// Last transaction per task.
-    pub last_tx: HashMap<usize, LastTransaction>,
+    pub last_tx: HashMap<TaskIx, LastTransaction>,
     /// Committed placements: task → node.
-    pub placements: Vec<(usize, String)>,
+    pub placements: Vec<(TaskIx, String)>,
     /// Committed evictions: task, reason.
-    pub evictions: Vec<(usize, String)>,
+    pub evictions: Vec<(TaskIx, String)>,
     /// `enqueue` is among the configured actions.
     pub has_enqueue: bool,
     /// Queue figures the proportion plugin reports at close, by queue index.
-    pub queue_report: HashMap<usize, QueueReport>,
+    pub queue_report: HashMap<QueueIx, QueueReport>,
     /// The session's time, milliseconds since the epoch (time-dependent plugins read it, never
     /// the clock, so a session stays a function of its inputs).
     pub now_ms: i64,
@@ -198,22 +199,21 @@ impl State {
             ..
         } = snapshot;
         let node_index = nodes
-            .iter()
-            .enumerate()
+            .iter_enumerated()
             .map(|(i, n)| (n.name.clone(), i))
             .collect();
-        let queue_index: HashMap<String, usize> = queues
-            .iter()
-            .enumerate()
+        let queue_index: HashMap<String, QueueIx> = queues
+            .iter_enumerated()
             .map(|(i, q)| (q.name.clone(), i))
             .collect();
-        let mut task_job = vec![usize::MAX; tasks.len()];
-        let mut job_state = vec![JobState::default(); jobs.len()];
-        let mut job_queue = Vec::with_capacity(jobs.len());
-        for (j, job) in jobs.iter().enumerate() {
-            job_queue.push(queue_index.get(&job.queue).copied().unwrap_or(usize::MAX));
+        let mut task_job: IxVec<TaskIx, Option<JobIx>> = IxVec::from_elem(None, tasks.len());
+        let mut job_state: IxVec<JobIx, JobState> =
+            IxVec::from_elem(JobState::default(), jobs.len());
+        let mut job_queue = IxVec::new();
+        for (j, job) in jobs.iter_enumerated() {
+            job_queue.push(queue_index.get(&job.queue).copied());
             for &t in &job.tasks {
-                task_job[t] = j;
+                task_job[t] = Some(j);
                 let task = &tasks[t];
                 *job_state[j].counts.entry(task.status).or_default() += 1;
                 if task.status.is_allocated() {
@@ -221,6 +221,11 @@ impl State {
                 }
             }
         }
+        // The snapshot builds its task list from its jobs' tasks, so every task has a job.
+        let task_job = task_job
+            .into_iter()
+            .map(|j| j.expect("a snapshot holds only tasks of its jobs"))
+            .collect();
         let mut total = Resource::zero();
         for n in nodes.iter().filter(|n| n.ready && !n.unschedulable) {
             total.add(&n.allocatable);
@@ -251,39 +256,36 @@ impl State {
     }
 
     /// Sets a task's status, keeping the job's counts and allocation in step.
-    pub fn set_status(&mut self, t: usize, status: TaskStatus) {
+    pub fn set_status(&mut self, t: TaskIx, status: TaskStatus) {
         let old = self.tasks[t].status;
         if old == status {
             return;
         }
-        let j = self.task_job[t];
-        if j != usize::MAX {
-            let js = &mut self.job_state[j];
-            if let Some(c) = js.counts.get_mut(&old) {
-                *c = c.saturating_sub(1);
+        let js = &mut self.job_state[self.task_job[t]];
+        if let Some(c) = js.counts.get_mut(&old) {
+            *c = c.saturating_sub(1);
+        }
+        *js.counts.entry(status).or_default() += 1;
+        let req = &self.tasks[t].resreq;
+        match (old.is_allocated(), status.is_allocated()) {
+            (false, true) => {
+                js.allocated.add(req);
             }
-            *js.counts.entry(status).or_default() += 1;
-            let req = &self.tasks[t].resreq;
-            match (old.is_allocated(), status.is_allocated()) {
-                (false, true) => {
-                    js.allocated.add(req);
-                }
-                (true, false) => {
-                    js.allocated.sub(req);
-                }
-                _ => {}
+            (true, false) => {
+                js.allocated.sub(req);
             }
+            _ => {}
         }
         self.tasks[t].status = status;
     }
 
     /// Count of a job's tasks in a status.
-    pub fn count(&self, j: usize, s: TaskStatus) -> u32 {
+    pub fn count(&self, j: JobIx, s: TaskStatus) -> u32 {
         self.job_state[j].count(s)
     }
 
     /// Bound + Binding + Running + Allocated + Succeeded.
-    pub fn ready_task_num(&self, j: usize) -> u32 {
+    pub fn ready_task_num(&self, j: JobIx) -> u32 {
         use TaskStatus::*;
         [Bound, Binding, Running, Allocated, Succeeded]
             .iter()
@@ -294,7 +296,7 @@ impl State {
     /// `res` less what the job's scheduling-gated pending pods request (never below zero):
     /// gated pods hold nothing yet, so the room an admitted gang is counted for excludes them
     /// (Volcano's `DeductSchGatedResources`, used by overcommit and proportion alike).
-    pub fn deduct_gated(&self, j: usize, res: &Resource) -> Resource {
+    pub fn deduct_gated(&self, j: JobIx, res: &Resource) -> Resource {
         let mut r = res.clone();
         for &t in &self.jobs[j].tasks {
             let task = &self.tasks[t];
@@ -307,7 +309,7 @@ impl State {
 
     /// The job's pods still without a node (Pending, placed by no statement): the `N` of
     /// `N/M tasks in gang unschedulable`, never more than its pods `M`.
-    pub fn unplaced(&self, j: usize) -> usize {
+    pub fn unplaced(&self, j: JobIx) -> usize {
         self.jobs[j]
             .tasks
             .iter()
@@ -316,7 +318,7 @@ impl State {
     }
 
     /// Pending tasks that request nothing.
-    pub fn pending_best_effort(&self, j: usize) -> u32 {
+    pub fn pending_best_effort(&self, j: JobIx) -> u32 {
         self.jobs[j]
             .tasks
             .iter()
@@ -327,7 +329,7 @@ impl State {
     }
 
     /// Allocated-status + Succeeded + Pipelined + Pending.
-    pub fn valid_task_num(&self, j: usize) -> u32 {
+    pub fn valid_task_num(&self, j: JobIx) -> u32 {
         use TaskStatus::*;
         [
             Allocated, Binding, Bound, Running, Succeeded, Pipelined, Pending,
@@ -338,13 +340,13 @@ impl State {
     }
 
     /// Enough tasks placed for the gang.
-    pub fn is_ready(&self, j: usize) -> bool {
+    pub fn is_ready(&self, j: JobIx) -> bool {
         (self.ready_task_num(j) + self.pending_best_effort(j)) as i64
             >= self.jobs[j].min_available as i64
     }
 
     /// Enough placed or promised.
-    pub fn is_pipelined(&self, j: usize) -> bool {
+    pub fn is_pipelined(&self, j: JobIx) -> bool {
         (self.count(j, TaskStatus::Pipelined)
             + self.ready_task_num(j)
             + self.pending_best_effort(j)) as i64
@@ -352,12 +354,12 @@ impl State {
     }
 
     /// Wants more than it has.
-    pub fn is_starving(&self, j: usize) -> bool {
+    pub fn is_starving(&self, j: JobIx) -> bool {
         ((self.count(j, TaskStatus::Pipelined) + self.ready_task_num(j)) as i64)
             < self.jobs[j].min_available as i64
     }
 
-    fn role_counts(&self, j: usize, pred: impl Fn(&TaskInfo) -> bool) -> BTreeMap<&str, i32> {
+    fn role_counts(&self, j: JobIx, pred: impl Fn(&TaskInfo) -> bool) -> BTreeMap<&str, i32> {
         let mut m: BTreeMap<&str, i32> = BTreeMap::new();
         for &t in &self.jobs[j].tasks {
             let task = &self.tasks[t];
@@ -368,7 +370,7 @@ impl State {
         m
     }
 
-    fn check_roles(&self, j: usize, pred: impl Fn(&TaskInfo) -> bool) -> bool {
+    fn check_roles(&self, j: JobIx, pred: impl Fn(&TaskInfo) -> bool) -> bool {
         let job = &self.jobs[j];
         let sum: i64 = job.task_min_available.values().map(|v| *v as i64).sum();
         if (job.min_available as i64) < sum {
@@ -382,7 +384,7 @@ impl State {
     }
 
     /// Every role with a minimum has enough valid tasks.
-    pub fn check_task_valid(&self, j: usize) -> bool {
+    pub fn check_task_valid(&self, j: JobIx) -> bool {
         self.check_roles(j, |t| {
             t.status.is_allocated()
                 || matches!(
@@ -393,7 +395,7 @@ impl State {
     }
 
     /// Every role with a minimum has enough ready tasks.
-    pub fn check_task_ready(&self, j: usize) -> bool {
+    pub fn check_task_ready(&self, j: JobIx) -> bool {
         self.check_roles(j, |t| {
             t.status.is_allocated()
                 || t.status == TaskStatus::Succeeded
@@ -402,7 +404,7 @@ impl State {
     }
 
     /// Every role with a minimum has enough ready or pipelined tasks.
-    pub fn check_task_pipelined(&self, j: usize) -> bool {
+    pub fn check_task_pipelined(&self, j: JobIx) -> bool {
         self.check_roles(j, |t| {
             t.status.is_allocated()
                 || matches!(t.status, TaskStatus::Succeeded | TaskStatus::Pipelined)
@@ -411,7 +413,7 @@ impl State {
     }
 
     /// Volcano's job fit-error text for a job that is not ready.
-    pub fn fit_error(&self, j: usize) -> String {
+    pub fn fit_error(&self, j: JobIx) -> String {
         let mut hist: BTreeMap<String, usize> = BTreeMap::new();
         for (s, c) in &self.job_state[j].counts {
             if *c > 0 {
@@ -455,7 +457,7 @@ impl State {
     }
 
     /// Why a pending task is where it is: (reason, message), Volcano's `TaskSchedulingReason`.
-    pub fn task_reason(&self, t: usize) -> (&'static str, String) {
+    pub fn task_reason(&self, t: TaskIx) -> (&'static str, String) {
         let task = &self.tasks[t];
         let j = self.task_job[t];
         let job_msg = self.job_state[j].job_fit_error.clone().unwrap_or_default();
@@ -482,7 +484,7 @@ impl State {
     }
 
     /// Does the task's request fit in the node's idle resources?
-    pub fn fits_idle(&self, t: usize, n: usize) -> bool {
+    pub fn fits_idle(&self, t: TaskIx, n: NodeIx) -> bool {
         let node = &self.nodes[n];
         fits(&self.tasks[t].resreq, |d| {
             node.allocatable.get(d) - node.used.get(d)
@@ -490,7 +492,7 @@ impl State {
     }
 
     /// Does the task's request fit in the node's future-idle resources?
-    pub fn fits_future_idle(&self, t: usize, n: usize) -> bool {
+    pub fn fits_future_idle(&self, t: TaskIx, n: NodeIx) -> bool {
         let node = &self.nodes[n];
         fits(&self.tasks[t].resreq, |d| {
             node.allocatable.get(d) - node.used.get(d) + node.releasing.get(d)
@@ -499,7 +501,7 @@ impl State {
     }
 
     /// The first dimension the task does not fit in the node's future-idle resources.
-    pub fn insufficient(&self, t: usize, n: usize) -> Option<String> {
+    pub fn insufficient(&self, t: TaskIx, n: NodeIx) -> Option<String> {
         let node = &self.nodes[n];
         let req = &self.tasks[t].resreq;
         req.dimensions()
@@ -525,11 +527,11 @@ fn fits(req: &Resource, free: impl Fn(&str) -> f64) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// Task placed on a node with its resources free now.
-    Allocate(usize, usize),
+    Allocate(TaskIx, NodeIx),
     /// Task promised a node once releasing resources are free.
-    Pipeline(usize, usize),
+    Pipeline(TaskIx, NodeIx),
     /// Task to be evicted for the statement's job.
-    Evict(usize, String),
+    Evict(TaskIx, String),
 }
 
 /// Tentative changes for one job, committed only when the whole gang is ready.
@@ -573,19 +575,19 @@ impl Session {
     }
 
     /// Places a task on a node with its idle resources.
-    pub fn allocate(&mut self, stmt: &mut Statement, t: usize, n: usize) {
+    pub fn allocate(&mut self, stmt: &mut Statement, t: TaskIx, n: NodeIx) {
         self.place(t, n, TaskStatus::Allocated);
         stmt.ops.push(Op::Allocate(t, n));
     }
 
     /// Promises a task a node's releasing resources.
-    pub fn pipeline(&mut self, stmt: &mut Statement, t: usize, n: usize) {
+    pub fn pipeline(&mut self, stmt: &mut Statement, t: TaskIx, n: NodeIx) {
         self.place(t, n, TaskStatus::Pipelined);
         stmt.ops.push(Op::Pipeline(t, n));
     }
 
     /// Books a task on a node as Allocated (idle resources) or Pipelined (future ones).
-    fn place(&mut self, t: usize, n: usize, status: TaskStatus) {
+    fn place(&mut self, t: TaskIx, n: NodeIx, status: TaskStatus) {
         let st = &mut self.state;
         let req = st.tasks[t].resreq.clone();
         let node = &mut st.nodes[n];
@@ -605,7 +607,7 @@ impl Session {
     }
 
     /// Marks a running task for eviction (its resources become releasing).
-    pub fn evict(&mut self, stmt: &mut Statement, t: usize, reason: &str) {
+    pub fn evict(&mut self, stmt: &mut Statement, t: TaskIx, reason: &str) {
         let st = &mut self.state;
         if let Some(n) = st.tasks[t]
             .node
@@ -680,7 +682,7 @@ impl Session {
     }
 
     /// Predicates a task on a node: resources against future-idle, then the plugins.
-    pub fn predicate(&self, t: usize, n: usize) -> Result<(), Unfit> {
+    pub fn predicate(&self, t: TaskIx, n: NodeIx) -> Result<(), Unfit> {
         if let Some(d) = self.state.insufficient(t, n) {
             return Err(Unfit::resolvable(format!("Insufficient {d}")));
         }

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::framework::Unfit;
+use crate::ix::{Ix, JobIx, NodeIx, QueueIx, TaskIx};
 use crate::model::TaskStatus;
 use crate::resource::Resource;
 use crate::session::{FitErrors, Session, State, Statement};
@@ -58,7 +59,7 @@ pub fn held_for_unborn_gangs(st: &State) -> Option<Resource> {
     }
     let mut held = Resource::zero();
     let mut any = false;
-    for (j, job) in st.jobs.iter().enumerate() {
+    for (j, job) in st.jobs.iter_enumerated() {
         let Some(min) = &job.min_resources else {
             continue;
         };
@@ -74,7 +75,7 @@ pub fn held_for_unborn_gangs(st: &State) -> Option<Resource> {
 
 /// Would placing task `t` still leave `held` free in the cluster (idle room of usable nodes,
 /// summed)?
-fn leaves_held_room(st: &State, t: usize, held: &Resource) -> bool {
+fn leaves_held_room(st: &State, t: TaskIx, held: &Resource) -> bool {
     let mut free = Resource::zero();
     for n in st.nodes.iter().filter(|n| n.ready && !n.unschedulable) {
         free.add(&n.idle());
@@ -113,10 +114,10 @@ pub fn run(ssn: &mut Session) {
 fn collect(
     ssn: &mut Session,
     wanted: impl Fn(&crate::session::JobState) -> bool,
-) -> (BTreeMap<usize, Vec<usize>>, BTreeMap<usize, Vec<usize>>) {
-    let mut by_queue: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    let mut worksheets: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for j in 0..ssn.state.jobs.len() {
+) -> (BTreeMap<QueueIx, Vec<JobIx>>, BTreeMap<JobIx, Vec<TaskIx>>) {
+    let mut by_queue: BTreeMap<QueueIx, Vec<JobIx>> = BTreeMap::new();
+    let mut worksheets: BTreeMap<JobIx, Vec<TaskIx>> = BTreeMap::new();
+    for j in ssn.state.jobs.indices() {
         if !wanted(&ssn.state.job_state[j]) {
             continue;
         }
@@ -130,11 +131,10 @@ fn collect(
             ssn.state.job_state[j].job_fit_error = Some(e.message);
             continue;
         }
-        let q = ssn.state.job_queue[j];
-        if q == usize::MAX {
+        let Some(q) = ssn.state.job_queue[j] else {
             continue;
-        }
-        let mut tasks: Vec<usize> = ssn.state.jobs[j]
+        };
+        let mut tasks: Vec<TaskIx> = ssn.state.jobs[j]
             .tasks
             .iter()
             .copied()
@@ -158,12 +158,12 @@ fn collect(
 /// One pass over the queues (fairest first) and their jobs.
 fn pass(
     ssn: &mut Session,
-    mut by_queue: BTreeMap<usize, Vec<usize>>,
-    mut worksheets: BTreeMap<usize, Vec<usize>>,
+    mut by_queue: BTreeMap<QueueIx, Vec<JobIx>>,
+    mut worksheets: BTreeMap<JobIx, Vec<TaskIx>>,
     held: Option<&Resource>,
     cursor: &mut usize,
 ) {
-    let mut queues: Vec<usize> = by_queue.keys().copied().collect();
+    let mut queues: Vec<QueueIx> = by_queue.keys().copied().collect();
     // Every pass either drops a queue, drops a job or places at least one task: bounded.
     while let Some(q) = pop_best(&mut queues, |a, b| {
         ssn.plugins.queue_order(&ssn.state, a, b)
@@ -183,7 +183,7 @@ fn pass(
         let mut tasks = worksheets.remove(&j).unwrap_or_default();
         let mixed = mixed_requests(&ssn.state, &tasks);
         let original = mixed.then(|| tasks.clone());
-        let mut turn = allocate_job(ssn, j, &mut tasks, cursor, held);
+        let mut turn = allocate_job(ssn, q, j, &mut tasks, cursor, held);
         if let (Turn::Discarded, Some(original)) = (&turn, original) {
             // A gang of unlike pods can fail in its own order where another order fits: largest
             // first (a small pod took the one node a large one needed) and, when it needs fewer
@@ -203,7 +203,7 @@ fn pass(
                 let mut again = original.clone();
                 by_size(ssn, &mut again, order, some);
                 ssn.state.first_fit = order == Order::SmallestSetFirstFit;
-                turn = allocate_job(ssn, j, &mut again, cursor, held);
+                turn = allocate_job(ssn, q, j, &mut again, cursor, held);
                 ssn.state.first_fit = false;
                 tasks = again;
                 if !matches!(turn, Turn::Discarded) {
@@ -227,7 +227,7 @@ fn pass(
 }
 
 /// Do the tasks ask for different amounts?
-fn mixed_requests(st: &State, tasks: &[usize]) -> bool {
+fn mixed_requests(st: &State, tasks: &[TaskIx]) -> bool {
     tasks
         .windows(2)
         .any(|w| st.tasks[w[0]].resreq != st.tasks[w[1]].resreq)
@@ -248,17 +248,17 @@ enum Order {
 /// priority: largest first is first-fit decreasing, which packs where the job's own order may
 /// not; the smallest set makes the gang's minimum of the pods most likely to fit, packed
 /// largest first.
-fn by_size(ssn: &Session, tasks: &mut Vec<usize>, order: Order, min: usize) {
+fn by_size(ssn: &Session, tasks: &mut Vec<TaskIx>, order: Order, min: usize) {
     let st = &ssn.state;
-    let cmp_size = |a: usize, b: usize| {
+    let cmp_size = |a: TaskIx, b: TaskIx| {
         let (ra, rb) = (&st.tasks[a].resreq, &st.tasks[b].resreq);
         ra.milli_cpu
             .total_cmp(&rb.milli_cpu)
             .then(ra.memory.total_cmp(&rb.memory))
     };
     // In the order the pods are to be tried: higher priority first, then by size.
-    let by_priority = |a: usize, b: usize| st.tasks[b].priority.cmp(&st.tasks[a].priority);
-    let mut wanted: Vec<usize> = tasks.clone();
+    let by_priority = |a: TaskIx, b: TaskIx| st.tasks[b].priority.cmp(&st.tasks[a].priority);
+    let mut wanted: Vec<TaskIx> = tasks.clone();
     match order {
         Order::LargestFirst => {
             wanted.sort_by(|&a, &b| {
@@ -288,7 +288,7 @@ fn by_size(ssn: &Session, tasks: &mut Vec<usize>, order: Order, min: usize) {
 
 /// Volcano's `NeedContinueAllocating`: after a task found no node, is it still worth trying
 /// the job's other tasks?
-fn need_continue(ssn: &Session, j: usize, failed_roles: &BTreeSet<String>) -> bool {
+fn need_continue(ssn: &Session, j: JobIx, failed_roles: &BTreeSet<String>) -> bool {
     let st = &ssn.state;
     let job = &st.jobs[j];
     if job.min_available as usize == job.tasks.len() {
@@ -317,24 +317,25 @@ fn need_continue(ssn: &Session, j: usize, failed_roles: &BTreeSet<String>) -> bo
     })
 }
 
-/// One job's turn: places tasks from `tasks` (popped from the end) until the gang is ready or
+/// One job's turn (a job of queue `q`): places tasks from `tasks` (popped from the end) until
+/// the gang is ready or
 /// they run out. With `held` room ([`held_for_unborn_gangs`]), a member beyond the gang's
 /// minimum is placed only if that room stays free; otherwise the gang's remaining members wait
 /// for a later session.
 pub fn allocate_job(
     ssn: &mut Session,
-    j: usize,
-    tasks: &mut Vec<usize>,
+    q: QueueIx,
+    j: JobIx,
+    tasks: &mut Vec<TaskIx>,
     cursor: &mut usize,
     held: Option<&Resource>,
 ) -> Turn {
     let mut stmt = Statement::default();
-    let q = ssn.state.job_queue[j];
     let n_nodes = ssn.state.nodes.len();
     let want = nodes_to_find(n_nodes);
     let mut failed_roles: BTreeSet<String> = BTreeSet::new();
     let mut candidates: Option<Candidates> = None;
-    let mut last_node: Option<usize> = None;
+    let mut last_node: Option<NodeIx> = None;
     while let Some(t) = tasks.pop() {
         if let Some(from) = ssn.state.jobs[j].grow_from_ms
             && ssn.state.now_ms < from
@@ -423,7 +424,7 @@ pub fn allocate_job(
             let mut errors = FitErrors::default();
             let mut checked = 0;
             while checked < n_nodes && found.len() < want {
-                let n = (*cursor + checked) % n_nodes;
+                let n = NodeIx::new((*cursor + checked) % n_nodes);
                 checked += 1;
                 match ssn.predicate(t, n) {
                     Ok(()) => found.push(Candidate {
@@ -491,7 +492,7 @@ pub fn allocate_job(
 /// A feasible node with its score and whether the task fits its idle resources now.
 #[derive(Clone, Debug)]
 struct Candidate {
-    node: usize,
+    node: NodeIx,
     score: f64,
     idle: bool,
 }
@@ -526,7 +527,7 @@ impl Candidates {
 
 /// The highest-scored node; ties go to the first in `nodes` (so the same snapshot always
 /// gives the same plan, where Volcano breaks ties at random).
-pub fn best_node(ssn: &Session, t: usize, nodes: &[usize]) -> usize {
+pub fn best_node(ssn: &Session, t: TaskIx, nodes: &[NodeIx]) -> NodeIx {
     if nodes.len() == 1 {
         return nodes[0];
     }

@@ -1,6 +1,7 @@
 //! `backfill`: places best-effort tasks (no requests) of admitted, valid gangs on any node the
 //! plugin predicates allow; a gang's placements are committed once it is ready.
 
+use crate::ix::{JobIx, NodeIx, QueueIx, TaskIx};
 use crate::model::TaskStatus;
 use crate::session::{FitErrors, Session, Statement};
 
@@ -8,21 +9,24 @@ use super::allocate::best_node;
 
 /// Runs the action.
 pub fn run(ssn: &mut Session) {
-    let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
-        .filter(|&j| {
-            !ssn.state.jobs[j].is_pending()
-                && ssn.state.job_queue[j] != usize::MAX
-                && ssn.plugins.job_valid(&ssn.state, j).is_ok()
+    // Each admitted, valid job of a known queue, with that queue.
+    let mut jobs: Vec<(JobIx, QueueIx)> = ssn
+        .state
+        .jobs
+        .indices()
+        .filter_map(|j| {
+            let q = ssn.state.job_queue[j]?;
+            (!ssn.state.jobs[j].is_pending() && ssn.plugins.job_valid(&ssn.state, j).is_ok())
+                .then_some((j, q))
         })
         .collect();
-    jobs.sort_by(|a, b| {
-        let (qa, qb) = (ssn.state.job_queue[*a], ssn.state.job_queue[*b]);
+    jobs.sort_by(|(a, qa), (b, qb)| {
         ssn.plugins
-            .queue_order(&ssn.state, qa, qb)
+            .queue_order(&ssn.state, *qa, *qb)
             .then_with(|| ssn.plugins.job_order(&ssn.state, *a, *b))
     });
-    for j in jobs {
-        let mut tasks: Vec<usize> = ssn.state.jobs[j]
+    for (j, _) in jobs {
+        let mut tasks: Vec<TaskIx> = ssn.state.jobs[j]
             .tasks
             .iter()
             .copied()
@@ -55,7 +59,10 @@ pub fn run(ssn: &mut Session) {
                 ssn.state.set_status(t, TaskStatus::Pending);
             }
             let mut errors = FitErrors::default();
-            let feasible: Vec<usize> = (0..ssn.state.nodes.len())
+            let feasible: Vec<NodeIx> = ssn
+                .state
+                .nodes
+                .indices()
                 .filter(|&n| match ssn.plugins.predicate(&ssn.state, t, n) {
                     Ok(()) => true,
                     Err(u) => {
@@ -75,7 +82,7 @@ pub fn run(ssn: &mut Session) {
             ssn.commit(stmt);
             // Tasks the gang had allocated but not committed (kept by a pipelined turn) go
             // too, now that the gang is whole.
-            let held: Vec<usize> = ssn.state.jobs[j]
+            let held: Vec<TaskIx> = ssn.state.jobs[j]
                 .tasks
                 .iter()
                 .copied()

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::ix::{JobIx, QueueIx};
 use crate::session::Session;
 use tephra_api::scheduling::PodGroupPhase;
 
@@ -10,15 +11,17 @@ use super::pop_best;
 
 /// Runs the action.
 pub fn run(ssn: &mut Session) {
-    let mut by_queue: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (j, job) in ssn.state.jobs.iter().enumerate() {
-        let q = ssn.state.job_queue[j];
-        if q == usize::MAX || !job.is_pending() {
+    let mut by_queue: BTreeMap<QueueIx, Vec<JobIx>> = BTreeMap::new();
+    for (j, job) in ssn.state.jobs.iter_enumerated() {
+        let Some(q) = ssn.state.job_queue[j] else {
+            continue;
+        };
+        if !job.is_pending() {
             continue;
         }
         by_queue.entry(q).or_default().push(j);
     }
-    let mut queues: Vec<usize> = by_queue.keys().copied().collect();
+    let mut queues: Vec<QueueIx> = by_queue.keys().copied().collect();
     // Each pass takes one job from the best queue: bounded by the number of jobs.
     while let Some(q) = pop_best(&mut queues, |a, b| {
         ssn.plugins.queue_order(&ssn.state, a, b)

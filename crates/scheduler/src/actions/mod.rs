@@ -23,10 +23,10 @@ pub fn run(ssn: &mut Session, name: &str) {
 /// Picks and removes the best element of `items` under `better` (a strict "a before b").
 /// Linear, so the order is recomputed with the state as it is now (shares change as tasks are
 /// placed), which is what Volcano's re-pushed heaps achieve.
-pub(crate) fn pop_best(
-    items: &mut Vec<usize>,
-    mut cmp: impl FnMut(usize, usize) -> std::cmp::Ordering,
-) -> Option<usize> {
+pub(crate) fn pop_best<T: Copy>(
+    items: &mut Vec<T>,
+    mut cmp: impl FnMut(T, T) -> std::cmp::Ordering,
+) -> Option<T> {
     if items.is_empty() {
         return None;
     }

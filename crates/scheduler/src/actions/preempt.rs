@@ -15,6 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::ix::{JobIx, QueueIx, TaskIx};
 use crate::model::TaskStatus;
 use crate::plugins::interpod;
 use crate::session::{Session, State, Statement};
@@ -27,7 +28,7 @@ pub const PREEMPT_AFTER_MS: i64 = 1000;
 /// [`PREEMPT_AFTER_MS`] after its oldest waiting pod was created. Creation times have whole
 /// seconds, so the creation is taken as the end of its second: the wait is never shorter.
 /// `None` when it has no waiting pod.
-pub fn may_evict_from(st: &State, j: usize) -> Option<i64> {
+pub fn may_evict_from(st: &State, j: JobIx) -> Option<i64> {
     st.jobs[j]
         .tasks
         .iter()
@@ -54,19 +55,26 @@ pub enum Scope {
 
 /// Shared by `preempt` and `reclaim`.
 pub fn run_with(ssn: &mut Session, scope: Scope) {
-    let mut jobs: Vec<usize> = (0..ssn.state.jobs.len())
-        .filter(|&j| {
+    // Each starving job of a known queue, with that queue.
+    let mut jobs: Vec<(JobIx, QueueIx)> = ssn
+        .state
+        .jobs
+        .indices()
+        .filter_map(|j| {
             let job = &ssn.state.jobs[j];
-            !job.is_pending()
-                && ssn.state.job_queue[j] != usize::MAX
-                && ssn.plugins.job_valid(&ssn.state, j).is_ok()
-                && ssn.plugins.job_starving(&ssn.state, j)
+            if job.is_pending() {
+                return None;
+            }
+            let q = ssn.state.job_queue[j]?;
+            (ssn.plugins.job_valid(&ssn.state, j).is_ok()
+                && ssn.plugins.job_starving(&ssn.state, j))
+            .then_some((j, q))
         })
         .collect();
     // Gangs whose waiting pods are too new wait, and a session is asked for when they are due.
     let now = ssn.state.now_ms;
     let mut due_at: Option<i64> = None;
-    jobs.retain(|&j| match may_evict_from(&ssn.state, j) {
+    jobs.retain(|&(j, _)| match may_evict_from(&ssn.state, j) {
         Some(at) if at > now => {
             due_at = Some(due_at.map_or(at, |d| d.min(at)));
             false
@@ -76,13 +84,12 @@ pub fn run_with(ssn: &mut Session, scope: Scope) {
     if let Some(at) = due_at {
         crate::model::wake_by(&mut ssn.state.wake_at_ms, at);
     }
-    jobs.sort_by(|a, b| ssn.plugins.job_order(&ssn.state, *a, *b));
-    for j in jobs {
-        let q = ssn.state.job_queue[j];
+    jobs.sort_by(|(a, _), (b, _)| ssn.plugins.job_order(&ssn.state, *a, *b));
+    for (j, q) in jobs {
         if !ssn.state.queues[q].is_open() {
             continue;
         }
-        let mut tasks: Vec<usize> = ssn.state.jobs[j]
+        let mut tasks: Vec<TaskIx> = ssn.state.jobs[j]
             .tasks
             .iter()
             .copied()
@@ -99,7 +106,7 @@ pub fn run_with(ssn: &mut Session, scope: Scope) {
             if scope == Scope::OtherQueues && !ssn.plugins.preemptive(&ssn.state, q, t) {
                 continue;
             }
-            place_by_evicting(ssn, &mut stmt, j, t, scope);
+            place_by_evicting(ssn, &mut stmt, q, j, t, scope);
         }
         if ssn.plugins.job_pipelined(&ssn.state, j) && !stmt.ops.is_empty() {
             ssn.commit(stmt);
@@ -109,7 +116,7 @@ pub fn run_with(ssn: &mut Session, scope: Scope) {
     }
 }
 
-/// Finds a node where evicting allowed victims makes room for `t`, evicts the fewest needed
+/// Finds a node where evicting allowed victims makes room for `t` (of job `j` in queue `q`), evicts the fewest needed
 /// (lowest in task order first) and pipelines `t` there. Pods that rule the node out by
 /// required anti-affinity (either way round) are evicted first, all of them or none: the node is
 /// skipped when one of them may not be taken, as Volcano's topology-aware preemption finds
@@ -117,12 +124,12 @@ pub fn run_with(ssn: &mut Session, scope: Scope) {
 fn place_by_evicting(
     ssn: &mut Session,
     stmt: &mut Statement,
-    j: usize,
-    t: usize,
+    q: QueueIx,
+    j: JobIx,
+    t: TaskIx,
     scope: Scope,
 ) -> bool {
-    let q = ssn.state.job_queue[j];
-    for n in 0..ssn.state.nodes.len() {
+    for n in ssn.state.nodes.indices() {
         // Only nodes where evictions could help.
         match ssn.plugins.predicate(&ssn.state, t, n) {
             Err(u) if !u.resolvable => continue,
@@ -133,7 +140,10 @@ fn place_by_evicting(
             _ => {}
         }
         let node_name = ssn.state.nodes[n].name.clone();
-        let candidates: Vec<usize> = (0..ssn.state.tasks.len())
+        let candidates: Vec<TaskIx> = ssn
+            .state
+            .tasks
+            .indices()
             .filter(|&v| {
                 let task = &ssn.state.tasks[v];
                 let vj = ssn.state.task_job[v];
@@ -142,7 +152,6 @@ fn place_by_evicting(
                     && task.preemptable
                     // The conformance plugin's rule, kept whatever tier decides the victims.
                     && !task.critical
-                    && vj != usize::MAX
                     && vj != j
                     && match scope {
                         // Never a gang of higher priority, whatever tier names the victims:
@@ -150,10 +159,10 @@ fn place_by_evicting(
                         // still evict a higher-priority gang's pods, and the gang's own
                         // replacements then take the room back, session after session.
                         Scope::SameQueue => {
-                            ssn.state.job_queue[vj] == q
+                            ssn.state.job_queue[vj] == Some(q)
                                 && ssn.state.jobs[vj].priority <= ssn.state.jobs[j].priority
                         }
-                        Scope::OtherQueues => ssn.state.job_queue[vj] != q,
+                        Scope::OtherQueues => ssn.state.job_queue[vj] != Some(q),
                     }
             })
             .collect();
@@ -167,7 +176,7 @@ fn place_by_evicting(
                 ssn.plugins.share_reclaimable(&ssn.state, t, &chosen)
             }
         };
-        let forced = interpod::conflicts(&ssn.state, t, n, 0..ssn.state.tasks.len());
+        let forced = interpod::conflicts(&ssn.state, t, n, ssn.state.tasks.indices());
         if !forced.iter().all(|f| victims.contains(f)) {
             continue;
         }
@@ -219,12 +228,12 @@ fn place_by_evicting(
 /// (the gang goes back to waiting whole). A gang that would be left running short of its
 /// minimum, or split across nodes, is not taken: Volcano lets a lower plugin tier break such a
 /// gang when the gang plugin names no victim; a broken gang holds its room and runs nothing.
-fn eviction_units(st: &State, victims: &[usize], keep_gangs: bool) -> Vec<Vec<usize>> {
+fn eviction_units(st: &State, victims: &[TaskIx], keep_gangs: bool) -> Vec<Vec<TaskIx>> {
     if !keep_gangs {
         return victims.iter().map(|&v| vec![v]).collect();
     }
-    let mut taken: HashMap<usize, u32> = HashMap::new();
-    let mut whole: HashSet<usize> = HashSet::new();
+    let mut taken: HashMap<JobIx, u32> = HashMap::new();
+    let mut whole: HashSet<JobIx> = HashSet::new();
     let mut units = Vec::new();
     for &v in victims {
         let j = st.task_job[v];
@@ -241,14 +250,14 @@ fn eviction_units(st: &State, victims: &[usize], keep_gangs: bool) -> Vec<Vec<us
             continue;
         }
         // Everything the gang holds, less what is already taken alone.
-        let held: Vec<usize> = st.jobs[j]
+        let held: Vec<TaskIx> = st.jobs[j]
             .tasks
             .iter()
             .copied()
             .filter(|&x| st.tasks[x].status.is_allocated())
             .collect();
         if held.iter().all(|x| victims.contains(x)) {
-            let earlier: HashSet<usize> = units.iter().flatten().copied().collect();
+            let earlier: HashSet<TaskIx> = units.iter().flatten().copied().collect();
             units.push(held.into_iter().filter(|x| !earlier.contains(x)).collect());
             whole.insert(j);
         }

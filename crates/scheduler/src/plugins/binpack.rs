@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::config::{PluginOption, string_arg};
 use crate::framework::Plugin;
+use crate::ix::{NodeIx, TaskIx};
 use crate::session::State;
 
 /// The plugin with its weights.
@@ -45,7 +46,7 @@ impl Plugin for Binpack {
         "binpack"
     }
 
-    fn node_score(&self, st: &State, t: usize, n: usize) -> f64 {
+    fn node_score(&self, st: &State, t: TaskIx, n: NodeIx) -> f64 {
         if self.weight == 0.0 {
             return 0.0;
         }

@@ -2,13 +2,14 @@
 //! `system-node-critical`, anything in `kube-system`).
 
 use crate::framework::Plugin;
+use crate::ix::TaskIx;
 use crate::session::State;
 
 /// The plugin.
 #[derive(Debug)]
 pub struct Conformance;
 
-fn keep(st: &State, victims: &[usize]) -> Vec<usize> {
+fn keep(st: &State, victims: &[TaskIx]) -> Vec<TaskIx> {
     victims
         .iter()
         .copied()
@@ -21,11 +22,11 @@ impl Plugin for Conformance {
         "conformance"
     }
 
-    fn preemptable(&self, st: &State, _: usize, victims: &[usize]) -> Option<Vec<usize>> {
+    fn preemptable(&self, st: &State, _: TaskIx, victims: &[TaskIx]) -> Option<Vec<TaskIx>> {
         Some(keep(st, victims))
     }
 
-    fn reclaimable(&self, st: &State, _: usize, victims: &[usize]) -> Option<Vec<usize>> {
+    fn reclaimable(&self, st: &State, _: TaskIx, victims: &[TaskIx]) -> Option<Vec<TaskIx>> {
         Some(keep(st, victims))
     }
 }

@@ -4,6 +4,7 @@
 use std::cmp::Ordering;
 
 use crate::framework::Plugin;
+use crate::ix::{Ix, IxVec, JobIx, TaskIx};
 use crate::resource::Resource;
 use crate::session::State;
 
@@ -13,12 +14,12 @@ const SHARE_DELTA: f64 = 0.000_001;
 /// The plugin: each job's allocation and dominant share.
 #[derive(Debug, Default)]
 pub struct Drf {
-    allocated: Vec<Resource>,
-    share: Vec<f64>,
+    allocated: IxVec<JobIx, Resource>,
+    share: IxVec<JobIx, f64>,
 }
 
 impl Drf {
-    fn update(&mut self, st: &State, j: usize) {
+    fn update(&mut self, st: &State, j: JobIx) {
         self.share[j] = self.allocated[j].share_of(&st.total);
     }
 }
@@ -30,13 +31,13 @@ impl Plugin for Drf {
 
     fn open(&mut self, st: &State) {
         self.allocated = st.job_state.iter().map(|s| s.allocated.clone()).collect();
-        self.share = vec![0.0; st.jobs.len()];
-        for j in 0..st.jobs.len() {
+        self.share = IxVec::from_elem(0.0, st.jobs.len());
+        for j in st.jobs.indices() {
             self.update(st, j);
         }
     }
 
-    fn job_order(&self, _: &State, a: usize, b: usize) -> Option<Ordering> {
+    fn job_order(&self, _: &State, a: JobIx, b: JobIx) -> Option<Ordering> {
         let (x, y) = (self.share[a], self.share[b]);
         if (x - y).abs() < SHARE_DELTA {
             Some(Ordering::Equal)
@@ -45,23 +46,28 @@ impl Plugin for Drf {
         }
     }
 
-    fn on_allocate(&mut self, st: &State, t: usize) {
+    fn on_allocate(&mut self, st: &State, t: TaskIx) {
         let j = st.task_job[t];
-        if j < self.allocated.len() {
+        if j.index() < self.allocated.len() {
             self.allocated[j].add(&st.tasks[t].resreq);
             self.update(st, j);
         }
     }
 
-    fn on_deallocate(&mut self, st: &State, t: usize) {
+    fn on_deallocate(&mut self, st: &State, t: TaskIx) {
         let j = st.task_job[t];
-        if j < self.allocated.len() {
+        if j.index() < self.allocated.len() {
             self.allocated[j].sub(&st.tasks[t].resreq);
             self.update(st, j);
         }
     }
 
-    fn preemptable(&self, st: &State, preemptor: usize, victims: &[usize]) -> Option<Vec<usize>> {
+    fn preemptable(
+        &self,
+        st: &State,
+        preemptor: TaskIx,
+        victims: &[TaskIx],
+    ) -> Option<Vec<TaskIx>> {
         let pj = st.task_job[preemptor];
         let ls = self.allocated[pj]
             .plus(&st.tasks[preemptor].resreq)

@@ -7,6 +7,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use crate::framework::{Invalid, Plugin};
+use crate::ix::{JobIx, TaskIx};
 use crate::model::TaskStatus;
 use crate::session::State;
 
@@ -23,8 +24,8 @@ pub const READY_REASON: &str = "tasks in gang are ready to be scheduled";
 /// job keeps its `minMember` ready pods, so a job of one pod with `minMember` 1 is never a
 /// victim here; whether it may still be reclaimed is left to the next tier, see
 /// [`crate::framework::Plugins::reclaimable`]).
-pub fn gang_safe_victims(st: &State, victims: &[usize]) -> Vec<usize> {
-    let mut taken: HashMap<usize, u32> = HashMap::new();
+pub fn gang_safe_victims(st: &State, victims: &[TaskIx]) -> Vec<TaskIx> {
+    let mut taken: HashMap<JobIx, u32> = HashMap::new();
     let mut out = Vec::new();
     for &v in victims {
         let j = st.task_job[v];
@@ -44,7 +45,7 @@ impl Plugin for Gang {
         "gang"
     }
 
-    fn job_valid(&self, st: &State, j: usize) -> Option<Result<(), Invalid>> {
+    fn job_valid(&self, st: &State, j: JobIx) -> Option<Result<(), Invalid>> {
         if !st.check_task_valid(j) {
             return Some(Err(Invalid {
                 reason: "NotEnoughPodsOfTask".into(),
@@ -64,16 +65,16 @@ impl Plugin for Gang {
         Some(Ok(()))
     }
 
-    fn job_order(&self, st: &State, a: usize, b: usize) -> Option<Ordering> {
+    fn job_order(&self, st: &State, a: JobIx, b: JobIx) -> Option<Ordering> {
         // A job that is not ready yet goes first: finish gangs before growing ready ones.
         Some(st.is_ready(a).cmp(&st.is_ready(b)))
     }
 
-    fn job_ready(&self, st: &State, j: usize) -> Option<bool> {
+    fn job_ready(&self, st: &State, j: JobIx) -> Option<bool> {
         Some(st.check_task_ready(j) && st.is_ready(j))
     }
 
-    fn job_pipelined(&self, st: &State, j: usize) -> i8 {
+    fn job_pipelined(&self, st: &State, j: JobIx) -> i8 {
         if st.check_task_pipelined(j) && st.is_pipelined(j) {
             1
         } else {
@@ -81,20 +82,20 @@ impl Plugin for Gang {
         }
     }
 
-    fn preemptable(&self, st: &State, _: usize, victims: &[usize]) -> Option<Vec<usize>> {
+    fn preemptable(&self, st: &State, _: TaskIx, victims: &[TaskIx]) -> Option<Vec<TaskIx>> {
         Some(gang_safe_victims(st, victims))
     }
 
-    fn reclaimable(&self, st: &State, _: usize, victims: &[usize]) -> Option<Vec<usize>> {
+    fn reclaimable(&self, st: &State, _: TaskIx, victims: &[TaskIx]) -> Option<Vec<TaskIx>> {
         Some(gang_safe_victims(st, victims))
     }
 
-    fn job_starving(&self, st: &State, j: usize) -> Option<bool> {
+    fn job_starving(&self, st: &State, j: JobIx) -> Option<bool> {
         Some(st.is_starving(j))
     }
 
     fn close(&mut self, st: &mut State) {
-        for j in 0..st.jobs.len() {
+        for j in st.jobs.indices() {
             let job = &st.jobs[j];
             if job.tasks.is_empty() {
                 continue;

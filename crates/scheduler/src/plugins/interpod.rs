@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::PodAffinityTerm;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
+use crate::ix::{IxVec, NodeIx, TaskIx};
 use crate::model::TaskStatus;
 use crate::session::State;
 
@@ -76,7 +77,7 @@ pub fn term_selects(
 }
 
 /// Are nodes `a` and `b` in the same domain of `key` (both labelled, same value)?
-fn same_domain(st: &State, key: &str, a: usize, b: usize) -> bool {
+fn same_domain(st: &State, key: &str, a: NodeIx, b: NodeIx) -> bool {
     match (st.nodes[a].labels.get(key), st.nodes[b].labels.get(key)) {
         (Some(x), Some(y)) => x == y,
         _ => false,
@@ -100,10 +101,10 @@ fn counts(status: TaskStatus) -> bool {
 /// may pass just those (and every task when `t` has terms).
 pub fn conflicts(
     st: &State,
-    t: usize,
-    n: usize,
-    others: impl IntoIterator<Item = usize>,
-) -> Vec<usize> {
+    t: TaskIx,
+    n: NodeIx,
+    others: impl IntoIterator<Item = TaskIx>,
+) -> Vec<TaskIx> {
     let task = &st.tasks[t];
     let mine = &task.constraints.anti_affinity;
     let mut out = Vec::new();
@@ -150,7 +151,7 @@ pub fn conflicts(
 
 /// Does term-holder `a` rule out task `b` (in `b`'s namespace, with its labels) through one
 /// of its terms whose topology key is `key`, when both are in the same domain of it?
-fn rules_out(st: &State, a: usize, b: usize, key: Option<&str>) -> bool {
+fn rules_out(st: &State, a: TaskIx, b: TaskIx, key: Option<&str>) -> bool {
     let (a, b) = (&st.tasks[a], &st.tasks[b]);
     a.constraints
         .anti_affinity
@@ -168,11 +169,11 @@ pub struct Domains {
     /// Topology keys of every task's terms.
     keys: Vec<String>,
     /// (key, value) → nodes with that label.
-    members: HashMap<(String, String), Vec<usize>>,
+    members: HashMap<(String, String), Vec<NodeIx>>,
     /// Per node, the tasks on it that count.
-    placed: Vec<Vec<usize>>,
+    placed: IxVec<NodeIx, Vec<TaskIx>>,
     /// Task → the node it is listed on.
-    listed: HashMap<usize, usize>,
+    listed: HashMap<TaskIx, NodeIx>,
 }
 
 impl Domains {
@@ -193,15 +194,15 @@ impl Domains {
         if d.keys.is_empty() {
             return d;
         }
-        for (n, node) in st.nodes.iter().enumerate() {
+        for (n, node) in st.nodes.iter_enumerated() {
             for k in &d.keys {
                 if let Some(v) = node.labels.get(k) {
                     d.members.entry((k.clone(), v.clone())).or_default().push(n);
                 }
             }
         }
-        d.placed = vec![Vec::new(); st.nodes.len()];
-        for t in 0..st.tasks.len() {
+        d.placed = IxVec::from_elem(Vec::new(), st.nodes.len());
+        for t in st.tasks.indices() {
             d.on_allocate(st, t);
         }
         d
@@ -213,7 +214,7 @@ impl Domains {
     }
 
     /// Task `t` was placed (or its eviction undone): list it on its node if it counts.
-    pub fn on_allocate(&mut self, st: &State, t: usize) {
+    pub fn on_allocate(&mut self, st: &State, t: TaskIx) {
         if self.keys.is_empty() || self.listed.contains_key(&t) || !counts(st.tasks[t].status) {
             return;
         }
@@ -230,7 +231,7 @@ impl Domains {
     }
 
     /// Task `t` was unplaced or evicted.
-    pub fn on_deallocate(&mut self, t: usize) {
+    pub fn on_deallocate(&mut self, t: TaskIx) {
         if let Some(n) = self.listed.remove(&t) {
             self.placed[n].retain(|&x| x != t);
         }
@@ -238,7 +239,7 @@ impl Domains {
 
     /// Does any placed task rule out node `n` for task `t`, or `t` rule it out (the same
     /// answer as [`conflicts`] is non-empty)?
-    pub fn conflict(&self, st: &State, t: usize, n: usize) -> bool {
+    pub fn conflict(&self, st: &State, t: TaskIx, n: NodeIx) -> bool {
         self.keys.iter().any(|k| {
             let Some(v) = st.nodes[n].labels.get(k) else {
                 return false;

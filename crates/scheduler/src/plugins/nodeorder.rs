@@ -5,6 +5,7 @@
 
 use crate::config::PluginOption;
 use crate::framework::Plugin;
+use crate::ix::{NodeIx, TaskIx};
 use crate::session::State;
 
 use super::predicates::{term_matches, tolerates};
@@ -33,7 +34,7 @@ impl NodeOrder {
 }
 
 /// cpu and memory fractions requested on the node after placing the task.
-fn fractions(st: &State, t: usize, n: usize) -> (f64, f64) {
+fn fractions(st: &State, t: TaskIx, n: NodeIx) -> (f64, f64) {
     let node = &st.nodes[n];
     let req = &st.tasks[t].resreq;
     let frac = |used: f64, want: f64, cap: f64| {
@@ -58,7 +59,7 @@ impl Plugin for NodeOrder {
         "nodeorder"
     }
 
-    fn node_score(&self, st: &State, t: usize, n: usize) -> f64 {
+    fn node_score(&self, st: &State, t: TaskIx, n: NodeIx) -> f64 {
         let (cpu, mem) = fractions(st, t, n);
         let mut score = 0.0;
         if self.least != 0.0 {

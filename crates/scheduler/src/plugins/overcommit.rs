@@ -3,6 +3,7 @@
 
 use crate::config::PluginOption;
 use crate::framework::Plugin;
+use crate::ix::JobIx;
 use crate::resource::{EPSILON, Resource};
 use crate::session::{SessionEvent, State};
 
@@ -38,7 +39,7 @@ impl Plugin for Overcommit {
         }
         self.idle = st.total.scaled(self.factor).minus(&used);
         self.inqueue = Resource::zero();
-        for (j, job) in st.jobs.iter().enumerate() {
+        for (j, job) in st.jobs.iter_enumerated() {
             let Some(min) = &job.min_resources else {
                 continue;
             };
@@ -58,7 +59,7 @@ impl Plugin for Overcommit {
         }
     }
 
-    fn job_enqueueable(&mut self, st: &mut State, j: usize) -> i8 {
+    fn job_enqueueable(&mut self, st: &mut State, j: JobIx) -> i8 {
         let Some(min) = st.jobs[j].min_resources.clone() else {
             return 1;
         };
@@ -112,7 +113,7 @@ impl Plugin for Overcommit {
         -1
     }
 
-    fn job_enqueued(&mut self, st: &State, j: usize) {
+    fn job_enqueued(&mut self, st: &State, j: JobIx) {
         if let Some(min) = &st.jobs[j].min_resources {
             self.inqueue.add(min);
         }

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Tain
 
 use super::interpod;
 use crate::framework::{Plugin, Unfit};
+use crate::ix::{NodeIx, TaskIx};
 use crate::resource::PODS;
 use crate::session::State;
 
@@ -105,15 +106,15 @@ impl Plugin for Predicates {
         self.domains = interpod::Domains::build(st);
     }
 
-    fn on_allocate(&mut self, st: &State, t: usize) {
+    fn on_allocate(&mut self, st: &State, t: TaskIx) {
         self.domains.on_allocate(st, t);
     }
 
-    fn on_deallocate(&mut self, _: &State, t: usize) {
+    fn on_deallocate(&mut self, _: &State, t: TaskIx) {
         self.domains.on_deallocate(t);
     }
 
-    fn predicate(&self, st: &State, t: usize, n: usize) -> Result<(), Unfit> {
+    fn predicate(&self, st: &State, t: TaskIx, n: NodeIx) -> Result<(), Unfit> {
         let node = &st.nodes[n];
         let task = &st.tasks[t];
         let c = &task.constraints;

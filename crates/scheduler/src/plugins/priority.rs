@@ -3,6 +3,7 @@
 use std::cmp::Ordering;
 
 use crate::framework::Plugin;
+use crate::ix::{JobIx, TaskIx};
 use crate::session::State;
 
 /// The plugin.
@@ -14,15 +15,20 @@ impl Plugin for Priority {
         "priority"
     }
 
-    fn task_order(&self, st: &State, a: usize, b: usize) -> Option<Ordering> {
+    fn task_order(&self, st: &State, a: TaskIx, b: TaskIx) -> Option<Ordering> {
         Some(st.tasks[b].priority.cmp(&st.tasks[a].priority))
     }
 
-    fn job_order(&self, st: &State, a: usize, b: usize) -> Option<Ordering> {
+    fn job_order(&self, st: &State, a: JobIx, b: JobIx) -> Option<Ordering> {
         Some(st.jobs[b].priority.cmp(&st.jobs[a].priority))
     }
 
-    fn preemptable(&self, st: &State, preemptor: usize, victims: &[usize]) -> Option<Vec<usize>> {
+    fn preemptable(
+        &self,
+        st: &State,
+        preemptor: TaskIx,
+        victims: &[TaskIx],
+    ) -> Option<Vec<TaskIx>> {
         let pj = st.task_job[preemptor];
         Some(
             victims
@@ -40,7 +46,7 @@ impl Plugin for Priority {
         )
     }
 
-    fn job_starving(&self, st: &State, job: usize) -> Option<bool> {
+    fn job_starving(&self, st: &State, job: JobIx) -> Option<bool> {
         Some(st.is_starving(job))
     }
 }

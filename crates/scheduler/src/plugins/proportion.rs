@@ -14,6 +14,7 @@
 use std::cmp::Ordering;
 
 use crate::framework::Plugin;
+use crate::ix::{Ix, IxVec, JobIx, QueueIx, TaskIx};
 use crate::model::TaskStatus;
 use crate::resource::{EPSILON, PODS, Resource, share};
 use crate::session::{QueueReport, SessionEvent, State};
@@ -41,7 +42,7 @@ pub struct QueueAttr {
     /// Dominant share of deserved.
     pub share: f64,
     /// Gangs waiting for admission (phase Pending) and their `minResources`, in job order.
-    pub waiting: Vec<(usize, Resource)>,
+    pub waiting: Vec<(JobIx, Resource)>,
 }
 
 /// Where a queue's deserved share comes from.
@@ -57,7 +58,7 @@ enum ShareSource {
 /// The plugin.
 #[derive(Debug, Default)]
 pub struct Proportion {
-    attrs: Vec<QueueAttr>,
+    attrs: IxVec<QueueIx, QueueAttr>,
     source: ShareSource,
 }
 
@@ -337,7 +338,7 @@ impl Proportion {
         }
     }
 
-    fn update_share(&mut self, q: usize) {
+    fn update_share(&mut self, q: QueueIx) {
         let a = &mut self.attrs[q];
         a.share = match self.source {
             ShareSource::Weighted => a.allocated.share_of(&a.deserved),
@@ -356,12 +357,15 @@ impl Proportion {
     /// holds more than its share in a dimension the victim uses; a victim using none of what
     /// the reclaimer asks for frees nothing it needs and is passed over. Each victim taken
     /// counts against its queue for the next.
-    fn capacity_victims(&self, st: &State, reclaimer: usize, victims: &[usize]) -> Vec<usize> {
-        let mut allocated: Vec<Resource> = self.attrs.iter().map(|a| a.allocated.clone()).collect();
+    fn capacity_victims(&self, st: &State, reclaimer: TaskIx, victims: &[TaskIx]) -> Vec<TaskIx> {
+        let mut allocated: IxVec<QueueIx, Resource> =
+            self.attrs.iter().map(|a| a.allocated.clone()).collect();
         let wanted = &st.tasks[reclaimer].resreq;
         let mut out = Vec::new();
         for &v in victims {
-            let q = st.job_queue[st.task_job[v]];
+            let Some(q) = st.job_queue[st.task_job[v]] else {
+                continue;
+            };
             let Some(a) = self.attrs.get(q) else {
                 continue;
             };
@@ -386,8 +390,8 @@ impl Proportion {
 impl Proportion {
     /// Another queue than `q` with a gang waiting for admission that its deserved share has
     /// room for (beside what it holds and has admitted): its name.
-    fn waiting_within_share(&self, st: &State, q: usize) -> Option<String> {
-        self.attrs.iter().enumerate().find_map(|(o, a)| {
+    fn waiting_within_share(&self, st: &State, q: QueueIx) -> Option<String> {
+        self.attrs.iter_enumerated().find_map(|(o, a)| {
             if o == q || a.waiting.is_empty() || !st.queues[o].is_open() {
                 return None;
             }
@@ -444,11 +448,10 @@ impl Plugin for Proportion {
                 }
             })
             .collect();
-        for (j, job) in st.jobs.iter().enumerate() {
-            let q = st.job_queue[j];
-            if q >= self.attrs.len() {
+        for (j, job) in st.jobs.iter_enumerated() {
+            let Some(q) = st.job_queue[j] else {
                 continue;
-            }
+            };
             let a = &mut self.attrs[q];
             for &t in &job.tasks {
                 let task = &st.tasks[t];
@@ -491,42 +494,44 @@ impl Plugin for Proportion {
             }
         }
         let weights: Vec<i32> = st.queues.iter().map(|q| q.weight).collect();
+        // The fills are algorithms over the whole queue list, by position.
         let parents: Vec<Option<usize>> = st
             .queues
-            .iter()
-            .enumerate()
+            .iter_enumerated()
             .map(|(i, q)| {
                 q.parent
                     .as_ref()
                     .and_then(|p| st.queue_index.get(p).copied())
                     .filter(|p| *p != i)
+                    .map(Ix::index)
             })
             .collect();
         let mut has_jobs = vec![false; st.queues.len()];
-        for &q in &st.job_queue {
-            if let Some(h) = has_jobs.get_mut(q) {
-                *h = true;
-            }
+        for q in st.job_queue.iter().flatten() {
+            has_jobs[q.index()] = true;
         }
         match self.source {
             ShareSource::Weighted => {
-                hierarchical_fill(total, &mut self.attrs, &weights, &parents, &has_jobs);
+                let attrs = self.attrs.as_mut_slice();
+                hierarchical_fill(total, attrs, &weights, &parents, &has_jobs);
             }
-            ShareSource::Declared => declared_fill(&mut self.attrs, &st.queues),
+            ShareSource::Declared => {
+                declared_fill(self.attrs.as_mut_slice(), st.queues.as_slice());
+            }
         }
-        for q in 0..self.attrs.len() {
+        for q in self.attrs.indices() {
             self.update_share(q);
         }
     }
 
-    fn queue_order(&self, st: &State, a: usize, b: usize) -> Option<Ordering> {
+    fn queue_order(&self, st: &State, a: QueueIx, b: QueueIx) -> Option<Ordering> {
         let by_priority = st.queues[b].priority.cmp(&st.queues[a].priority);
         if by_priority != Ordering::Equal {
             return Some(by_priority);
         }
         if self.source == ShareSource::Declared {
             // Queues that declare a share go before best-effort ones.
-            let declared = |q: usize| !self.attrs[q].deserved.is_empty();
+            let declared = |q: QueueIx| !self.attrs[q].deserved.is_empty();
             let by_declared = declared(b).cmp(&declared(a));
             if by_declared != Ordering::Equal {
                 return Some(by_declared);
@@ -535,7 +540,7 @@ impl Plugin for Proportion {
         self.attrs[a].share.partial_cmp(&self.attrs[b].share)
     }
 
-    fn overused(&self, st: &State, q: usize) -> Option<bool> {
+    fn overused(&self, st: &State, q: QueueIx) -> Option<bool> {
         if self.source == ShareSource::Declared || st.lending {
             return None;
         }
@@ -543,7 +548,7 @@ impl Plugin for Proportion {
         Some(a.deserved.less_equal(&a.allocated))
     }
 
-    fn allocatable(&self, st: &State, q: usize, t: usize) -> Option<bool> {
+    fn allocatable(&self, st: &State, q: QueueIx, t: TaskIx) -> Option<bool> {
         if !st.queues[q].is_open() {
             return Some(false);
         }
@@ -558,8 +563,10 @@ impl Plugin for Proportion {
         Some(a.allocated.plus(req).less_equal_in(limit, req))
     }
 
-    fn job_enqueueable(&mut self, st: &mut State, j: usize) -> i8 {
-        let q = st.job_queue[j];
+    fn job_enqueueable(&mut self, st: &mut State, j: JobIx) -> i8 {
+        let Some(q) = st.job_queue[j] else {
+            return 0;
+        };
         let Some(a) = self.attrs.get(q) else {
             return 0;
         };
@@ -622,38 +629,49 @@ impl Plugin for Proportion {
         -1
     }
 
-    fn job_enqueued(&mut self, st: &State, j: usize) {
-        let q = st.job_queue[j];
-        if let (Some(a), Some(min)) = (self.attrs.get_mut(q), &st.jobs[j].min_resources) {
+    fn job_enqueued(&mut self, st: &State, j: JobIx) {
+        if let Some(q) = st.job_queue[j]
+            && let (Some(a), Some(min)) = (self.attrs.get_mut(q), &st.jobs[j].min_resources)
+        {
             a.inqueue.add(min);
             a.waiting.retain(|(k, _)| *k != j);
         }
     }
 
-    fn on_allocate(&mut self, st: &State, t: usize) {
-        let q = st.job_queue[st.task_job[t]];
-        if let Some(a) = self.attrs.get_mut(q) {
+    fn on_allocate(&mut self, st: &State, t: TaskIx) {
+        if let Some(q) = st.job_queue[st.task_job[t]]
+            && let Some(a) = self.attrs.get_mut(q)
+        {
             a.allocated.add(&st.tasks[t].resreq);
             self.update_share(q);
         }
     }
 
-    fn on_deallocate(&mut self, st: &State, t: usize) {
-        let q = st.job_queue[st.task_job[t]];
-        if let Some(a) = self.attrs.get_mut(q) {
+    fn on_deallocate(&mut self, st: &State, t: TaskIx) {
+        if let Some(q) = st.job_queue[st.task_job[t]]
+            && let Some(a) = self.attrs.get_mut(q)
+        {
             a.allocated.sub(&st.tasks[t].resreq);
             self.update_share(q);
         }
     }
 
-    fn reclaimable(&self, st: &State, reclaimer: usize, victims: &[usize]) -> Option<Vec<usize>> {
+    fn reclaimable(
+        &self,
+        st: &State,
+        reclaimer: TaskIx,
+        victims: &[TaskIx],
+    ) -> Option<Vec<TaskIx>> {
         if self.source == ShareSource::Declared {
             return Some(self.capacity_victims(st, reclaimer, victims));
         }
-        let mut allocated: Vec<Resource> = self.attrs.iter().map(|a| a.allocated.clone()).collect();
+        let mut allocated: IxVec<QueueIx, Resource> =
+            self.attrs.iter().map(|a| a.allocated.clone()).collect();
         let mut out = Vec::new();
         for &v in victims {
-            let q = st.job_queue[st.task_job[v]];
+            let Some(q) = st.job_queue[st.task_job[v]] else {
+                continue;
+            };
             let Some(a) = self.attrs.get(q) else {
                 continue;
             };
@@ -668,7 +686,7 @@ impl Plugin for Proportion {
         Some(out)
     }
 
-    fn preemptive(&self, st: &State, q: usize, t: usize) -> Option<bool> {
+    fn preemptive(&self, st: &State, q: QueueIx, t: TaskIx) -> Option<bool> {
         let a = self.attrs.get(q)?;
         let req = &st.tasks[t].resreq;
         let used = a.allocated.plus(req);
@@ -679,7 +697,7 @@ impl Plugin for Proportion {
     }
 
     fn close(&mut self, st: &mut State) {
-        for (q, a) in self.attrs.iter().enumerate() {
+        for (q, a) in self.attrs.iter_enumerated() {
             st.queue_report.insert(
                 q,
                 QueueReport {

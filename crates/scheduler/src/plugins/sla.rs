@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::config::{PluginOption, string_arg};
 use crate::framework::Plugin;
+use crate::ix::JobIx;
 use crate::session::State;
 
 /// The argument and annotation name.
@@ -49,7 +50,7 @@ impl Sla {
     }
 
     /// The job's deadline, milliseconds since the epoch, when it has a waiting time.
-    fn deadline_ms(&self, st: &State, j: usize) -> Option<i64> {
+    fn deadline_ms(&self, st: &State, j: JobIx) -> Option<i64> {
         let job = &st.jobs[j];
         let wait = job.waiting_time.or(self.global)?;
         let wait_ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
@@ -57,7 +58,7 @@ impl Sla {
     }
 
     /// +1 once the deadline has passed, else 0 (no opinion).
-    fn permit(&self, st: &State, j: usize) -> i8 {
+    fn permit(&self, st: &State, j: JobIx) -> i8 {
         match self.deadline_ms(st, j) {
             Some(d) if st.now_ms >= d => 1,
             _ => 0,
@@ -70,7 +71,7 @@ impl Plugin for Sla {
         "sla"
     }
 
-    fn job_order(&self, st: &State, a: usize, b: usize) -> Option<Ordering> {
+    fn job_order(&self, st: &State, a: JobIx, b: JobIx) -> Option<Ordering> {
         Some(match (self.deadline_ms(st, a), self.deadline_ms(st, b)) {
             (None, None) => Ordering::Equal,
             (None, Some(_)) => Ordering::Greater,
@@ -79,17 +80,19 @@ impl Plugin for Sla {
         })
     }
 
-    fn job_enqueueable(&mut self, st: &mut State, j: usize) -> i8 {
+    fn job_enqueueable(&mut self, st: &mut State, j: JobIx) -> i8 {
         self.permit(st, j)
     }
 
-    fn job_pipelined(&self, st: &State, j: usize) -> i8 {
+    fn job_pipelined(&self, st: &State, j: JobIx) -> i8 {
         self.permit(st, j)
     }
 
     fn close(&mut self, st: &mut State) {
         // A job not ready yet whose deadline is still ahead will be decided otherwise then.
-        let next = (0..st.jobs.len())
+        let next = st
+            .jobs
+            .indices()
             .filter(|&j| !st.is_ready(j))
             .filter_map(|j| self.deadline_ms(st, j))
             .filter(|&d| d > st.now_ms)

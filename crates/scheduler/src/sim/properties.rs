@@ -9,6 +9,7 @@ use std::fmt;
 use super::engine::{SessionRecord, Sim};
 use crate::config::SchedulerConf;
 use crate::framework::Plugins;
+use crate::ix::{IxVec, JobIx, NodeIx, TaskIx};
 use crate::model::{JobInfo, NodeInfo, TaskInfo, TaskStatus};
 use crate::outcome::{Verdict, run_session};
 use crate::plugins::predicates::untolerated;
@@ -103,14 +104,13 @@ impl Checker {
     /// bound; a user expects a job that fits an idle cluster to run.
     fn no_starvation(&mut self, v: &View) -> Vec<(&'static str, String)> {
         let mut held = Vec::new();
-        for (j, job) in v.jobs().iter().enumerate() {
+        for (j, job) in v.jobs().iter_enumerated() {
             if !v.waiting(j) {
                 continue;
             }
             let higher_waiting = v
                 .jobs()
-                .iter()
-                .enumerate()
+                .iter_enumerated()
                 .any(|(k, o)| k != j && v.waiting(k) && o.priority > job.priority);
             let could = !higher_waiting
                 && v.queue_open(j)
@@ -154,7 +154,7 @@ impl Checker {
             .filter_map(|e| e.reason.strip_prefix("reclaimed for "))
             .filter_map(|key| v.queue_of_task(key))
             .collect();
-        for (j, job) in v.jobs().iter().enumerate() {
+        for (j, job) in v.jobs().iter_enumerated() {
             if !v.waiting(j) || helped.contains(job.queue.as_str()) {
                 continue;
             }
@@ -238,7 +238,7 @@ struct Streaks(BTreeMap<String, u32>);
 impl Streaks {
     /// One session: the condition held for the gangs `held` (indices into the session's jobs)
     /// and for no other. Returns those whose streak just passed `bound`, with its length.
-    fn tick(&mut self, v: &View, held: Vec<usize>, bound: u32) -> Vec<(usize, u32)> {
+    fn tick(&mut self, v: &View, held: Vec<JobIx>, bound: u32) -> Vec<(JobIx, u32)> {
         let mut next = BTreeMap::new();
         let mut over = Vec::new();
         for j in held {
@@ -259,7 +259,7 @@ impl Streaks {
 struct View<'a> {
     rec: &'a SessionRecord,
     /// Node → used after the placements.
-    used: Vec<Resource>,
+    used: IxVec<NodeIx, Resource>,
     /// Pod uid → node, for this session's placements.
     placed: BTreeMap<&'a str, &'a str>,
     /// Queue name → allocated after the placements.
@@ -269,13 +269,12 @@ struct View<'a> {
 impl<'a> View<'a> {
     fn new(rec: &'a SessionRecord) -> Self {
         let s = &rec.snapshot;
-        let node_ix: BTreeMap<&str, usize> = s
+        let node_ix: BTreeMap<&str, NodeIx> = s
             .nodes
-            .iter()
-            .enumerate()
+            .iter_enumerated()
             .map(|(i, n)| (n.name.as_str(), i))
             .collect();
-        let mut used: Vec<Resource> = s.nodes.iter().map(|n| n.used.clone()).collect();
+        let mut used: IxVec<NodeIx, Resource> = s.nodes.iter().map(|n| n.used.clone()).collect();
         let placed: BTreeMap<&str, &str> = rec
             .outcome
             .plan
@@ -309,16 +308,16 @@ impl<'a> View<'a> {
         }
     }
 
-    fn jobs(&self) -> &[JobInfo] {
+    fn jobs(&self) -> &IxVec<JobIx, JobInfo> {
         &self.rec.snapshot.jobs
     }
 
-    fn task(&self, t: usize) -> &TaskInfo {
+    fn task(&self, t: TaskIx) -> &TaskInfo {
         &self.rec.snapshot.tasks[t]
     }
 
     /// Placed or holding a node after this session.
-    fn holds(&self, t: usize) -> bool {
+    fn holds(&self, t: TaskIx) -> bool {
         let task = self.task(t);
         task.status.is_allocated()
             || task.status == TaskStatus::Succeeded
@@ -326,7 +325,7 @@ impl<'a> View<'a> {
     }
 
     /// A gang with pods that is short of its minimum after the session.
-    fn waiting(&self, j: usize) -> bool {
+    fn waiting(&self, j: JobIx) -> bool {
         let job = &self.jobs()[j];
         if matches!(
             self.rec.outcome.plan.gangs.get(&job.id),
@@ -344,11 +343,11 @@ impl<'a> View<'a> {
     }
 
     /// The pending pods a waiting gang still needs for its minimum (the smallest ones).
-    fn gang_need_tasks(&self, j: usize) -> Vec<usize> {
+    fn gang_need_tasks(&self, j: JobIx) -> Vec<TaskIx> {
         let job = &self.jobs()[j];
         let holding = job.tasks.iter().filter(|&&t| self.holds(t)).count();
         let short = (job.min_available.max(0) as usize).saturating_sub(holding);
-        let mut pending: Vec<usize> = job
+        let mut pending: Vec<TaskIx> = job
             .tasks
             .iter()
             .copied()
@@ -364,13 +363,13 @@ impl<'a> View<'a> {
         pending
     }
 
-    fn gang_need(&self, j: usize) -> Resource {
+    fn gang_need(&self, j: JobIx) -> Resource {
         self.gang_need_tasks(j)
             .iter()
             .fold(Resource::zero(), |acc, &t| acc.plus(&self.task(t).resreq))
     }
 
-    fn queue_open(&self, j: usize) -> bool {
+    fn queue_open(&self, j: JobIx) -> bool {
         let q = &self.jobs()[j].queue;
         self.rec
             .snapshot
@@ -383,7 +382,7 @@ impl<'a> View<'a> {
     /// The queue's allocation with `need` stays within its capability (declared dimensions)
     /// and, where the proportion plugin runs, within its real capability: the cluster less
     /// the other queues' guarantees, which are kept for them (Volcano's `realCapability`).
-    fn within_capability(&self, j: usize, need: &Resource) -> bool {
+    fn within_capability(&self, j: JobIx, need: &Resource) -> bool {
         let q = &self.jobs()[j].queue;
         let Some(info) = self.rec.snapshot.queues.iter().find(|x| &x.name == q) else {
             return false;
@@ -409,7 +408,7 @@ impl<'a> View<'a> {
 
     /// The queue's allocation with `need` stays within its deserved share as the session
     /// computed it.
-    fn within_deserved(&self, j: usize, need: &Resource) -> bool {
+    fn within_deserved(&self, j: JobIx, need: &Resource) -> bool {
         let q = &self.jobs()[j].queue;
         let Some(report) = self.rec.outcome.figures.queues.get(q) else {
             return true;
@@ -426,7 +425,7 @@ impl<'a> View<'a> {
     /// Another queue than the gang's wants room it is entitled to: it has a pending pod that
     /// its allocation, with the pod, keeps within its own deserved share (a waiting gang or a
     /// running gang's members beyond its minimum).
-    fn others_want_room(&self, j: usize) -> bool {
+    fn others_want_room(&self, j: JobIx) -> bool {
         let q = &self.jobs()[j].queue;
         self.jobs().iter().any(|other| {
             other.queue != *q
@@ -454,7 +453,7 @@ impl<'a> View<'a> {
 
     /// Could the pods the gang needs be placed on the free capacity, node by node (first fit,
     /// largest first: a fit found proves one exists)?
-    fn fits_free(&self, j: usize) -> bool {
+    fn fits_free(&self, j: JobIx) -> bool {
         let mut tasks = self.gang_need_tasks(j);
         tasks.sort_by(|a, b| {
             self.task(*b)
@@ -466,7 +465,7 @@ impl<'a> View<'a> {
         let mut used = self.used.clone();
         // Room other admitted gangs were promised: what they still lack of their minimum.
         let mut reserved = Resource::zero();
-        for (k, job) in self.jobs().iter().enumerate() {
+        for (k, job) in self.jobs().iter_enumerated() {
             if k != j
                 && self.phase_after(k) == tephra_api::scheduling::PodGroupPhase::Inqueue
                 && let Some(min) = &job.min_resources
@@ -492,7 +491,10 @@ impl<'a> View<'a> {
         }
         for t in tasks {
             let task = self.task(t);
-            let Some(n) = (0..nodes.len()).find(|&n| node_fits(&nodes[n], &used[n], task)) else {
+            let Some(n) = nodes
+                .indices()
+                .find(|&n| node_fits(&nodes[n], &used[n], task))
+            else {
                 return false;
             };
             used[n].add(&task.resreq);
@@ -529,7 +531,7 @@ impl<'a> View<'a> {
             if !info.reclaimable || !over {
                 continue;
             }
-            let running: Vec<usize> = job
+            let running: Vec<TaskIx> = job
                 .tasks
                 .iter()
                 .copied()
@@ -549,7 +551,7 @@ impl<'a> View<'a> {
     }
 
     /// The gang's phase once the session's status writes land.
-    fn phase_after(&self, j: usize) -> tephra_api::scheduling::PodGroupPhase {
+    fn phase_after(&self, j: JobIx) -> tephra_api::scheduling::PodGroupPhase {
         let job = &self.jobs()[j];
         self.rec
             .outcome
@@ -561,7 +563,7 @@ impl<'a> View<'a> {
     }
 
     /// The gang's verdict message.
-    fn reason(&self, j: usize) -> String {
+    fn reason(&self, j: JobIx) -> String {
         match self.rec.outcome.plan.gangs.get(&self.jobs()[j].id) {
             Some(Verdict::Waiting(m)) => m.clone(),
             Some(Verdict::Ready) => "ready".into(),
@@ -647,9 +649,9 @@ fn no_gang_broken_by_eviction(v: &View, plugins: &Plugins) -> Vec<(&'static str,
         if !plugins.keeps_gangs(reclaim) {
             continue;
         }
-        let gone = |t: usize| evicted.contains_key(v.task(t).uid.as_str());
+        let gone = |t: TaskIx| evicted.contains_key(v.task(t).uid.as_str());
         // Pods this session placed hold their nodes from now on, as the running ones do.
-        let placed = |t: usize| v.placed.contains_key(v.task(t).uid.as_str());
+        let placed = |t: TaskIx| v.placed.contains_key(v.task(t).uid.as_str());
         let ready = job
             .tasks
             .iter()
@@ -736,7 +738,7 @@ fn no_queue_over_capability(v: &View) -> Vec<(&'static str, String)> {
 /// every queue that is not overused, so a gang passed over is a decision some rule made.
 fn work_conserving(v: &View) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
-    for (j, job) in v.jobs().iter().enumerate() {
+    for (j, job) in v.jobs().iter_enumerated() {
         if !v.waiting(j) || !v.queue_open(j) {
             continue;
         }
