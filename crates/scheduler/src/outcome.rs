@@ -12,7 +12,7 @@ use super::actions;
 use super::config::SchedulerConf;
 use super::index::{Orphan, Snapshot};
 use super::ix::{IxVec, JobIx, QueueIx};
-use super::model::{JobId, TaskStatus, wake_by};
+use super::model::{JobId, JobInfo, TaskStatus, wake_by};
 use super::resource::{PODS, Resource};
 use super::session::{QueueReport, Session, State};
 use tephra_api::scheduling::{
@@ -419,13 +419,165 @@ pub fn to_list(r: &Resource) -> ResourceList {
     m
 }
 
+/// Turns the closed session's state into what it decided: every output is built by a function
+/// of its own below, from the state and, for the PodGroup-related ones, from each gang's
+/// [`GangClose`] (worked out once, as several outputs need the same phase and verdict).
 fn close(st: &State, now: Time) -> Outcome {
-    let mut out = Outcome::default();
-    out.plan.session_id = st.id.clone();
+    let gangs: IxVec<JobIx, GangClose> =
+        st.jobs.indices().map(|j| close_gang(st, j, &now)).collect();
+    Outcome {
+        plan: plan(st, &gangs),
+        podgroups: podgroup_updates(st, &gangs),
+        queues: queue_updates(st),
+        events: events(st, &gangs),
+        evictions: evictions(st),
+        figures: figures(st, &gangs),
+        wake_at_ms: reword_wake(&gangs),
+    }
+}
+
+/// How one gang leaves the session: what its PodGroup's phase and status become and the
+/// verdict the extender answers for its pods.
+struct GangClose {
+    /// Volcano's phase after the session.
+    phase: PodGroupPhase,
+    /// Ready, or waiting and why.
+    verdict: Verdict,
+    /// The status to write; the PodGroup's own when nothing is to be written.
+    status: PodGroupStatus,
+    /// The status is to be written (it changed, and a mere rewording is not held back).
+    changed: bool,
+    /// A rewording held back ([`REWORD_AFTER_MS`]): when it may be written.
+    reword_at: Option<i64>,
+}
+
+/// Works out one gang's [`GangClose`].
+fn close_gang(st: &State, j: JobIx, now: &Time) -> GangClose {
+    let unschedulable = st.job_state[j]
+        .condition
+        .as_ref()
+        .is_some_and(|(type_, _, _)| type_ == "Unschedulable");
+    let phase = phase_of(st, j, unschedulable);
+    let verdict = gang_verdict(st, j);
+    let (status, changed, reword_at) = podgroup_status(st, j, &phase, now);
+    GangClose {
+        phase,
+        verdict,
+        status,
+        changed,
+        reword_at,
+    }
+}
+
+/// The gang's verdict: Ready once enough of its pods are placed (a gang without pods never
+/// is), else Waiting with the gang plugin's Unschedulable message, or, without one, why it
+/// has no pods or room.
+fn gang_verdict(st: &State, j: JobIx) -> Verdict {
+    let job = &st.jobs[j];
+    if st.is_ready(j) && !job.tasks.is_empty() {
+        return Verdict::Ready;
+    }
+    let message = st.job_state[j]
+        .condition
+        .as_ref()
+        .filter(|(t, _, _)| t == "Unschedulable")
+        .map(|(_, _, m)| format!("{m}{}", ordered_cause(st, j)))
+        .unwrap_or_else(|| waiting_message(st, j));
+    Verdict::Waiting(message)
+}
+
+/// The gang's PodGroup status after the session (phase, task counts, the condition the
+/// session decided), whether it is to be written, and when a held-back rewording may be.
+/// Only real changes are written (condition times and transition ids do not count), and a
+/// waiting gang's condition is reworded at most every [`REWORD_AFTER_MS`], so the API server
+/// is not loaded with rewrites of what users already see.
+fn podgroup_status(
+    st: &State,
+    j: JobIx,
+    phase: &PodGroupPhase,
+    now: &Time,
+) -> (PodGroupStatus, bool, Option<i64>) {
+    let job = &st.jobs[j];
+    let js = &st.job_state[j];
+    let old = job.podgroup.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    // A gang the enqueue step holds back (queue closed, queue short of quota) has no pods
+    // yet, so the gang plugin writes no condition for it (as in Volcano); the reason is
+    // written as an Unschedulable condition anyway, so `kubectl describe pg` shows it and
+    // the Job controller's PodGroupPending Event carries it to the vcJob.
+    let not_enqueued =
+        not_enqueued_condition(job.tasks.is_empty() && *phase == PodGroupPhase::Pending, js);
+    clear_not_enqueued(&mut status, not_enqueued.is_none());
+    if js
+        .condition
+        .as_ref()
+        .is_some_and(|(type_, _, _)| type_ == "Scheduled")
+    {
+        settle_unschedulable(&mut status, now);
+    }
+    if let Some((type_, reason, message)) = js.condition.as_ref().or(not_enqueued.as_ref()) {
+        let message = if type_ == "Unschedulable" {
+            format!("{message}{}", ordered_cause(st, j))
+        } else {
+            message.clone()
+        };
+        let cond = PodGroupCondition {
+            type_: Some(PodGroupConditionType::from(type_.as_str())),
+            status: Some("True".into()),
+            transition_id: Some(st.id.clone()),
+            last_transition_time: Some(now.clone()),
+            reason: Some(reason.clone()),
+            message: Some(message),
+        };
+        let conditions = status.conditions.get_or_insert_with(Vec::new);
+        match conditions
+            .iter_mut()
+            .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some(type_.as_str()))
+        {
+            Some(c) => {
+                // Keep the transition time when nothing but the session changed.
+                let same =
+                    c.status == cond.status && c.reason == cond.reason && c.message == cond.message;
+                let keep_time = c.last_transition_time.clone();
+                *c = cond;
+                if same && keep_time.is_some() {
+                    c.last_transition_time = keep_time;
+                }
+            }
+            None => conditions.push(cond),
+        }
+    }
+    let count = |s: TaskStatus| {
+        job.tasks
+            .iter()
+            .filter(|&&t| st.tasks[t].status == s)
+            .count() as i32
+    };
+    status.phase = Some(phase.clone());
+    status.running = Some(count(TaskStatus::Running));
+    status.failed = Some(count(TaskStatus::Failed));
+    status.succeeded = Some(count(TaskStatus::Succeeded));
+    let changed = !same_status(&old, &status);
+    if changed
+        && !js.refused_for_queue_state
+        && let Some(due) = reword_later(&old, &status, now.0.as_millisecond())
+    {
+        return (old, false, Some(due));
+    }
+    (status, changed, None)
+}
+
+/// The plan the extender answers from: where each pod placed this session goes, and each
+/// gang's verdict and `minMember`.
+fn plan(st: &State, gangs: &IxVec<JobIx, GangClose>) -> Plan {
+    let mut plan = Plan {
+        session_id: st.id.clone(),
+        ..Plan::default()
+    };
     for (t, node) in &st.placements {
         let task = &st.tasks[*t];
         let job = &st.jobs[st.task_job[*t]];
-        out.plan.placements.insert(
+        plan.placements.insert(
             task.uid.clone(),
             Placement {
                 node: node.clone(),
@@ -435,168 +587,89 @@ fn close(st: &State, now: Time) -> Outcome {
             },
         );
     }
-    for (t, reason) in &st.evictions {
-        let task = &st.tasks[*t];
-        out.evictions.push(Eviction {
-            namespace: task.namespace.clone(),
-            name: task.name.clone(),
-            uid: task.uid.clone(),
-            reason: reason.clone(),
-        });
+    for (job, gang) in st.jobs.iter().zip(gangs) {
+        plan.min_member.insert(job.id.clone(), job.min_available);
+        plan.gangs.insert(job.id.clone(), gang.verdict.clone());
     }
-    for ev in &st.events {
-        let job = &st.jobs[ev.job];
-        out.events.push(GangEvent {
+    plan
+}
+
+/// The PodGroups whose status is to be written, in job order.
+fn podgroup_updates(st: &State, gangs: &IxVec<JobIx, GangClose>) -> Vec<PodGroupUpdate> {
+    st.jobs
+        .iter()
+        .zip(gangs)
+        .filter(|(_, gang)| gang.changed)
+        .map(|(job, gang)| PodGroupUpdate {
             namespace: job.namespace.clone(),
             name: job.name.clone(),
             uid: job.uid.clone(),
-            type_: ev.type_,
-            reason: ev.reason.clone(),
-            message: ev.message.clone(),
-        });
-    }
-    for (j, job) in st.jobs.iter_enumerated() {
-        let js = &st.job_state[j];
-        out.plan
-            .min_member
-            .insert(job.id.clone(), job.min_available);
-        let old = job.podgroup.status.clone().unwrap_or_default();
-        let mut status = old.clone();
-        let unschedulable = js
-            .condition
-            .as_ref()
-            .is_some_and(|(type_, _, _)| type_ == "Unschedulable");
-        let phase = phase_of(st, j, unschedulable);
-        // A gang the enqueue step holds back (queue closed, queue short of quota) has no pods
-        // yet, so the gang plugin writes no condition for it (as in Volcano); the reason is
-        // written as an Unschedulable condition anyway, so `kubectl describe pg` shows it and
-        // the Job controller's PodGroupPending Event carries it to the vcJob.
-        let not_enqueued =
-            not_enqueued_condition(job.tasks.is_empty() && phase == PodGroupPhase::Pending, js);
-        clear_not_enqueued(&mut status, not_enqueued.is_none());
-        if js
-            .condition
-            .as_ref()
-            .is_some_and(|(type_, _, _)| type_ == "Scheduled")
-        {
-            settle_unschedulable(&mut status, &now);
-        }
-        if let Some((type_, reason, message)) = js.condition.as_ref().or(not_enqueued.as_ref()) {
-            let message = if type_ == "Unschedulable" {
-                format!("{message}{}", ordered_cause(st, j))
-            } else {
-                message.clone()
-            };
-            let cond = PodGroupCondition {
-                type_: Some(PodGroupConditionType::from(type_.as_str())),
-                status: Some("True".into()),
-                transition_id: Some(st.id.clone()),
-                last_transition_time: Some(now.clone()),
-                reason: Some(reason.clone()),
-                message: Some(message),
-            };
-            let conditions = status.conditions.get_or_insert_with(Vec::new);
-            match conditions
-                .iter_mut()
-                .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some(type_.as_str()))
-            {
-                Some(c) => {
-                    // Keep the transition time when nothing but the session changed.
-                    let same = c.status == cond.status
-                        && c.reason == cond.reason
-                        && c.message == cond.message;
-                    let keep_time = c.last_transition_time.clone();
-                    *c = cond;
-                    if same && keep_time.is_some() {
-                        c.last_transition_time = keep_time;
-                    }
-                }
-                None => conditions.push(cond),
-            }
-        }
-        let ready = st.is_ready(j);
-        let verdict = if ready && !job.tasks.is_empty() {
-            Verdict::Ready
-        } else {
-            let message = js
-                .condition
-                .as_ref()
-                .filter(|(t, _, _)| t == "Unschedulable")
-                .map(|(_, _, m)| format!("{m}{}", ordered_cause(st, j)))
-                .unwrap_or_else(|| waiting_message(st, j));
-            Verdict::Waiting(message)
-        };
-        if let Verdict::Waiting(_) = &verdict {
-            let pending = job
-                .tasks
-                .iter()
-                .filter(|&&t| st.tasks[t].status == TaskStatus::Pending)
-                .count() as u32;
-            out.figures
-                .unschedulable_tasks
-                .insert(job.id.clone(), pending);
-        }
-        let count = |s: TaskStatus| {
-            job.tasks
-                .iter()
-                .filter(|&&t| st.tasks[t].status == s)
-                .count() as i32
-        };
-        status.phase = Some(phase.clone());
-        status.running = Some(count(TaskStatus::Running));
-        status.failed = Some(count(TaskStatus::Failed));
-        status.succeeded = Some(count(TaskStatus::Succeeded));
-        *out.figures
-            .phases
-            .entry(phase.as_str().to_string())
-            .or_default() += 1;
-        let mut changed = !same_status(&old, &status);
-        if changed
-            && !js.refused_for_queue_state
-            && let Some(due) = reword_later(&old, &status, now.0.as_millisecond())
-        {
-            status = old.clone();
-            changed = false;
-            wake_by(&mut out.wake_at_ms, due);
-        }
-        if changed {
-            out.podgroups.push(PodGroupUpdate {
-                namespace: job.namespace.clone(),
-                name: job.name.clone(),
-                uid: job.uid.clone(),
-                status,
-            });
-        }
-        match (&verdict, &phase) {
-            // A gang still waiting for its own pods to be made is not in trouble: no Warning
-            // (its condition says what it waits for).
+            status: gang.status.clone(),
+        })
+        .collect()
+}
+
+/// The Events to record: those the plugins asked for during the session first, then per gang
+/// in job order a Warning for one that waits for room (not one that only waits for its own
+/// pods to be made: its condition says so, and it is not in trouble) and a Normal `Scheduled`
+/// for one that became ready (its status changed).
+fn events(st: &State, gangs: &IxVec<JobIx, GangClose>) -> Vec<GangEvent> {
+    let event = |job: &JobInfo, type_: &'static str, reason: &str, message: String| GangEvent {
+        namespace: job.namespace.clone(),
+        name: job.name.clone(),
+        uid: job.uid.clone(),
+        type_,
+        reason: reason.into(),
+        message,
+    };
+    let mut out: Vec<GangEvent> = st
+        .events
+        .iter()
+        .map(|ev| event(&st.jobs[ev.job], ev.type_, &ev.reason, ev.message.clone()))
+        .collect();
+    for (j, gang) in gangs.iter_enumerated() {
+        let job = &st.jobs[j];
+        match (&gang.verdict, &gang.phase) {
             (
                 Verdict::Waiting(message),
                 PodGroupPhase::Pending | PodGroupPhase::Inqueue | PodGroupPhase::Unknown,
             ) if !awaits_its_pods(st, j) => {
-                let message = message.clone();
-                out.events.push(GangEvent {
-                    namespace: job.namespace.clone(),
-                    name: job.name.clone(),
-                    uid: job.uid.clone(),
-                    type_: "Warning",
-                    reason: "Unschedulable".into(),
-                    message,
-                });
+                out.push(event(job, "Warning", "Unschedulable", message.clone()));
             }
-            (Verdict::Ready, _) if changed => out.events.push(GangEvent {
-                namespace: job.namespace.clone(),
-                name: job.name.clone(),
-                uid: job.uid.clone(),
-                type_: "Normal",
-                reason: "Scheduled".into(),
-                message: "pod group is ready".into(),
-            }),
+            (Verdict::Ready, _) if gang.changed => {
+                out.push(event(
+                    job,
+                    "Normal",
+                    "Scheduled",
+                    "pod group is ready".into(),
+                ));
+            }
             _ => {}
         }
-        out.plan.gangs.insert(job.id.clone(), verdict);
     }
-    // Queue allocation: tasks that hold or are about to hold their node.
+    out
+}
+
+/// The pods to evict (preempt, reclaim), in the order the session committed them.
+fn evictions(st: &State) -> Vec<Eviction> {
+    st.evictions
+        .iter()
+        .map(|(t, reason)| {
+            let task = &st.tasks[*t];
+            Eviction {
+                namespace: task.namespace.clone(),
+                name: task.name.clone(),
+                uid: task.uid.clone(),
+                reason: reason.clone(),
+            }
+        })
+        .collect()
+}
+
+/// What each queue holds after the session: its jobs' tasks that hold or are about to hold
+/// their node (Binding, Bound, Running; pod slots aside), with every queue's counted in its
+/// ancestors' up to `root`, as Volcano's hierarchical queues report it.
+fn queue_allocations(st: &State) -> IxVec<QueueIx, Resource> {
     let mut allocated: IxVec<QueueIx, Resource> =
         IxVec::from_elem(Resource::zero(), st.queues.len());
     for (j, job) in st.jobs.iter_enumerated() {
@@ -615,10 +688,10 @@ fn close(st: &State, now: Time) -> Outcome {
             }
         }
     }
-    // Children's allocation counts in their parents up to `root`.
     let mut total_alloc = allocated.clone();
     for (q, a) in allocated.iter_enumerated() {
         let mut parent = st.queues[q].parent.clone();
+        // Bounded by the queue count, so a cycle in `spec.parent` cannot loop for ever.
         let mut hops = 0;
         while let Some(p) = parent {
             hops += 1;
@@ -632,26 +705,69 @@ fn close(st: &State, now: Time) -> Outcome {
             parent = st.queues[pi].parent.clone();
         }
     }
-    for (q, queue) in st.queues.iter_enumerated() {
-        let new = to_list(&total_alloc[q]);
-        let old = queue
-            .status_allocated
-            .as_ref()
-            .map(to_list)
-            .unwrap_or_default();
-        if new != old {
-            out.queues.push(QueueUpdate {
+    total_alloc
+}
+
+/// The Queues whose `status.allocated` changes ([`queue_allocations`] against what was last
+/// written), in queue order: unchanged ones are not written again.
+fn queue_updates(st: &State) -> Vec<QueueUpdate> {
+    let total_alloc = queue_allocations(st);
+    st.queues
+        .iter()
+        .zip(&total_alloc)
+        .filter_map(|(queue, alloc)| {
+            let new = to_list(alloc);
+            let old = queue
+                .status_allocated
+                .as_ref()
+                .map(to_list)
+                .unwrap_or_default();
+            (new != old).then(|| QueueUpdate {
                 name: queue.name.clone(),
                 allocated: new,
-            });
+            })
+        })
+        .collect()
+}
+
+/// The session's figures for the metrics: the proportion plugin's queue report, the pending
+/// pods of every waiting gang, gangs by phase, and the jobs and nodes seen. The actions'
+/// times are added by [`run_session`], which measures them.
+fn figures(st: &State, gangs: &IxVec<JobIx, GangClose>) -> SessionFigures {
+    let mut figures = SessionFigures::default();
+    for (j, gang) in gangs.iter_enumerated() {
+        let job = &st.jobs[j];
+        if let Verdict::Waiting(_) = &gang.verdict {
+            let pending = job
+                .tasks
+                .iter()
+                .filter(|&&t| st.tasks[t].status == TaskStatus::Pending)
+                .count() as u32;
+            figures.unschedulable_tasks.insert(job.id.clone(), pending);
         }
+        *figures
+            .phases
+            .entry(gang.phase.as_str().to_string())
+            .or_default() += 1;
+    }
+    for (q, queue) in st.queues.iter_enumerated() {
         if let Some(r) = st.queue_report.get(&q) {
-            out.figures.queues.insert(queue.name.clone(), r.clone());
+            figures.queues.insert(queue.name.clone(), r.clone());
         }
     }
-    out.figures.jobs = st.jobs.len();
-    out.figures.nodes = st.nodes.len();
-    out
+    figures.jobs = st.jobs.len();
+    figures.nodes = st.nodes.len();
+    figures
+}
+
+/// The earliest time a held-back rewording may be written: the session to hold then, even
+/// when nothing else changes.
+fn reword_wake(gangs: &IxVec<JobIx, GangClose>) -> Option<i64> {
+    let mut wake = None;
+    for due in gangs.iter().filter_map(|g| g.reword_at) {
+        wake_by(&mut wake, due);
+    }
+    wake
 }
 
 #[cfg(test)]
