@@ -18,17 +18,15 @@ pub trait Ix: Copy + Eq + Ord + std::hash::Hash + fmt::Debug {
 macro_rules! define_ix {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $name(u32);
+        #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(usize);
 
         impl Ix for $name {
             fn new(i: usize) -> Self {
-                // Four billion of anything is far beyond what a session holds: an overflow
-                // here is a bug, not a large cluster.
-                Self(u32::try_from(i).expect(concat!(stringify!($name), " beyond u32")))
+                Self(i)
             }
             fn index(self) -> usize {
-                self.0 as usize
+                self.0
             }
         }
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::config::SchedulerConf;
 use super::framework::{Plugins, Unfit};
 use super::index::Snapshot;
-use super::ix::{IxVec, JobIx, NodeIx, QueueIx, TaskIx};
+use super::ix::{Ix, IxVec, JobIx, NodeIx, QueueIx, TaskIx};
 use super::model::{JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
 use super::resource::{EPSILON, PODS, Resource};
 
@@ -187,14 +187,33 @@ pub struct QueueReport {
     pub overused: bool,
 }
 
+/// Leaves only the tasks some job lists, renumbered in order. A snapshot from the index has no
+/// other (it builds its tasks from its jobs); one put together by hand might, and a task
+/// without a job has no place in a session.
+fn drop_tasks_outside_jobs(jobs: &mut IxVec<JobIx, JobInfo>, tasks: &mut IxVec<TaskIx, TaskInfo>) {
+    let listed: usize = jobs.iter().map(|j| j.tasks.len()).sum();
+    if listed == tasks.len() {
+        return;
+    }
+    let mut old: Vec<Option<TaskInfo>> = std::mem::take(tasks).into_iter().map(Some).collect();
+    for job in jobs.iter_mut() {
+        job.tasks = job
+            .tasks
+            .iter()
+            .filter_map(|t| old.get_mut(t.index()).and_then(Option::take))
+            .map(|t| tasks.push(t))
+            .collect();
+    }
+}
+
 impl State {
     /// Builds the working state from a snapshot at `now_ms` (milliseconds since the epoch).
     /// Jobs whose queue is unknown were already dropped by the snapshot.
     pub fn new(snapshot: Snapshot, id: String, conf: &SchedulerConf, now_ms: i64) -> Self {
         let Snapshot {
             nodes,
-            jobs,
-            tasks,
+            mut jobs,
+            mut tasks,
             queues,
             ..
         } = snapshot;
@@ -206,6 +225,7 @@ impl State {
             .iter_enumerated()
             .map(|(i, q)| (q.name.clone(), i))
             .collect();
+        drop_tasks_outside_jobs(&mut jobs, &mut tasks);
         let mut task_job: IxVec<TaskIx, Option<JobIx>> = IxVec::from_elem(None, tasks.len());
         let mut job_state: IxVec<JobIx, JobState> =
             IxVec::from_elem(JobState::default(), jobs.len());
@@ -221,10 +241,10 @@ impl State {
                 }
             }
         }
-        // The snapshot builds its task list from its jobs' tasks, so every task has a job.
+        // Every task is one of a job's now, so no `None` is left to replace.
         let task_job = task_job
             .into_iter()
-            .map(|j| j.expect("a snapshot holds only tasks of its jobs"))
+            .map(Option::unwrap_or_default)
             .collect();
         let mut total = Resource::zero();
         for n in nodes.iter().filter(|n| n.ready && !n.unschedulable) {

@@ -41,6 +41,33 @@ fn a_gang_that_fits_is_admitted_and_placed_whole() {
     assert_eq!(cond[0].type_.as_ref().unwrap().as_str(), "Scheduled");
 }
 
+/// A snapshot put together by hand may list a task no job holds: the session leaves it out
+/// and schedules the rest as if it were not there, instead of failing.
+#[test]
+fn a_task_no_job_holds_is_left_out_of_the_session() {
+    let w = World::default()
+        .nodes(2, 4, 16)
+        .gang("ns", "a", "default", 4, 4, 1000, 1024, "Pending")
+        .gang("ns", "b", "default", 2, 2, 1000, 1024, "Pending");
+    let whole = session(&w);
+    let mut snapshot = w.index.snapshot();
+    // Gang `a` forgets its first task; the task stays in the list.
+    let j = snapshot
+        .jobs
+        .iter_enumerated()
+        .find(|(_, job)| job.id == "ns/a")
+        .map(|(j, _)| j)
+        .unwrap();
+    snapshot.jobs[j].tasks.remove(0);
+    let out = run_session(snapshot, &SchedulerConf::builtin(), "s1", now());
+    // `a` now has 3 pods for minMember 4 and waits; `b` is placed as before.
+    assert_eq!(placed_by_gang(&out.plan).get("ns/a"), None);
+    assert_eq!(
+        placed_by_gang(&out.plan).get("ns/b"),
+        placed_by_gang(&whole.plan).get("ns/b")
+    );
+}
+
 #[test]
 fn two_gangs_that_cannot_both_fit_one_goes_whole_the_other_waits_whole() {
     // 2 nodes × 4 cpu = 8 cpu; each gang needs 6 cpu.
