@@ -425,14 +425,19 @@ pub fn to_list(r: &Resource) -> ResourceList {
 fn close(st: &State, now: Time) -> Outcome {
     let gangs: IxVec<JobIx, GangClose> =
         st.jobs.indices().map(|j| close_gang(st, j, &now)).collect();
+    let plan = plan(st, &gangs);
+    let events = events(st, &gangs);
+    let figures = figures(st, &gangs);
+    let wake_at_ms = reword_wake(&gangs);
     Outcome {
-        plan: plan(st, &gangs),
-        podgroups: podgroup_updates(st, &gangs),
+        plan,
+        // Last: it takes the statuses out of `gangs` rather than copying them.
+        podgroups: podgroup_updates(st, gangs),
         queues: queue_updates(st),
-        events: events(st, &gangs),
+        events,
         evictions: evictions(st),
-        figures: figures(st, &gangs),
-        wake_at_ms: reword_wake(&gangs),
+        figures,
+        wake_at_ms,
     }
 }
 
@@ -443,9 +448,9 @@ struct GangClose {
     phase: PodGroupPhase,
     /// Ready, or waiting and why.
     verdict: Verdict,
-    /// The status to write; the PodGroup's own when nothing is to be written.
-    status: PodGroupStatus,
-    /// The status is to be written (it changed, and a mere rewording is not held back).
+    /// The status to write, when it changed (and a mere rewording is not held back).
+    status: Option<PodGroupStatus>,
+    /// `status` is `Some`.
     changed: bool,
     /// A rewording held back ([`REWORD_AFTER_MS`]): when it may be written.
     reword_at: Option<i64>,
@@ -459,7 +464,8 @@ fn close_gang(st: &State, j: JobIx, now: &Time) -> GangClose {
         .is_some_and(|(type_, _, _)| type_ == "Unschedulable");
     let phase = phase_of(st, j, unschedulable);
     let verdict = gang_verdict(st, j);
-    let (status, changed, reword_at) = podgroup_status(st, j, &phase, now);
+    let (status, reword_at) = podgroup_status(st, j, &phase, now);
+    let changed = status.is_some();
     GangClose {
         phase,
         verdict,
@@ -487,7 +493,7 @@ fn gang_verdict(st: &State, j: JobIx) -> Verdict {
 }
 
 /// The gang's PodGroup status after the session (phase, task counts, the condition the
-/// session decided), whether it is to be written, and when a held-back rewording may be.
+/// session decided) when it is to be written, and when a held-back rewording may be.
 /// Only real changes are written (condition times and transition ids do not count), and a
 /// waiting gang's condition is reworded at most every [`REWORD_AFTER_MS`], so the API server
 /// is not loaded with rewrites of what users already see.
@@ -496,10 +502,11 @@ fn podgroup_status(
     j: JobIx,
     phase: &PodGroupPhase,
     now: &Time,
-) -> (PodGroupStatus, bool, Option<i64>) {
+) -> (Option<PodGroupStatus>, Option<i64>) {
     let job = &st.jobs[j];
     let js = &st.job_state[j];
-    let old = job.podgroup.status.clone().unwrap_or_default();
+    let none = PodGroupStatus::default();
+    let old = job.podgroup.status.as_ref().unwrap_or(&none);
     let mut status = old.clone();
     // A gang the enqueue step holds back (queue closed, queue short of quota) has no pods
     // yet, so the gang plugin writes no condition for it (as in Volcano); the reason is
@@ -557,14 +564,15 @@ fn podgroup_status(
     status.running = Some(count(TaskStatus::Running));
     status.failed = Some(count(TaskStatus::Failed));
     status.succeeded = Some(count(TaskStatus::Succeeded));
-    let changed = !same_status(&old, &status);
-    if changed
-        && !js.refused_for_queue_state
-        && let Some(due) = reword_later(&old, &status, now.0.as_millisecond())
-    {
-        return (old, false, Some(due));
+    if same_status(old, &status) {
+        return (None, None);
     }
-    (status, changed, None)
+    if !js.refused_for_queue_state
+        && let Some(due) = reword_later(old, &status, now.0.as_millisecond())
+    {
+        return (None, Some(due));
+    }
+    (Some(status), None)
 }
 
 /// The plan the extender answers from: where each pod placed this session goes, and each
@@ -595,16 +603,17 @@ fn plan(st: &State, gangs: &IxVec<JobIx, GangClose>) -> Plan {
 }
 
 /// The PodGroups whose status is to be written, in job order.
-fn podgroup_updates(st: &State, gangs: &IxVec<JobIx, GangClose>) -> Vec<PodGroupUpdate> {
+fn podgroup_updates(st: &State, gangs: IxVec<JobIx, GangClose>) -> Vec<PodGroupUpdate> {
     st.jobs
         .iter()
         .zip(gangs)
-        .filter(|(_, gang)| gang.changed)
-        .map(|(job, gang)| PodGroupUpdate {
-            namespace: job.namespace.clone(),
-            name: job.name.clone(),
-            uid: job.uid.clone(),
-            status: gang.status.clone(),
+        .filter_map(|(job, gang)| {
+            Some(PodGroupUpdate {
+                namespace: job.namespace.clone(),
+                name: job.name.clone(),
+                uid: job.uid.clone(),
+                status: gang.status?,
+            })
         })
         .collect()
 }
