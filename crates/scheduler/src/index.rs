@@ -949,9 +949,11 @@ impl ClusterIndex {
             .unwrap_or(0);
         let mut ids: Vec<&JobId> = self.podgroups.keys().collect();
         ids.sort();
-        let mut jobs = IxVec::new();
+        let mut jobs = IxVec::from(Vec::with_capacity(ids.len()));
         let mut orphans = Vec::new();
-        let mut tasks = IxVec::new();
+        // Every pod in a PodGroup becomes a task: one allocation, not a doubling series of
+        // copies of tens of thousands of tasks.
+        let mut tasks = IxVec::from(Vec::with_capacity(self.pods.len()));
         for id in ids {
             let pg = &self.podgroups[id];
             let spec = &pg.spec;
