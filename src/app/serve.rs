@@ -22,6 +22,51 @@ use crate::selftls::{SelfTlsConfig, SelfTlsError};
 use crate::server::{self, ManagedTls, ServerConfig, ServerError, ServerState, TlsSource};
 use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 
+/// `tephra serve`: pick the cluster (or start the embedded API), start the shared caches, the
+/// HTTPS and metrics listeners with the admission webhooks, and run until a signal.
+///
+/// One named stage per step, each handing the next what it needs:
+///
+/// ```text
+///  preflight ─▶ Base::start ─▶ connect ─▶ start_core ─▶ start_http ─▶ start_embedded_mode
+///  (flags,      (metrics,      (client;    (caches,      (webhooks,    (API, CRDs, webhook
+///   files)       signals,       embedded    scheduler,    extender,     registration,
+///                leadership)    listener)   controllers)  listeners)    stand-in)
+///      ─▶ start_background ─▶ (until a signal) ─▶ drain
+///         (built-in queues,                        (everything that talks to the API
+///          elector, leader-only tasks)              stops, then the API itself)
+/// ```
+pub(super) async fn serve(args: ServeArgs) -> Result<(), AppError> {
+    let checked = preflight(&args)?;
+    let scheduler_conf = scheduler_conf(&args)?;
+    let base = Base::start(&args)?;
+    let connected = connect(&args, checked.embedded).await?;
+    let mut core = start_core(&args, &base, &connected.client, scheduler_conf)?;
+    let mut http = start_http(&args, &base, &connected.client, &core).await?;
+    let stand_in = match connected.embedded {
+        Some(api) => {
+            start_embedded_mode(
+                &args,
+                &base,
+                &connected.client,
+                api,
+                checked.webhook,
+                &mut http,
+                core.feeds.take(),
+            )
+            .await?
+        }
+        None => None,
+    };
+    track_default_queues(core.caches.clone(), base.state.clone());
+    let background = start_background(&args, &base, &connected.client, &core, &http);
+    // Until a signal (or a lost Lease): then /readyz fails, in-flight requests drain.
+    (&mut http.running)
+        .await
+        .map_err(|e| AppError::Task(e.to_string()))??;
+    drain(base, core.controllers, background, stand_in, http).await
+}
+
 /// The HTTPS listener's configuration from the `serve` flags.
 fn server_config(args: &ServeArgs) -> ServerConfig {
     ServerConfig {
@@ -212,51 +257,6 @@ fn embedded_webhook(
         other => other,
     })?;
     Ok((host, PemChain::pem_of(&roots)))
-}
-
-/// `tephra serve`: pick the cluster (or start the embedded API), start the shared caches, the
-/// HTTPS and metrics listeners with the admission webhooks, and run until a signal.
-///
-/// One named stage per step, each handing the next what it needs:
-///
-/// ```text
-///  preflight ─▶ Base::start ─▶ connect ─▶ start_core ─▶ start_http ─▶ start_embedded_mode
-///  (flags,      (metrics,      (client;    (caches,      (webhooks,    (API, CRDs, webhook
-///   files)       signals,       embedded    scheduler,    extender,     registration,
-///                leadership)    listener)   controllers)  listeners)    stand-in)
-///      ─▶ start_background ─▶ (until a signal) ─▶ drain
-///         (built-in queues,                        (everything that talks to the API
-///          elector, leader-only tasks)              stops, then the API itself)
-/// ```
-pub(super) async fn serve(args: ServeArgs) -> Result<(), AppError> {
-    let checked = preflight(&args)?;
-    let scheduler_conf = scheduler_conf(&args)?;
-    let base = Base::start(&args)?;
-    let connected = connect(&args, checked.embedded).await?;
-    let mut core = start_core(&args, &base, &connected.client, scheduler_conf)?;
-    let mut http = start_http(&args, &base, &connected.client, &core).await?;
-    let stand_in = match connected.embedded {
-        Some(api) => {
-            start_embedded_mode(
-                &args,
-                &base,
-                &connected.client,
-                api,
-                checked.webhook,
-                &mut http,
-                core.feeds.take(),
-            )
-            .await?
-        }
-        None => None,
-    };
-    track_default_queues(core.caches.clone(), base.state.clone());
-    let background = start_background(&args, &base, &connected.client, &core, &http);
-    // Until a signal (or a lost Lease): then /readyz fails, in-flight requests drain.
-    (&mut http.running)
-        .await
-        .map_err(|e| AppError::Task(e.to_string()))??;
-    drain(base, core.controllers, background, stand_in, http).await
 }
 
 /// The scheduler's configuration: `--config`, else the built-in one. Plugins tephra does not
