@@ -263,6 +263,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Refuse a scheduler configuration that names Volcano plugins tephra does not run
+    /// (`pdb`, `usage`, …), at start and at reload, with one line naming them. Without it
+    /// they are left out of every session, named in a warning and in the gauge
+    /// `tephra_scheduler_plugin_ignored`.
+    #[arg(long)]
+    pub strict_config: bool,
+
     /// How often the scheduling session runs (Go duration: `500ms`, `1s`, `2m`); sessions also
     /// run on demand when pods, gangs or capacity change. A gang's members beyond its
     /// `minMember` are placed one period after the gang started, so gangs submitted within

@@ -260,12 +260,21 @@ fn embedded_webhook(
 }
 
 /// The scheduler's configuration: `--config`, else the built-in one. Plugins tephra does not
-/// run are named in a warning.
+/// run are named in a warning, or, with `--strict-config`, refuse the start.
 fn scheduler_conf(args: &ServeArgs) -> Result<crate::scheduler::SchedulerConf, AppError> {
-    let conf = match &args.config {
-        Some(path) => crate::scheduler::config::load(path)?,
-        None => crate::scheduler::SchedulerConf::builtin(),
+    let (conf, origin) = match &args.config {
+        Some(path) => (
+            crate::scheduler::config::load(path)?,
+            path.display().to_string(),
+        ),
+        None => (
+            crate::scheduler::SchedulerConf::builtin(),
+            "built-in".into(),
+        ),
     };
+    if args.strict_config {
+        crate::scheduler::config::require_all_run(&conf, &origin)?;
+    }
     let ignored = conf.ignored_plugins();
     if !ignored.is_empty() {
         tracing::warn!(plugins = ?ignored, "scheduler configuration names Volcano plugins tephra does not run; they are left out");
@@ -418,6 +427,7 @@ fn start_core(
             scheduler_names: args.scheduler_names.clone(),
             period: args.schedule_period,
             config_path: args.config.clone(),
+            strict_config: args.strict_config,
             ..SchedulerOptions::default()
         },
         scheduler_conf,

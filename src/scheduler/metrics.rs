@@ -3,7 +3,7 @@
 
 use prometheus::{
     Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    Opts, Registry, exponential_buckets,
+    IntGaugeVec, Opts, Registry, exponential_buckets,
 };
 
 use super::outcome::SessionFigures;
@@ -52,6 +52,9 @@ pub struct SchedulerMetrics {
     pub config_reloads: IntCounterVec,
     /// `tephra_scheduler_last_session_timestamp_seconds`.
     pub last_session: Gauge,
+    /// `tephra_scheduler_plugin_ignored{plugin}`: 1 for each of Volcano's plugins the
+    /// configuration in force names and tephra does not run, 0 for the others.
+    pub plugin_ignored: IntGaugeVec,
 }
 
 impl SchedulerMetrics {
@@ -172,6 +175,14 @@ impl SchedulerMetrics {
                 "tephra_scheduler_last_session_timestamp_seconds",
                 "When the last scheduling session finished (Unix time).",
             )?,
+            plugin_ignored: IntGaugeVec::new(
+                Opts::new(
+                    "tephra_scheduler_plugin_ignored",
+                    "1 for each of Volcano's plugins the scheduler configuration names and tephra \
+                     does not run (left out of every session), 0 for the others.",
+                ),
+                &["plugin"],
+            )?,
         };
         registry.register(Box::new(m.e2e_latency.clone()))?;
         registry.register(Box::new(m.action_latency.clone()))?;
@@ -191,6 +202,8 @@ impl SchedulerMetrics {
         registry.register(Box::new(m.status_writes.clone()))?;
         registry.register(Box::new(m.config_reloads.clone()))?;
         registry.register(Box::new(m.last_session.clone()))?;
+        registry.register(Box::new(m.plugin_ignored.clone()))?;
+        m.show_ignored(&[]);
         // Series with known label values are on the page from the start at 0, so a rule
         // sees 0 and not no data before the first session.
         for r in ["scheduled", "unschedulable", "error"] {
@@ -257,6 +270,16 @@ impl SchedulerMetrics {
         }
         for (phase, n) in &f.phases {
             self.gangs.with_label_values(&[phase]).set(*n as f64);
+        }
+    }
+
+    /// Sets `tephra_scheduler_plugin_ignored`: 1 for the plugins in `ignored`, 0 for every
+    /// other plugin tephra does not run.
+    pub fn show_ignored(&self, ignored: &[&str]) {
+        for (name, _) in super::config::VOLCANO_ONLY_PLUGINS {
+            self.plugin_ignored
+                .with_label_values(&[name])
+                .set(i64::from(ignored.contains(name)));
         }
     }
 }

@@ -59,6 +59,9 @@ pub struct SchedulerOptions {
     pub period: Duration,
     /// `--config`, reloaded when it changes.
     pub config_path: Option<PathBuf>,
+    /// `--strict-config`: a reloaded configuration naming plugins tephra does not run is
+    /// refused like a bad one (the one in force stays).
+    pub strict_config: bool,
     /// Time-to-live of assumed placements.
     pub assume_ttl: Duration,
     /// Debounce of on-demand sessions.
@@ -71,6 +74,7 @@ impl Default for SchedulerOptions {
             scheduler_names: vec![crate::api::keys::DEFAULT_SCHEDULER_NAME.into()],
             period: Duration::from_secs(1),
             config_path: None,
+            strict_config: false,
             assume_ttl: DEFAULT_ASSUME_TTL,
             debounce: DEFAULT_DEBOUNCE,
         }
@@ -131,6 +135,7 @@ impl Scheduler {
         registry: &prometheus::Registry,
     ) -> Result<Self, prometheus::Error> {
         let metrics = SchedulerMetrics::new(registry)?;
+        metrics.show_ignored(&conf.ignored_plugins());
         let mut file = ConfigFile::default();
         if let Some(p) = &options.config_path
             && let Ok(m) = std::fs::metadata(p)
@@ -256,13 +261,21 @@ impl Scheduler {
             seen.modified = modified;
             seen.len = meta.len();
         }
-        match config::load(path) {
+        let strict = self.inner.options.strict_config;
+        let loaded = config::load(path).and_then(|conf| {
+            if strict {
+                config::require_all_run(&conf, &path.display().to_string())?;
+            }
+            Ok(conf)
+        });
+        match loaded {
             Ok(conf) => {
                 tracing::info!(file = %path.display(), actions = %conf.actions, "scheduler configuration reloaded");
                 let ignored = conf.ignored_plugins();
                 if !ignored.is_empty() {
                     tracing::warn!(plugins = ?ignored, "scheduler configuration names Volcano plugins tephra does not run; they are left out");
                 }
+                self.inner.metrics.show_ignored(&ignored);
                 *sync::write(&self.inner.conf) = Arc::new(conf);
                 self.inner
                     .metrics
@@ -745,5 +758,54 @@ mod tests {
         );
         assert_eq!(s.conf().action_names(), ["allocate"]);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The gauge names the plugins left out of the configuration in force; with
+    /// `strict_config` a new file naming one is refused like a bad file.
+    #[test]
+    fn plugins_not_run_show_in_the_gauge_and_strict_refuses_them_at_reload() {
+        const WITH_PDB: &str =
+            "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: pdb\n";
+        for strict in [false, true] {
+            let dir = std::env::temp_dir().join(format!(
+                "tephra-reload-strict-{strict}-{}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("conf.yaml");
+            std::fs::write(&path, config::DEFAULT_CONFIG).unwrap();
+            let registry = prometheus::Registry::new();
+            let s = Scheduler::new(
+                SchedulerOptions {
+                    config_path: Some(path.clone()),
+                    strict_config: strict,
+                    ..SchedulerOptions::default()
+                },
+                config::load(&path).unwrap(),
+                &registry,
+            )
+            .unwrap();
+            let ignored = |p: &str| s.metrics().plugin_ignored.with_label_values(&[p]).get();
+            assert_eq!((ignored("pdb"), ignored("usage")), (0, 0));
+            std::fs::write(&path, WITH_PDB).unwrap();
+            s.reload_config_if_changed();
+            let result = if strict { "error" } else { "ok" };
+            assert_eq!(
+                s.metrics()
+                    .config_reloads
+                    .with_label_values(&[result])
+                    .get(),
+                1,
+                "strict {strict}"
+            );
+            if strict {
+                assert_eq!(s.conf().action_names(), ["enqueue", "allocate", "backfill"]);
+                assert_eq!(ignored("pdb"), 0);
+            } else {
+                assert_eq!(s.conf().action_names(), ["enqueue", "allocate"]);
+                assert_eq!((ignored("pdb"), ignored("usage")), (1, 0));
+            }
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 }

@@ -746,6 +746,49 @@ fn a_missing_or_bad_scheduler_config_is_refused_before_anything_starts() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--strict-config`: a configuration naming Volcano plugins tephra does not run is refused
+/// with one line naming them; without the flag the same file starts.
+#[test]
+fn strict_config_refuses_plugins_tephra_does_not_run_in_one_line() {
+    let dir = std::env::temp_dir().join(format!("tephra-cli-strict-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("volcano.yaml");
+    std::fs::write(
+        &conf,
+        "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: network-topology-aware\n  - name: pdb\n",
+    )
+    .unwrap();
+    let out = tephra()
+        .args([
+            "serve",
+            "--embedded",
+            "--strict-config",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--embedded-api-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--config")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    let errors = error_lines(&err);
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(
+        errors[0]
+            .contains("names Volcano plugins tephra does not run: network-topology-aware, pdb"),
+        "{err}"
+    );
+    assert!(errors[0].contains(&conf.display().to_string()), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn job_commands_without_a_cluster_say_how_to_name_one() {
     for args in [

@@ -839,7 +839,8 @@ fn scheduler_config_page() -> String {
         "`tephra serve --config FILE` reads Volcano's scheduler-conf YAML (without it, the \
          built-in configuration below). A file written for Volcano's scheduler loads as it is. \
          An unknown key, action or plugin refuses the file, naming it and its line; Volcano's \
-         plugins that tephra does not run are accepted, left out and named in a warning. The \
+         plugins that tephra does not run are accepted, left out and named in a warning (refused \
+         with `--strict-config`). The \
          file is checked at start and re-read when it changes; a bad new version keeps the old \
          configuration. How the session uses it: [Scheduling session](../concepts/scheduling.md).\n",
     );
@@ -938,15 +939,16 @@ fn scheduler_config_page() -> String {
         };
         out.push_str(&format!("| `{p}` | {tier} | {} |\n", cell(&summary)));
     }
-    out.push_str(&format!(
-        "\nVolcano's plugins that tephra accepts in a configuration and does not run: {}.\n\n\
-         <!-- ANCHOR_END: plugins -->\n",
-        VOLCANO_ONLY_PLUGINS
-            .iter()
-            .map(|p| format!("`{p}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
+    out.push_str(
+        "\nVolcano's plugins that tephra accepts in a configuration and does not run. Each is \
+         named in a warning at start and in the gauge `tephra_scheduler_plugin_ignored{plugin}` \
+         (1 while the configuration names it); `--strict-config` refuses such a \
+         configuration.\n\n| plugin | what leaving it out changes |\n| --- | --- |\n",
+    );
+    for (p, changes) in VOLCANO_ONLY_PLUGINS {
+        out.push_str(&format!("| `{p}` | {} |\n", cell(changes)));
+    }
+    out.push_str("\n<!-- ANCHOR_END: plugins -->\n");
 
     out.push_str(
         "\n## Plugin switches\n\nVolcano's `enable*` switches of a plugin entry, each on unless \

@@ -28,25 +28,83 @@ pub const KNOWN_PLUGINS: &[&str] = &[
 ];
 
 /// Volcano's other plugins (`pkg/scheduler/plugins/factory.go` of v1.14), which tephra does not
-/// implement. A configuration naming one still loads, since a file written for Volcano's
-/// scheduler must (its Helm chart's CI configuration has `network-topology-aware`);
-/// the plugin is left out of the session and [`SchedulerConf::ignored_plugins`] names it, for
-/// a warning. A name in neither list is refused: that is a typo.
-pub const VOLCANO_ONLY_PLUGINS: &[&str] = &[
-    "cdp",
-    "deviceshare",
-    "extender",
-    "network-topology-aware",
-    "nodegroup",
-    "numa-aware",
-    "pdb",
-    "rescheduling",
-    "resource-strategy-fit",
-    "resourcequota",
-    "task-topology",
-    "tdm",
-    "usage",
+/// implement, each with what leaving it out changes. A configuration naming one still loads,
+/// since a file written for Volcano's scheduler must (its Helm chart's CI configuration has
+/// `network-topology-aware`): the plugin is left out of the session, named in a warning and in
+/// the `tephra_scheduler_plugin_ignored` gauge, and refused with `--strict-config`
+/// ([`require_all_run`]). A name in neither list is refused: that is a typo.
+pub const VOLCANO_ONLY_PLUGINS: &[(&str, &str)] = &[
+    (
+        "cdp",
+        "a preemptable pod is not protected from preemption and reclaim during its cool-down time after it starts",
+    ),
+    (
+        "deviceshare",
+        "shared GPUs (GPU memory and GPU number requests) are not fitted per device; only the node's allocatable counts",
+    ),
+    (
+        "extender",
+        "Volcano's HTTP scheduler extenders are not called",
+    ),
+    (
+        "network-topology-aware",
+        "a job's `networkTopology` is not honoured: gangs are not kept inside one HyperNode",
+    ),
+    (
+        "nodegroup",
+        "queues are not tied to node groups: a queue's jobs may run on any node",
+    ),
+    (
+        "numa-aware",
+        "a task's NUMA topology policy does not filter or score nodes",
+    ),
+    (
+        "pdb",
+        "preempt and reclaim do not consult PodDisruptionBudgets when they choose victims",
+    ),
+    (
+        "rescheduling",
+        "running pods are never moved off loaded nodes",
+    ),
+    (
+        "resource-strategy-fit",
+        "no per-resource scoring strategy: `nodeorder` and `binpack` score nodes",
+    ),
+    (
+        "resourcequota",
+        "a gang is admitted without checking its namespace's ResourceQuotas (the API server's quota admission still refuses pods beyond them)",
+    ),
+    (
+        "task-topology",
+        "affinity and anti-affinity between a job's tasks declared for this plugin are not applied",
+    ),
+    (
+        "tdm",
+        "revocable zones and their time windows are not honoured",
+    ),
+    (
+        "usage",
+        "nodes are filtered and scored by requests only, not by their measured usage",
+    ),
 ];
+
+/// Whether `name` is one of Volcano's plugins tephra does not run.
+pub fn is_volcano_only(name: &str) -> bool {
+    VOLCANO_ONLY_PLUGINS.iter().any(|(n, _)| *n == name)
+}
+
+/// With `--strict-config`: refuses a configuration that names plugins tephra does not run,
+/// so it never quietly means less than it says.
+pub fn require_all_run(conf: &SchedulerConf, origin: &str) -> Result<(), ConfigError> {
+    let ignored = conf.ignored_plugins();
+    if ignored.is_empty() {
+        return Ok(());
+    }
+    Err(ConfigError::NotRun {
+        origin: origin.to_string(),
+        plugins: ignored.join(", "),
+    })
+}
 
 /// Volcano's built-in configuration (`pkg/scheduler/util.go`), used without `--config`.
 pub const DEFAULT_CONFIG: &str = r#"
@@ -91,6 +149,18 @@ pub enum ConfigError {
         origin: String,
         /// What is wrong.
         message: String,
+    },
+    /// `--strict-config`, and the configuration names plugins tephra does not run.
+    #[error(
+        "scheduler configuration {origin} names Volcano plugins tephra does not run: {plugins} \
+         (--strict-config refuses it; remove them from `tiers`, or run without --strict-config \
+         to have them left out with a warning)"
+    )]
+    NotRun {
+        /// The file, or `built-in`.
+        origin: String,
+        /// The plugins, comma-separated, in the order the tiers name them.
+        plugins: String,
     },
 }
 
@@ -257,7 +327,7 @@ impl SchedulerConf {
             .iter()
             .flat_map(|t| &t.plugins)
             .map(|p| p.name.as_str())
-            .filter(|n| VOLCANO_ONLY_PLUGINS.contains(n))
+            .filter(|n| is_volcano_only(n))
             .collect()
     }
 
@@ -312,16 +382,15 @@ pub fn parse(text: &str, origin: &str) -> Result<SchedulerConf, ConfigError> {
         let mut drf_hierarchy = false;
         let mut proportion = false;
         for p in &tier.plugins {
-            if !KNOWN_PLUGINS.contains(&p.name.as_str())
-                && !VOLCANO_ONLY_PLUGINS.contains(&p.name.as_str())
-            {
+            if !KNOWN_PLUGINS.contains(&p.name.as_str()) && !is_volcano_only(&p.name) {
+                let not_run: Vec<&str> = VOLCANO_ONLY_PLUGINS.iter().map(|(n, _)| *n).collect();
                 return Err(invalid(format!(
                     "unknown plugin {:?} in tier {} (known: {}; Volcano's {} are accepted and \
                      not run)",
                     p.name,
                     i + 1,
                     KNOWN_PLUGINS.join(", "),
-                    VOLCANO_ONLY_PLUGINS.join(", ")
+                    not_run.join(", ")
                 )));
             }
             drf_hierarchy |= p.name == "drf" && p.enable_hierarchy == Some(true);
@@ -450,6 +519,27 @@ tiers:
             assert_eq!(runs, KNOWN_PLUGINS.contains(&p.name.as_str()), "{}", p.name);
         }
         assert!(SchedulerConf::builtin().ignored_plugins().is_empty());
+    }
+
+    #[test]
+    fn strict_refuses_a_configuration_naming_plugins_not_run_and_names_them() {
+        let text = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: pdb\n  - name: usage\n";
+        let conf = parse(text, "conf.yaml").unwrap();
+        let e = require_all_run(&conf, "conf.yaml").unwrap_err().to_string();
+        assert!(
+            e.contains("conf.yaml names Volcano plugins tephra does not run: pdb, usage"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "one line: {e}");
+        assert!(require_all_run(&SchedulerConf::builtin(), "built-in").is_ok());
+    }
+
+    #[test]
+    fn every_plugin_not_run_says_what_leaving_it_out_changes() {
+        for (name, changes) in VOLCANO_ONLY_PLUGINS {
+            assert!(!KNOWN_PLUGINS.contains(name), "{name} is run");
+            assert!(changes.len() > 20, "{name}: {changes:?}");
+        }
         let e = parse(
             "actions: allocate\ntiers:\n- plugins:\n  - name: sla-typo\n",
             "f.yaml",
