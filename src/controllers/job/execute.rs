@@ -18,7 +18,7 @@ use super::policy;
 use super::request::{Request, Target};
 use super::state::{self, Retain, Rule, Work};
 use super::status::{self, Counts};
-use super::sync::{PodMaking, SyncPlan, plan_sync, task_of};
+use super::sync::{KillPlan, PodMaking, Scope, SyncPlan, plan_kill, plan_sync, task_of};
 use crate::api::Duration;
 use crate::api::batch::{Action, Event, JobPhase, JobState, JobStatus};
 use crate::api::{Job, keys};
@@ -50,10 +50,6 @@ impl Cause {
 
 fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
-}
-
-fn finished_pod(pod: &Pod) -> bool {
-    matches!(status::pod_phase(pod), "Succeeded" | "Failed")
 }
 
 /// When a finished job with `ttlSecondsAfterFinished` is due for deletion (Volcano's garbage
@@ -175,15 +171,6 @@ pub(crate) async fn process(
         ctx.delays.cleanup_after(&key, &decision.action, req);
     }
     Ok(())
-}
-
-/// What a kill takes.
-#[derive(Clone, Debug)]
-pub(crate) enum Scope {
-    /// Every pod of the job, but those the retain set keeps.
-    Job(Retain),
-    /// The pods of a target (`None`: the request named none, nothing is killed).
-    Target(Option<Target>),
 }
 
 /// Executes `action` on `job` from its current phase.
@@ -567,37 +554,10 @@ pub(crate) async fn kill(
     let pods = ctx.pods_of(&job);
     let old = job.status.clone().unwrap_or_default();
     let whole = matches!(scope, Scope::Job(_));
-    // The last retry keeps finished pods, for debugging (Volcano).
-    let retain = match scope {
-        Scope::Job(_) if old.retry_count.unwrap_or(0) >= job.spec.max_retry() - 1 => Retain::Soft,
-        Scope::Job(r) => r,
-        Scope::Target(_) => Retain::None,
-    };
-    let selected = |p: &Pod| match &scope {
-        Scope::Job(_) => true,
-        Scope::Target(None) => false,
-        Scope::Target(Some(Target::Task { task })) => task_of(p) == task,
-        Scope::Target(Some(Target::Pod { pod, .. })) => p.name_any() == *pod,
-        Scope::Target(Some(Target::Partition {
-            task, partition, ..
-        })) => {
-            task_of(p) == task
-                && p.labels().get(keys::PARTITION_ID).map(String::as_str) == Some(partition)
-        }
-    };
-    let mut counts = Counts::default();
-    let mut victims = Vec::new();
-    for p in &pods {
-        if p.metadata.deletion_timestamp.is_some() {
-            counts.add_terminating();
-        } else if !selected(p) || (retain == Retain::Soft && finished_pod(p)) {
-            // tephra: counts reflect the pods that exist, kept ones included (Volcano
-            // counts only what it killed, so succeeded/failed drop to 0).
-            counts.add(task_of(p), p);
-        } else {
-            victims.push(p.clone());
-        }
-    }
+    let KillPlan {
+        victims,
+        mut counts,
+    } = plan_kill(&job, &pods, &scope);
     // Mark first, so the deletions read as the controller's (OutOfSync), not as evictions
     // that would fire PodEvicted policies; a pod that cannot be marked is not deleted.
     let marks = in_parallel(ctx, victims.clone(), |ctx, p| async move {

@@ -1,6 +1,8 @@
-//! The pod diff of a sync (Volcano's `syncJob`): which pods an admitted job is missing, which
-//! it has too many of, and how its pods count once both are done. Decided here from the job,
-//! its pods and its plugins; the controller only carries the plan out.
+//! The pod diffs of the Job controller, decided here from the job, its pods and its plugins;
+//! the controller only carries them out:
+//! - a sync (Volcano's `syncJob`): which pods an admitted job is missing, which it has too
+//!   many of, and how its pods count once both are done ([`plan_sync`]);
+//! - a kill (Volcano's `killJob`): which pods go and how the rest count ([`plan_kill`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,7 +15,9 @@ use tephra_api::keys;
 
 use super::build;
 use super::plugins::{JobPlugin, PluginError};
-use super::status::Counts;
+use super::request::Target;
+use super::state::Retain;
+use super::status::{self, Counts};
 
 /// The task a pod belongs to, by the annotation the controller writes on it.
 pub fn task_of(pod: &Pod) -> &str {
@@ -108,6 +112,63 @@ pub fn plan_sync(
     Ok(plan)
 }
 
+/// What a kill takes.
+#[derive(Clone, Debug)]
+pub enum Scope {
+    /// Every pod of the job, but those the retain set keeps.
+    Job(Retain),
+    /// The pods of a target (`None`: the request named none, nothing is killed).
+    Target(Option<Target>),
+}
+
+/// What one kill does to a job's pods.
+#[derive(Debug, Default)]
+pub struct KillPlan {
+    /// The pods to mark and delete.
+    pub victims: Vec<Pod>,
+    /// The pods that stay, counted (terminating ones as terminating); the victims are added
+    /// as their deletions succeed or fail.
+    pub counts: Counts,
+}
+
+/// Plans a kill of `scope` over the job's `pods`. A whole-job kill at the job's last retry
+/// keeps finished pods, so their logs can still be read (as Volcano); pods already being
+/// deleted are counted as terminating, never taken again.
+pub fn plan_kill(job: &Job, pods: &[Pod], scope: &Scope) -> KillPlan {
+    let retry_count = job.status.as_ref().and_then(|s| s.retry_count).unwrap_or(0);
+    let retain = match scope {
+        Scope::Job(_) if retry_count >= job.spec.max_retry() - 1 => Retain::Soft,
+        Scope::Job(r) => *r,
+        Scope::Target(_) => Retain::None,
+    };
+    let selected = |p: &Pod| match scope {
+        Scope::Job(_) => true,
+        Scope::Target(None) => false,
+        Scope::Target(Some(Target::Task { task })) => task_of(p) == task,
+        Scope::Target(Some(Target::Pod { pod, .. })) => p.name_any() == *pod,
+        Scope::Target(Some(Target::Partition {
+            task, partition, ..
+        })) => {
+            task_of(p) == task
+                && p.labels().get(keys::PARTITION_ID).map(String::as_str) == Some(partition)
+        }
+    };
+    let finished = |p: &Pod| matches!(status::pod_phase(p), "Succeeded" | "Failed");
+    let mut plan = KillPlan::default();
+    for p in pods {
+        if p.metadata.deletion_timestamp.is_some() {
+            plan.counts.add_terminating();
+        } else if !selected(p) || (retain == Retain::Soft && finished(p)) {
+            // Counts reflect the pods that exist, kept ones included (Volcano counts only
+            // what it killed, so succeeded and failed drop to 0).
+            plan.counts.add(task_of(p), p);
+        } else {
+            plan.victims.push(p.clone());
+        }
+    }
+    plan
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -163,6 +224,85 @@ mod tests {
         };
         let lookup = |n: &str| pods.iter().find(|p| p.name_any() == n).cloned();
         plan_sync(job, pods, admitted, &lookup, &making).unwrap()
+    }
+
+    fn killed(job: &Job, pods: &[Pod], scope: &Scope) -> (Vec<String>, Counts) {
+        let plan = plan_kill(job, pods, scope);
+        (names(&plan.victims), plan.counts)
+    }
+
+    #[test]
+    fn a_whole_job_kill_takes_every_live_pod_and_soft_keeps_finished_ones() {
+        let mut job = job(false, json!(null));
+        job.spec.max_retry = Some(3);
+        let mut going = pod("worker", "train-worker-2", "Running");
+        going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        let pods = [
+            pod("ps", "train-ps-0", "Succeeded"),
+            pod("worker", "train-worker-0", "Running"),
+            pod("worker", "train-worker-1", "Failed"),
+            going,
+        ];
+        let (victims, counts) = killed(&job, &pods, &Scope::Job(Retain::None));
+        assert_eq!(victims, ["train-ps-0", "train-worker-0", "train-worker-1"]);
+        assert_eq!(counts.terminating, 1);
+        let (victims, counts) = killed(&job, &pods, &Scope::Job(Retain::Soft));
+        assert_eq!(victims, ["train-worker-0"]);
+        assert_eq!(
+            (counts.succeeded, counts.failed, counts.terminating),
+            (1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn the_last_retry_keeps_finished_pods_whatever_the_kill_asked() {
+        let mut job = job(false, json!(null));
+        job.spec.max_retry = Some(3);
+        job.status = Some(tephra_api::batch::JobStatus {
+            retry_count: Some(2),
+            ..Default::default()
+        });
+        let pods = [
+            pod("worker", "train-worker-0", "Succeeded"),
+            pod("worker", "train-worker-1", "Running"),
+        ];
+        let (victims, counts) = killed(&job, &pods, &Scope::Job(Retain::None));
+        assert_eq!(victims, ["train-worker-1"]);
+        assert_eq!(counts.succeeded, 1);
+    }
+
+    #[test]
+    fn a_targeted_kill_takes_its_task_pod_or_partition_and_counts_the_rest() {
+        let job = job(false, json!(null));
+        let mut p0 = pod("worker", "train-worker-0", "Running");
+        p0.labels_mut()
+            .insert(keys::PARTITION_ID.to_string(), "a".to_string());
+        let mut p1 = pod("worker", "train-worker-1", "Running");
+        p1.labels_mut()
+            .insert(keys::PARTITION_ID.to_string(), "b".to_string());
+        let pods = [pod("ps", "train-ps-0", "Succeeded"), p0, p1];
+        let task = Scope::Target(Some(Target::Task {
+            task: "worker".into(),
+        }));
+        assert_eq!(
+            killed(&job, &pods, &task).0,
+            ["train-worker-0", "train-worker-1"]
+        );
+        // A target kill takes finished pods too (nothing is retained).
+        let one = Scope::Target(Some(Target::Pod {
+            task: "ps".into(),
+            pod: "train-ps-0".into(),
+        }));
+        assert_eq!(killed(&job, &pods, &one).0, ["train-ps-0"]);
+        let part = Scope::Target(Some(Target::Partition {
+            task: "worker".into(),
+            pod: "train-worker-1".into(),
+            partition: "b".into(),
+        }));
+        let (victims, counts) = killed(&job, &pods, &part);
+        assert_eq!(victims, ["train-worker-1"]);
+        assert_eq!((counts.running, counts.succeeded), (1, 1));
+        assert!(killed(&job, &pods, &Scope::Target(None)).0.is_empty());
     }
 
     #[test]
