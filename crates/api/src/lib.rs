@@ -34,6 +34,7 @@
 pub mod batch;
 pub mod bus;
 pub mod crds;
+pub mod cronjob;
 pub mod events;
 pub mod extender;
 pub mod keys;
@@ -45,6 +46,7 @@ pub mod testing;
 mod common;
 
 pub use batch::{Job, JobSpec, JobStatus, TaskSpec};
+pub use cronjob::{CronJob, CronJobSpec, CronJobStatus};
 pub use bus::Command;
 pub use common::{Duration, ResourceList};
 pub use scheduling::{PodGroup, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, QueueStatus};
