@@ -416,11 +416,20 @@ pub fn plan(cj: &CronJob, jobs: &[Job], now: Timestamp) -> Plan {
         .iter()
         .flatten()
         .any(|r| r.name.as_deref() == Some(name.as_str()))
-        || plan.status.last_schedule_time.as_ref().map(|t| t.0) == Some(scheduled)
-        || jobs
-            .iter()
-            .any(|j| j.metadata.name.as_deref() == Some(name.as_str()));
+        || plan.status.last_schedule_time.as_ref().map(|t| t.0) == Some(scheduled);
     if already {
+        return plan;
+    }
+    // Its job exists but was not recorded (a status write lost after the create): record it.
+    if let Some(existing) = jobs
+        .iter()
+        .find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
+    {
+        if finished(existing) {
+            plan.status.last_schedule_time = Some(Time(scheduled));
+        } else {
+            record_created(&mut plan.status, existing, scheduled);
+        }
         return plan;
     }
     let active: Vec<ObjectReference> = plan.status.active.clone().unwrap_or_default();
@@ -739,6 +748,15 @@ mod tests {
         );
         let p = plan(&cj, &[existing], ts("2025-01-01T10:05:30Z"));
         assert!(p.create.is_none());
+        assert_eq!(
+            p.status.active().len(),
+            1,
+            "the existing job is recorded as active"
+        );
+        assert_eq!(
+            p.status.last_schedule_time,
+            Some(Time(ts("2025-01-01T10:05:00Z")))
+        );
     }
 
     #[test]
