@@ -46,9 +46,9 @@ pub mod testing;
 mod common;
 
 pub use batch::{Job, JobSpec, JobStatus, TaskSpec};
-pub use cronjob::{CronJob, CronJobSpec, CronJobStatus};
 pub use bus::Command;
 pub use common::{Duration, ResourceList};
+pub use cronjob::{CronJob, CronJobSpec, CronJobStatus};
 pub use scheduling::{PodGroup, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, QueueStatus};
 
 /// Errors of the `api` module: (de)serialising manifests, writing CRD files, parsing durations.
