@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::startup::{Class, INSTALL_CRDS, WARN_EVERY, WarnEvery, classify};
 use crate::admission::ClusterView;
-use crate::api::{Command, Job, PodGroup, Queue};
+use crate::api::{Command, CronJob, Job, PodGroup, Queue};
 
 /// Errors of the cache layer.
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +142,7 @@ caches! {
     batch_jobs: BatchJob => all,
     jobs: DeserializeGuard<Job> => all,
     commands: DeserializeGuard<Command> => all,
+    cronjobs: DeserializeGuard<CronJob> => all,
 }
 
 impl std::fmt::Debug for CacheFeeds {

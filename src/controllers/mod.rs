@@ -15,10 +15,12 @@
 //! * [`podgroup`]: PodGroups for plain pods, Deployments (ReplicaSets), StatefulSets and other
 //!   controllers' pods that ask for the Volcano scheduler.
 //! * [`queue`]: every Queue's `status.state` and PodGroup counts; queue Commands.
+//! * [`job`]: vcJobs; [`cronjob`]: vcJobs made on a schedule from CronJobs.
 //!
 //! [`start`] starts both as one unit whose [`Controllers`] handle stops them (what leader
 //! election will switch on and off).
 
+pub mod cronjob;
 pub mod job;
 pub mod podgroup;
 pub mod queue;
@@ -179,6 +181,7 @@ pub fn start(
         (podgroup::NAME, podgroup::PodGroupError::FIRST),
         (queue::NAME, queue::QueueError::FIRST),
         (job::NAME, job::JobError::FIRST),
+        (cronjob::NAME, cronjob::CronJobError::FIRST),
     ] {
         metrics.errors.with_label_values(&[controller, label]);
     }
@@ -199,10 +202,13 @@ pub fn start(
     )?
     .into_parts();
     tasks.extend(job_tasks);
+    tasks.extend(cronjob::start(
+        client, caches, feeds, &config, &metrics, &token,
+    ));
     tracing::info!(
         workers = config.workers,
         inherit_owner_annotations = config.inherit_owner_annotations,
-        "PodGroup, Queue and Job controllers started"
+        "PodGroup, Queue, Job and CronJob controllers started"
     );
     Ok(Controllers {
         shutdown: token,

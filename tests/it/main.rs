@@ -9,6 +9,7 @@ mod admission_https;
 mod admission_webhooks;
 mod api_types;
 mod cli;
+mod cronjob_embedded;
 mod e2e_embedded;
 mod embedded_conformance;
 mod embedded_schema;

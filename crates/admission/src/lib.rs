@@ -7,7 +7,7 @@
 //!                                                                          ▼
 //!        WEBHOOKS[path].review(&Request, &dyn ClusterView, &AdmissionConfig) -> Decision
 //!          jobs::{mutate,validate}  pods  podgroups  queues  workloads
-//!          hypernodes  jobflows                                            (pure)
+//!          hypernodes  jobflows  cronjobs                                  (pure)
 //!                                                                          │
 //!          review::respond: Allow / Deny(message, code) / Patch / Mutate ◀─┘
 //!            Patch(ops): emitted directly (jobs, pods mutate) → base64 RFC 6902
@@ -19,7 +19,7 @@
 //! shared watch caches, never a GET on the request path) and the [`AdmissionConfig`]. The
 //! service binary's HTTP adapter only parses, dispatches, records metrics and writes the answer.
 //!
-//! This crate owns every admission decision. It may depend on `tephra-api`, `tephra-names`,
+//! This crate owns every admission decision. It may depend on `tephra-api`, `tephra-names`, `tephra-controllers` (cron schedules),
 //! k8s-openapi's types, serde and JSON patching, never on a Kubernetes client, an HTTP stack or
 //! an async runtime (the `pure_crates` test of the workspace root checks this).
 //!
@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bounds;
+pub mod cronjobs;
 pub mod hypernodes;
 pub mod jobflows;
 pub mod jobs;
@@ -241,6 +242,11 @@ pub const WEBHOOKS: &[Webhook] = &[
         path: "/hypernodes/validate",
         kinds: &[("topology.volcano.sh", "HyperNode")],
         review: hypernodes::validate,
+    },
+    Webhook {
+        path: "/cronjobs/validate",
+        kinds: &[("batch.volcano.sh", "CronJob")],
+        review: cronjobs::validate,
     },
     Webhook {
         path: "/jobflows/validate",

@@ -7,7 +7,7 @@ use super::review::{GroupVersionKind, Object, Operation, Request, ReviewVersion}
 fn gvk(kind: &str) -> GroupVersionKind {
     let (group, version) = match kind {
         "Pod" => ("", "v1"),
-        "Job" => ("batch.volcano.sh", "v1alpha1"),
+        "Job" | "CronJob" => ("batch.volcano.sh", "v1alpha1"),
         "PodGroup" | "Queue" => ("scheduling.volcano.sh", "v1beta1"),
         "Deployment" | "StatefulSet" => ("apps", "v1"),
         "HyperNode" => ("topology.volcano.sh", "v1alpha1"),

@@ -17,6 +17,7 @@ use super::common::{DNS1123_SUBDOMAIN, Duration, string_enum};
 use super::scheduling::NetworkTopologySpec;
 
 pub use super::bus::{Action, Event};
+pub use super::cronjob::{ConcurrencyPolicy, CronJob, CronJobSpec, CronJobStatus, JobTemplateSpec};
 
 /// The API group of [`Job`].
 pub const GROUP: &str = "batch.volcano.sh";

@@ -34,6 +34,7 @@
 pub mod batch;
 pub mod bus;
 pub mod crds;
+pub mod cronjob;
 pub mod events;
 pub mod extender;
 pub mod keys;
@@ -47,6 +48,7 @@ mod common;
 pub use batch::{Job, JobSpec, JobStatus, TaskSpec};
 pub use bus::Command;
 pub use common::{Duration, ResourceList};
+pub use cronjob::{CronJob, CronJobSpec, CronJobStatus};
 pub use scheduling::{PodGroup, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, QueueStatus};
 
 /// Errors of the `api` module: (de)serialising manifests, writing CRD files, parsing durations.

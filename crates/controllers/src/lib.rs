@@ -2,6 +2,7 @@
 //! binary read the shared caches, call these, and write what they return.
 //!
 //! ```text
+//!   cronjob:   schedule:: cron expressions and their next times; plan:: what a CronJob is due
 //!   job:       request ─▶ policy::apply_policies ─▶ (action, delay) ─▶ state::step ─▶ Step
 //!              build:: pods, PodGroup, PVCs of a vcJob; plugins:: (env, svc, ssh, mpi,
 //!              pytorch, tensorflow, ray, hcclrank) edit them; status:: counts and conditions
@@ -15,6 +16,7 @@
 //! the workspace root checks this).
 #![forbid(unsafe_code)]
 
+pub mod cronjob;
 pub mod job;
 pub mod podgroup;
 pub mod queue;
