@@ -533,7 +533,7 @@ fn crd_manifests_match_what_tephra_crds_renders() {
         );
     }
 
-    // The stream `tephra crds` prints is the four files, and reads back as the four CRDs.
+    // The stream `tephra crds` prints is the files, and reads back as the same CRDs.
     let stream = crds::render_yaml().unwrap();
     assert_eq!(
         stream,

@@ -76,13 +76,13 @@ fn help_lists_every_subcommand() {
 }
 
 #[test]
-fn crds_prints_the_four_volcano_crds() {
+fn crds_prints_volcanos_six_crds() {
     let out = tephra().arg("crds").output().unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
         text.matches("kind: CustomResourceDefinition").count(),
-        4,
+        6,
         "{text}"
     );
     for name in [
@@ -90,6 +90,8 @@ fn crds_prints_the_four_volcano_crds() {
         "podgroups.scheduling.volcano.sh",
         "queues.scheduling.volcano.sh",
         "commands.bus.volcano.sh",
+        "cronjobs.batch.volcano.sh",
+        "hypernodes.topology.volcano.sh",
     ] {
         assert!(text.contains(&format!("name: {name}")), "{name} missing");
     }

@@ -42,6 +42,7 @@ pub mod quantity;
 pub mod scheduling;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod topology;
 
 mod common;
 
@@ -50,6 +51,7 @@ pub use bus::Command;
 pub use common::{Duration, ResourceList};
 pub use cronjob::{CronJob, CronJobSpec, CronJobStatus};
 pub use scheduling::{PodGroup, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, QueueStatus};
+pub use topology::{HyperNode, HyperNodeSpec, HyperNodeStatus};
 
 /// Errors of the `api` module: (de)serialising manifests, writing CRD files, parsing durations.
 #[derive(Debug, thiserror::Error)]
