@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::startup::{Class, INSTALL_CRDS, WARN_EVERY, WarnEvery, classify};
 use crate::admission::ClusterView;
-use crate::api::{Command, CronJob, Job, PodGroup, Queue};
+use crate::api::{Command, CronJob, HyperNode, Job, PodGroup, Queue};
 
 /// Errors of the cache layer.
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +143,7 @@ caches! {
     jobs: DeserializeGuard<Job> => all,
     commands: DeserializeGuard<Command> => all,
     cronjobs: DeserializeGuard<CronJob> => all,
+    hypernodes: DeserializeGuard<HyperNode> => all,
 }
 
 impl std::fmt::Debug for CacheFeeds {

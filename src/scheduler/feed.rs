@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use tephra_scheduler::ClusterIndex;
 
-use crate::api::{PodGroup, Queue};
+use crate::api::{HyperNode, PodGroup, Queue};
 use crate::cluster::Index;
 
 /// Writes one `Index` impl per kind by naming the index's own methods for it.
@@ -31,4 +31,5 @@ index_of! {
     PodGroup => apply_podgroup, delete_podgroup, reset_podgroups;
     Queue => apply_queue, delete_queue, reset_queues;
     PriorityClass => apply_priority_class, delete_priority_class, reset_priority_classes;
+    HyperNode => apply_hypernode, delete_hypernode, reset_hypernodes;
 }

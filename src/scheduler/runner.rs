@@ -194,6 +194,7 @@ impl Scheduler {
         feed!(podgroups, feed_decoded);
         feed!(queues, feed_decoded);
         feed!(priority_classes, feed);
+        feed!(hypernodes, feed_decoded);
     }
 
     /// The latest plan.

@@ -7,15 +7,17 @@
 //! deleted, when it shows up bound, or when their time-to-live passes without a bind.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
-use super::ix::{IxVec, JobIx, NodeIx, QueueIx, TaskIx};
+use super::ix::{Ix, IxVec, JobIx, NodeIx, QueueIx, TaskIx};
 use super::model::{Constraints, JobId, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
 use super::resource::{Resource, pod_request};
+use super::topology::{self, NodeRef, Topology};
+use tephra_api::HyperNode;
 use tephra_api::keys;
 use tephra_api::scheduling::{PodGroupPhase, QueueState};
 use tephra_api::{PodGroup, Queue};
@@ -31,6 +33,8 @@ pub struct Snapshot {
     pub tasks: IxVec<TaskIx, TaskInfo>,
     /// Every queue.
     pub queues: IxVec<QueueIx, QueueInfo>,
+    /// The HyperNodes holding nodes of `nodes`.
+    pub topology: Topology,
     /// The PriorityClass marked `globalDefault`, its value.
     pub default_priority: i32,
     /// PodGroups whose queue does not exist: not scheduled, only told why.
@@ -126,7 +130,21 @@ pub struct ClusterIndex {
     grow_delay_ms: i64,
     /// Job → when its members beyond the minimum may be placed (ms since the epoch).
     grow_from: HashMap<JobId, i64>,
+    /// HyperNodes by name.
+    hypernodes: BTreeMap<String, Arc<HyperNode>>,
+    /// Every HyperNode resolved to the names of its nodes, worked out by the first snapshot
+    /// after a HyperNode, or a node's name or labels, changed (resolving follows name
+    /// patterns and label selectors over every node: not a cost for every session).
+    resolved: OnceLock<Arc<Vec<Resolved>>>,
     changes: Changes,
+}
+
+/// A HyperNode and its nodes' names.
+#[derive(Debug)]
+struct Resolved {
+    name: String,
+    tier: i64,
+    nodes: Vec<String>,
 }
 
 fn secs(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> i64 {
@@ -175,6 +193,8 @@ impl ClusterIndex {
             decided: HashMap::new(),
             grow_delay_ms: 0,
             grow_from: HashMap::new(),
+            hypernodes: BTreeMap::new(),
+            resolved: OnceLock::new(),
             changes: Changes::default(),
         }
     }
@@ -240,6 +260,9 @@ impl ClusterIndex {
         let labels = Arc::new(node.metadata.labels.clone().unwrap_or_default());
         let taints = Arc::new(spec.and_then(|s| s.taints.clone()).unwrap_or_default());
         let unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        if self.nodes.get(&name).is_none_or(|n| n.labels != labels) {
+            self.resolved = OnceLock::new();
+        }
         let entry = self.nodes.entry(name.clone()).or_insert_with(|| NodeInfo {
             name,
             allocatable: Resource::zero(),
@@ -263,8 +286,10 @@ impl ClusterIndex {
 
     /// A node was deleted. Its pods stay known (they will be deleted or rebound).
     pub fn delete_node(&mut self, node: &Node) {
-        if let Some(name) = node.metadata.name.as_deref() {
-            self.nodes.remove(name);
+        if let Some(name) = node.metadata.name.as_deref()
+            && self.nodes.remove(name).is_some()
+        {
+            self.resolved = OnceLock::new();
         }
     }
 
@@ -275,6 +300,7 @@ impl ClusterIndex {
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
         self.nodes.retain(|k, _| keep.contains(k.as_str()));
+        self.resolved = OnceLock::new();
         for n in nodes {
             self.apply_node(n);
         }
@@ -934,6 +960,78 @@ impl ClusterIndex {
         }
     }
 
+    // ----- HyperNodes -----
+
+    /// A HyperNode was added or changed. Gangs with a network topology may now fit (or no
+    /// longer), so it counts as a capacity change.
+    pub fn apply_hypernode(&mut self, hn: &HyperNode) {
+        let Some(name) = hn.metadata.name.clone() else {
+            return;
+        };
+        if self
+            .hypernodes
+            .get(&name)
+            .is_some_and(|old| old.spec == hn.spec)
+        {
+            // A status update (its node count) changes nothing a session reads.
+            return;
+        }
+        self.hypernodes.insert(name, Arc::new(hn.clone()));
+        self.resolved = OnceLock::new();
+        self.changes.capacity = true;
+    }
+
+    /// A HyperNode was deleted.
+    pub fn delete_hypernode(&mut self, hn: &HyperNode) {
+        if let Some(name) = hn.metadata.name.as_deref()
+            && self.hypernodes.remove(name).is_some()
+        {
+            self.resolved = OnceLock::new();
+            self.changes.capacity = true;
+        }
+    }
+
+    /// A relist replaced every HyperNode.
+    pub fn reset_hypernodes(&mut self, hns: &[HyperNode]) {
+        self.hypernodes.clear();
+        for hn in hns {
+            if let Some(name) = hn.metadata.name.clone() {
+                self.hypernodes.insert(name, Arc::new(hn.clone()));
+            }
+        }
+        self.resolved = OnceLock::new();
+        self.changes.capacity = true;
+    }
+
+    /// Every HyperNode with its nodes' names (resolved once per change).
+    fn resolved(&self) -> Arc<Vec<Resolved>> {
+        self.resolved
+            .get_or_init(|| {
+                let hns: Vec<&HyperNode> = self.hypernodes.values().map(|h| &**h).collect();
+                let mut names: Vec<&String> = self.nodes.keys().collect();
+                names.sort();
+                let nodes: Vec<NodeRef<'_>> = names
+                    .iter()
+                    .map(|n| NodeRef {
+                        name: n.as_str(),
+                        labels: &self.nodes[*n].labels,
+                    })
+                    .collect();
+                let sets = topology::resolve(&hns, &nodes);
+                Arc::new(
+                    hns.iter()
+                        .zip(sets)
+                        .map(|(h, set)| Resolved {
+                            name: h.metadata.name.clone().unwrap_or_default(),
+                            tier: h.spec.tier(),
+                            nodes: set.into_iter().map(|i| nodes[i].name.to_string()).collect(),
+                        })
+                        .collect(),
+                )
+            })
+            .clone()
+    }
+
     /// Copies what a session needs.
     pub fn snapshot(&self) -> Snapshot {
         let mut nodes: Vec<NodeInfo> = self.nodes.values().cloned().collect();
@@ -1016,11 +1114,28 @@ impl ClusterIndex {
                 tasks: job_task_idx,
             });
         }
+        let topology = if self.hypernodes.is_empty() {
+            Topology::default()
+        } else {
+            let position: HashMap<&str, NodeIx> = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.name.as_str(), NodeIx::new(i)))
+                .collect();
+            let resolved = self.resolved();
+            Topology::from_resolved(
+                resolved
+                    .iter()
+                    .map(|r| (r.name.as_str(), r.tier, r.nodes.as_slice())),
+                |n| position.get(n).copied(),
+            )
+        };
         Snapshot {
             nodes: nodes.into(),
             jobs,
             tasks,
             queues: queues.into(),
+            topology,
             default_priority,
             orphans,
         }

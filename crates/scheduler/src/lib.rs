@@ -40,6 +40,7 @@ pub mod testing;
 mod tests;
 #[cfg(test)]
 mod tests_reclaim;
+pub mod topology;
 
 pub use config::{ConfigError, SchedulerConf};
 pub use index::{ClusterIndex, Snapshot};
