@@ -144,6 +144,7 @@ pub struct ClusterIndex {
 struct Resolved {
     name: String,
     tier: i64,
+    tier_name: String,
     nodes: Vec<String>,
 }
 
@@ -1024,6 +1025,7 @@ impl ClusterIndex {
                         .map(|(h, set)| Resolved {
                             name: h.metadata.name.clone().unwrap_or_default(),
                             tier: h.spec.tier(),
+                            tier_name: h.spec.tier_name.clone().unwrap_or_default(),
                             nodes: set.into_iter().map(|i| nodes[i].name.to_string()).collect(),
                         })
                         .collect(),
@@ -1124,9 +1126,14 @@ impl ClusterIndex {
                 .collect();
             let resolved = self.resolved();
             Topology::from_resolved(
-                resolved
-                    .iter()
-                    .map(|r| (r.name.as_str(), r.tier, r.nodes.as_slice())),
+                resolved.iter().map(|r| {
+                    (
+                        r.name.as_str(),
+                        r.tier,
+                        r.tier_name.as_str(),
+                        r.nodes.as_slice(),
+                    )
+                }),
                 |n| position.get(n).copied(),
             )
         };

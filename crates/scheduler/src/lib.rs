@@ -40,6 +40,8 @@ pub mod testing;
 mod tests;
 #[cfg(test)]
 mod tests_reclaim;
+#[cfg(test)]
+mod tests_topology;
 pub mod topology;
 
 pub use config::{ConfigError, SchedulerConf};

@@ -132,6 +132,8 @@ pub struct State {
     pub queues: IxVec<QueueIx, QueueInfo>,
     /// Queue index by name.
     pub queue_index: HashMap<String, QueueIx>,
+    /// The HyperNodes: where a gang with a network topology may be placed.
+    pub topology: crate::topology::Topology,
     /// The queue of each job, parallel to `jobs`; `None` when no queue has its name.
     pub job_queue: IxVec<JobIx, Option<QueueIx>>,
     /// Allocatable of every usable node (Ready and not cordoned).
@@ -215,6 +217,7 @@ impl State {
             mut jobs,
             mut tasks,
             queues,
+            topology,
             ..
         } = snapshot;
         let node_index = nodes
@@ -260,6 +263,7 @@ impl State {
             task_job,
             queues,
             queue_index,
+            topology,
             job_queue,
             total,
             events: Vec::new(),

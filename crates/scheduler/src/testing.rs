@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
 
 use super::index::ClusterIndex;
-use tephra_api::{PodGroup, Queue};
+use tephra_api::{HyperNode, PodGroup, Queue};
 
 /// A Ready node with `cpu` cores, `mem_gi` GiB and `pods` pod slots.
 pub fn node(name: &str, cpu: u32, mem_gi: u32, pods: u32) -> Node {
@@ -89,6 +89,20 @@ pub fn queue(name: &str, weight: i32) -> Queue {
     }))
 }
 
+/// A HyperNode of `tier` whose members are the nodes (`Node`) or HyperNodes (`HyperNode`)
+/// named in `members`, each by exact name.
+pub fn hypernode(name: &str, tier: i64, kind: &str, members: &[String]) -> HyperNode {
+    let members: Vec<serde_json::Value> = members
+        .iter()
+        .map(|m| json!({"type": kind, "selector": {"exactMatch": {"name": m}}}))
+        .collect();
+    from(json!({
+        "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {"tier": tier, "tierName": if tier == 1 { "rack" } else { "spine" }, "members": members}
+    }))
+}
+
 fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     // Builders only ever pass literal JSON of the right shape.
     serde_json::from_value(v).unwrap_or_else(|e| panic!("test object: {e}"))
@@ -116,6 +130,37 @@ impl World {
         for i in 0..n {
             self.index
                 .apply_node(&node(&format!("node-{i}"), cpu, mem_gi, 110));
+        }
+        self
+    }
+
+    /// Tier-1 HyperNodes `rack-0`, `rack-1`, … of `per_rack` nodes each (`node-0` onwards,
+    /// in order) and one tier-2 HyperNode `spine` holding every rack.
+    pub fn racks(mut self, per_rack: usize) -> Self {
+        let n = self.index.node_count();
+        let mut racks = Vec::new();
+        for (r, start) in (0..n).step_by(per_rack.max(1)).enumerate() {
+            let nodes: Vec<String> = (start..n.min(start + per_rack))
+                .map(|i| format!("node-{i}"))
+                .collect();
+            let name = format!("rack-{r}");
+            self.index
+                .apply_hypernode(&hypernode(&name, 1, "Node", &nodes));
+            racks.push(name);
+        }
+        self.index
+            .apply_hypernode(&hypernode("spine", 2, "HyperNode", &racks));
+        self
+    }
+
+    /// Gives the PodGroup `ns/name` a `networkTopology` of `mode` (`hard`, `soft`) and
+    /// highest tier `tier`.
+    pub fn network_topology(mut self, ns: &str, name: &str, mode: &str, tier: i32) -> Self {
+        if let Some(pg) = self.index.podgroup(&format!("{ns}/{name}")) {
+            let mut pg = (**pg).clone();
+            pg.spec.network_topology =
+                Some(from(json!({"mode": mode, "highestTierAllowed": tier})));
+            self.index.apply_podgroup(&pg);
         }
         self
     }

@@ -172,6 +172,8 @@ pub struct Domain {
     pub name: String,
     /// Its tier.
     pub tier: i64,
+    /// Its tier's name (`spec.tierName`), empty when unset.
+    pub tier_name: String,
     /// Its nodes, in the session's node order.
     pub nodes: Vec<NodeIx>,
 }
@@ -187,18 +189,19 @@ pub struct Topology {
 impl Topology {
     /// Builds the session's topology from HyperNodes resolved to node names.
     pub fn from_resolved<'a>(
-        resolved: impl IntoIterator<Item = (&'a str, i64, &'a [String])>,
+        resolved: impl IntoIterator<Item = (&'a str, i64, &'a str, &'a [String])>,
         node_index: impl Fn(&str) -> Option<NodeIx>,
     ) -> Self {
         let mut domains: Vec<Domain> = resolved
             .into_iter()
-            .filter_map(|(name, tier, names)| {
+            .filter_map(|(name, tier, tier_name, names)| {
                 let mut nodes: Vec<NodeIx> = names.iter().filter_map(|n| node_index(n)).collect();
                 nodes.sort();
                 nodes.dedup();
                 (!nodes.is_empty()).then(|| Domain {
                     name: name.to_string(),
                     tier,
+                    tier_name: tier_name.to_string(),
                     nodes,
                 })
             })
@@ -210,6 +213,15 @@ impl Topology {
     /// No HyperNode holds a node: a gang's `networkTopology` has nothing to act on.
     pub fn is_empty(&self) -> bool {
         self.domains.is_empty()
+    }
+
+    /// The highest tier whose HyperNodes are named `tier_name` (`spec.tierName`).
+    pub fn tier_named(&self, tier_name: &str) -> Option<i64> {
+        self.domains
+            .iter()
+            .filter(|d| d.tier_name == tier_name)
+            .map(|d| d.tier)
+            .max()
     }
 
     /// The domains of tier at most `highest` that hold every node of `placed`, lowest tier
@@ -350,9 +362,10 @@ mod tests {
             ("empty".to_string(), 1, vec!["gone".to_string()]),
         ];
         let topo = Topology::from_resolved(
-            racks
-                .iter()
-                .map(|(a, t, ns)| (a.as_str(), *t, ns.as_slice())),
+            racks.iter().map(|(a, t, ns)| {
+                let tier_name = if *t == 1 { "rack" } else { "spine" };
+                (a.as_str(), *t, tier_name, ns.as_slice())
+            }),
             |name| {
                 name.strip_prefix('n')
                     .and_then(|i| i.parse().ok())
@@ -371,5 +384,7 @@ mod tests {
         assert_eq!(names(2, &[n(3)]), ["r1", "s0"]);
         assert_eq!(names(1, &[n(1), n(2)]), Vec::<String>::new());
         assert_eq!(names(2, &[n(1), n(2)]), ["s0"]);
+        assert_eq!(topo.tier_named("spine"), Some(2));
+        assert_eq!(topo.tier_named("zone"), None);
     }
 }

@@ -183,7 +183,7 @@ fn pass(
         let mut tasks = worksheets.remove(&j).unwrap_or_default();
         let mixed = mixed_requests(&ssn.state, &tasks);
         let original = mixed.then(|| tasks.clone());
-        let mut turn = allocate_job(ssn, q, j, &mut tasks, cursor, held);
+        let mut turn = super::topology::allocate_job(ssn, q, j, &mut tasks, cursor, held);
         if let (Turn::Discarded, Some(original)) = (&turn, original) {
             // A gang of unlike pods can fail in its own order where another order fits: largest
             // first (a small pod took the one node a large one needed) and, when it needs fewer
@@ -203,7 +203,7 @@ fn pass(
                 let mut again = original.clone();
                 by_size(ssn, &mut again, order, some);
                 ssn.state.first_fit = order == Order::SmallestSetFirstFit;
-                turn = allocate_job(ssn, q, j, &mut again, cursor, held);
+                turn = super::topology::allocate_job(ssn, q, j, &mut again, cursor, held);
                 ssn.state.first_fit = false;
                 tasks = again;
                 if !matches!(turn, Turn::Discarded) {
@@ -322,6 +322,9 @@ fn need_continue(ssn: &Session, j: JobIx, failed_roles: &BTreeSet<String>) -> bo
 /// they run out. With `held` room ([`held_for_unborn_gangs`]), a member beyond the gang's
 /// minimum is placed only if that room stays free; otherwise the gang's remaining members wait
 /// for a later session.
+///
+/// With `within`, only those nodes are looked at (the nodes of one HyperNode, see
+/// [`super::topology`]), each search starting at the first of them.
 pub fn allocate_job(
     ssn: &mut Session,
     q: QueueIx,
@@ -329,10 +332,17 @@ pub fn allocate_job(
     tasks: &mut Vec<TaskIx>,
     cursor: &mut usize,
     held: Option<&Resource>,
+    within: Option<&[NodeIx]>,
 ) -> Turn {
     let mut stmt = Statement::default();
-    let n_nodes = ssn.state.nodes.len();
+    let n_nodes = within.map_or(ssn.state.nodes.len(), <[NodeIx]>::len);
     let want = nodes_to_find(n_nodes);
+    let mut own_cursor = 0;
+    let cursor = if within.is_some() {
+        &mut own_cursor
+    } else {
+        cursor
+    };
     let mut failed_roles: BTreeSet<String> = BTreeSet::new();
     let mut candidates: Option<Candidates> = None;
     let mut last_node: Option<NodeIx> = None;
@@ -424,7 +434,8 @@ pub fn allocate_job(
             let mut errors = FitErrors::default();
             let mut checked = 0;
             while checked < n_nodes && found.len() < want {
-                let n = NodeIx::new((*cursor + checked) % n_nodes);
+                let at = (*cursor + checked) % n_nodes;
+                let n = within.map_or(NodeIx::new(at), |w| w[at]);
                 checked += 1;
                 match ssn.predicate(t, n) {
                     Ok(()) => found.push(Candidate {

@@ -1,0 +1,158 @@
+//! Network-topology-aware placement (Volcano's `network-topology-aware` plugin and the
+//! allocate action's HyperNode search): a gang whose PodGroup carries `networkTopology` is
+//! placed inside one HyperNode.
+//!
+//! * `hard`: inside one HyperNode of tier at most `highestTierAllowed` (or the tier named by
+//!   `highestTierName`), or not at all: the gang waits, and its condition says why.
+//! * `soft`: the same search first; when no HyperNode has room, anywhere in the cluster.
+//!
+//! The search tries the lowest tier first (a rack before a spine), and within a tier the
+//! HyperNode already the fullest (HyperNode binpack: whole HyperNodes stay free for the gangs
+//! that need them). HyperNodes too small for what the gang still needs are skipped without a
+//! try. A gang with members already placed (grown beyond its minimum, or a restarted pod)
+//! stays in a HyperNode holding all of them. When no HyperNode holds any node, a gang's
+//! `networkTopology` has nothing to act on and it is placed as any other.
+
+use crate::ix::{JobIx, NodeIx, QueueIx, TaskIx};
+use crate::model::TaskStatus;
+use crate::resource::Resource;
+use crate::session::{Session, State};
+use tephra_api::scheduling::NetworkTopologyMode;
+
+use super::allocate::{self, Turn};
+
+/// A gang's network-topology constraint as the search reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Constraint {
+    /// `hard`: one HyperNode or nothing; `soft`: one HyperNode if any has room.
+    pub hard: bool,
+    /// The highest tier allowed (`i64::MAX` when neither a tier nor a tier name is given).
+    pub highest_tier: i64,
+}
+
+/// The constraint of job `j`, `None` without `networkTopology` or without HyperNodes.
+pub fn constraint(st: &State, j: JobIx) -> Option<Constraint> {
+    let nt = st.jobs[j].podgroup.spec.network_topology.as_ref()?;
+    if st.topology.is_empty() {
+        return None;
+    }
+    let by_name = nt
+        .highest_tier_name
+        .as_deref()
+        .and_then(|name| st.topology.tier_named(name));
+    let highest_tier = nt
+        .highest_tier_allowed
+        .map(i64::from)
+        .or(by_name)
+        .unwrap_or(i64::MAX);
+    Some(Constraint {
+        hard: nt.mode != Some(NetworkTopologyMode::Soft),
+        highest_tier,
+    })
+}
+
+/// One job's turn, inside a HyperNode when its PodGroup asks for one (see the module docs);
+/// otherwise [`allocate::allocate_job`] over the whole cluster.
+pub fn allocate_job(
+    ssn: &mut Session,
+    q: QueueIx,
+    j: JobIx,
+    tasks: &mut Vec<TaskIx>,
+    cursor: &mut usize,
+    held: Option<&Resource>,
+) -> Turn {
+    let Some(c) = constraint(&ssn.state, j) else {
+        return allocate::allocate_job(ssn, q, j, tasks, cursor, held, None);
+    };
+    for nodes in candidates(&ssn.state, j, &c, tasks) {
+        let mut attempt = tasks.clone();
+        let turn = allocate::allocate_job(ssn, q, j, &mut attempt, cursor, held, Some(&nodes));
+        if !matches!(turn, Turn::Discarded) {
+            *tasks = attempt;
+            return turn;
+        }
+    }
+    if c.hard {
+        let tier = if c.highest_tier == i64::MAX {
+            String::new()
+        } else {
+            format!(" of tier {} or lower", c.highest_tier)
+        };
+        ssn.state.job_state[j].job_fit_error = Some(format!(
+            "no HyperNode{tier} has room for the gang (network topology mode hard)"
+        ));
+        tasks.clear();
+        return Turn::Discarded;
+    }
+    ssn.state.job_state[j].job_fit_error = None;
+    allocate::allocate_job(ssn, q, j, tasks, cursor, held, None)
+}
+
+/// The node sets of the HyperNodes to try for job `j`, in order: tier at most the
+/// constraint's, holding every node the job already uses, with room for what the gang still
+/// needs; lowest tier first, then fullest first, then by name.
+fn candidates(st: &State, j: JobIx, c: &Constraint, tasks: &[TaskIx]) -> Vec<Vec<NodeIx>> {
+    let mut placed: Vec<NodeIx> = st.jobs[j]
+        .tasks
+        .iter()
+        .map(|&t| &st.tasks[t])
+        .filter(|t| t.status.occupies_node() || t.status == TaskStatus::Pipelined)
+        .filter_map(|t| t.node.as_deref())
+        .filter_map(|n| st.node_index.get(n).copied())
+        .collect();
+    placed.sort();
+    placed.dedup();
+    let need = still_needed(st, j, tasks);
+    let mut found: Vec<(i64, f64, &[NodeIx])> = st
+        .topology
+        .domains_for(c.highest_tier, &placed)
+        .filter_map(|d| {
+            let (room, fullness) = room_and_fullness(st, &d.nodes);
+            need.less_equal(&room)
+                .then_some((d.tier, fullness, d.nodes.as_slice()))
+        })
+        .collect();
+    // Stable: the domains come ordered by tier, then name.
+    found.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
+    found.into_iter().map(|(_, _, n)| n.to_vec()).collect()
+}
+
+/// A lower bound of what the gang still needs before it is ready: for cpu and memory each,
+/// the sum of the smallest requests among its pending `tasks`, as many as it lacks of its
+/// minimum.
+fn still_needed(st: &State, j: JobIx, tasks: &[TaskIx]) -> Resource {
+    let lacking =
+        (st.jobs[j].min_available.max(0) as usize).saturating_sub(st.ready_task_num(j) as usize);
+    let k = lacking.min(tasks.len());
+    let smallest = |f: fn(&Resource) -> f64| {
+        let mut v: Vec<f64> = tasks.iter().map(|&t| f(&st.tasks[t].resreq)).collect();
+        v.sort_by(f64::total_cmp);
+        v.iter().take(k).sum::<f64>()
+    };
+    let mut need = Resource::zero();
+    need.milli_cpu = smallest(|r| r.milli_cpu);
+    need.memory = smallest(|r| r.memory);
+    need
+}
+
+/// The room a HyperNode's usable nodes will have once deletions finish (cpu and memory), and
+/// how full it is: the mean of its cpu and memory in use over allocatable.
+fn room_and_fullness(st: &State, nodes: &[NodeIx]) -> (Resource, f64) {
+    let mut room = Resource::zero();
+    let (mut used, mut total) = (Resource::zero(), Resource::zero());
+    for &n in nodes {
+        let node = &st.nodes[n];
+        if !node.ready || node.unschedulable {
+            continue;
+        }
+        let idle = node.future_idle();
+        room.milli_cpu += idle.milli_cpu.max(0.0);
+        room.memory += idle.memory.max(0.0);
+        used.add(&node.used);
+        total.add(&node.allocatable);
+    }
+    let share = |u: f64, t: f64| if t > 0.0 { u / t } else { 0.0 };
+    let fullness =
+        (share(used.milli_cpu, total.milli_cpu) + share(used.memory, total.memory)) / 2.0;
+    (room, fullness)
+}

@@ -1,0 +1,179 @@
+//! Network-topology-aware placement: gangs whose PodGroup carries `networkTopology`, on
+//! clusters whose nodes are grouped by HyperNodes (racks of tier 1 under a spine of tier 2).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::config::SchedulerConf;
+use super::outcome::{Outcome, run_session};
+use super::testing::{World, placed_by_gang, pod, running};
+
+fn session(w: &World) -> Outcome {
+    let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+    run_session(w.index.snapshot(), &SchedulerConf::builtin(), "s1", now)
+}
+
+/// The racks (`node-i` in rack `i / per_rack`) the gang's placed pods landed in.
+fn racks_of(out: &Outcome, gang: &str, per_rack: usize) -> BTreeSet<usize> {
+    out.plan
+        .placements
+        .values()
+        .filter(|p| p.job == gang)
+        .map(|p| {
+            let i: usize = p.node.trim_start_matches("node-").parse().expect("node-N");
+            i / per_rack
+        })
+        .collect()
+}
+
+fn condition_message(out: &Outcome, name: &str) -> String {
+    out.podgroups
+        .iter()
+        .find(|u| u.name == name)
+        .and_then(|u| u.status.conditions.as_ref())
+        .and_then(|c| c.last())
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_hard_gang_is_placed_inside_one_rack() {
+    // Two racks of two 4-cpu nodes; the gang needs 8 cpus: exactly one rack. Without the
+    // constraint the least-allocated spread would use all four nodes.
+    let w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .gang("ns", "a", "default", 4, 4, 2000, 1024, "Pending")
+        .network_topology("ns", "a", "hard", 1);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/a"), Some(&4));
+    assert_eq!(
+        racks_of(&out, "ns/a", 2).len(),
+        1,
+        "{:?}",
+        out.plan.placements
+    );
+}
+
+#[test]
+fn a_hard_gang_larger_than_any_allowed_hypernode_waits_and_says_why() {
+    let w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .gang("ns", "a", "default", 6, 6, 2000, 1024, "Pending")
+        .network_topology("ns", "a", "hard", 1);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/a"), None);
+    let msg = condition_message(&out, "a");
+    assert!(
+        msg.contains("no HyperNode of tier 1 or lower has room for the gang"),
+        "{msg}"
+    );
+
+    // Allowed up to the spine, the same gang spans both racks.
+    let w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .gang("ns", "a", "default", 6, 6, 2000, 1024, "Pending")
+        .network_topology("ns", "a", "hard", 2);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/a"), Some(&6));
+}
+
+#[test]
+fn a_soft_gang_prefers_one_rack_and_spans_racks_when_none_has_room() {
+    let w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .gang("ns", "fits", "default", 4, 4, 2000, 1024, "Pending")
+        .network_topology("ns", "fits", "soft", 1);
+    let out = session(&w);
+    assert_eq!(racks_of(&out, "ns/fits", 2).len(), 1);
+
+    let w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .gang("ns", "big", "default", 6, 6, 2000, 1024, "Pending")
+        .network_topology("ns", "big", "soft", 1);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/big"), Some(&6));
+}
+
+#[test]
+fn a_gang_goes_to_the_fullest_rack_that_has_room() {
+    // rack-1 already runs a pod: a small gang joins it and leaves rack-0 whole.
+    let mut w = World::default().nodes(4, 4, 16).racks(2);
+    w.index
+        .apply_pod(&running(pod("ns", "other", "", 1000, 512), "node-3"));
+    let w = w
+        .gang("ns", "small", "default", 2, 2, 1000, 512, "Pending")
+        .network_topology("ns", "small", "hard", 1);
+    let out = session(&w);
+    assert_eq!(racks_of(&out, "ns/small", 2), BTreeSet::from([1]));
+}
+
+#[test]
+fn a_restarted_member_goes_back_to_its_gangs_rack() {
+    // Three members run in rack-1; the fourth was restarted and is pending again. rack-0 is
+    // emptier (and would win on spreading), but the gang stays inside rack-1.
+    let mut w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .gang("ns", "g", "default", 0, 4, 1000, 512, "Running")
+        .network_topology("ns", "g", "hard", 1);
+    for (i, node) in ["node-2", "node-3", "node-2"].iter().enumerate() {
+        w.index.apply_pod(&running(
+            pod("ns", &format!("g-task-{i}"), "g", 1000, 512),
+            node,
+        ));
+    }
+    w.index.apply_pod(&pod("ns", "g-task-3", "g", 1000, 512));
+    let out = session(&w);
+    let placed: BTreeMap<_, _> = out
+        .plan
+        .placements
+        .values()
+        .map(|p| (p.name.clone(), p.node.clone()))
+        .collect();
+    let node = placed.get("g-task-3").expect("the restarted pod is placed");
+    assert!(node == "node-2" || node == "node-3", "{placed:?}");
+}
+
+#[test]
+fn the_highest_tier_may_be_named() {
+    let mut w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .gang("ns", "a", "default", 6, 6, 2000, 1024, "Pending");
+    let mut pg = (**w.index.podgroup("ns/a").expect("pg")).clone();
+    pg.spec.network_topology = Some(
+        serde_json::from_value(serde_json::json!({"mode": "hard", "highestTierName": "rack"}))
+            .expect("topology"),
+    );
+    w.index.apply_podgroup(&pg);
+    let out = session(&w);
+    assert_eq!(
+        placed_by_gang(&out.plan).get("ns/a"),
+        None,
+        "racks are too small"
+    );
+
+    pg.spec.network_topology = Some(
+        serde_json::from_value(serde_json::json!({"mode": "hard", "highestTierName": "spine"}))
+            .expect("topology"),
+    );
+    w.index.apply_podgroup(&pg);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/a"), Some(&6));
+}
+
+#[test]
+fn without_hypernodes_a_network_topology_changes_nothing() {
+    let w = World::default()
+        .nodes(4, 4, 16)
+        .gang("ns", "a", "default", 6, 6, 2000, 1024, "Pending")
+        .network_topology("ns", "a", "hard", 1);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/a"), Some(&6));
+}
