@@ -5,6 +5,10 @@
 //! the session and its actions, placements made, and resident memory. The headline case is
 //! 5,000 nodes (8 cpu, 32 GiB), 50,000 running pods and 1,000 pending gangs of 10 pods in 10
 //! queues. Set `TEPHRA_BENCH_QUICK=1` for the headline case only.
+//!
+//! The topology case: the same 5,000 nodes grouped by HyperNodes in three tiers (racks of 16
+//! nodes, spines of 16 racks, one top), 1,000 pending gangs of 8 in `hard` mode of tier 1.
+//! It checks that every placed gang is inside one rack, and holds the session to 500 ms.
 
 use std::time::Instant;
 
@@ -41,7 +45,47 @@ struct Row {
     rss: f64,
 }
 
+/// Nodes per rack and racks per spine in the topology case.
+const RACK: usize = 16;
+/// The topology case's session target, ms.
+const TOPOLOGY_TARGET_MS: f64 = 500.0;
+
 fn case(nodes: usize, running_per_node: usize, gangs: usize) -> Row {
+    measure(nodes, running_per_node, gangs, 10, false).0
+}
+
+/// Racks (tier 1, `RACK` nodes each), spines (tier 2, `RACK` racks each) and one top (tier 3).
+fn add_topology(w: &mut World, nodes: usize) {
+    let mut racks = Vec::new();
+    for (r, start) in (0..nodes).step_by(RACK).enumerate() {
+        let members: Vec<String> = (start..nodes.min(start + RACK))
+            .map(|i| format!("node-{i}"))
+            .collect();
+        let name = format!("rack-{r}");
+        w.index
+            .apply_hypernode(&testing::hypernode(&name, 1, "Node", &members));
+        racks.push(name);
+    }
+    let mut spines = Vec::new();
+    for (s, chunk) in racks.chunks(RACK).enumerate() {
+        let name = format!("spine-{s}");
+        w.index
+            .apply_hypernode(&testing::hypernode(&name, 2, "HyperNode", chunk));
+        spines.push(name);
+    }
+    w.index
+        .apply_hypernode(&testing::hypernode("top", 3, "HyperNode", &spines));
+}
+
+/// One session over the case; with `topology`, also whether every placed gang is inside one
+/// rack.
+fn measure(
+    nodes: usize,
+    running_per_node: usize,
+    gangs: usize,
+    gang_size: usize,
+    topology: bool,
+) -> (Row, bool) {
     let start = Instant::now();
     let mut w = World::default();
     for i in 0..nodes {
@@ -67,19 +111,31 @@ fn case(nodes: usize, running_per_node: usize, gangs: usize) -> Row {
                 .apply_pod(&testing::running(p, &format!("node-{}", n % nodes)));
         }
     }
+    if topology {
+        add_topology(&mut w, nodes);
+    }
+    let size = gang_size as u32;
     for g in 0..gangs {
         let name = format!("pend{g}");
-        w.index.apply_podgroup(&testing::with_phase(
+        let mut pg = testing::with_phase(
             testing::podgroup(
                 "bench",
                 &name,
                 &format!("q{}", g % 10),
-                10,
-                Some((10 * 500, 10 * 1024)),
+                size as i32,
+                Some((size * 500, size * 1024)),
             ),
             "Pending",
-        ));
-        for i in 0..10 {
+        );
+        if topology {
+            pg.spec.network_topology = Some(tephra::api::scheduling::NetworkTopologySpec {
+                mode: Some(tephra::api::scheduling::NetworkTopologyMode::Hard),
+                highest_tier_allowed: Some(1),
+                highest_tier_name: None,
+            });
+        }
+        w.index.apply_podgroup(&pg);
+        for i in 0..gang_size {
             w.index.apply_pod(&testing::pod(
                 "bench",
                 &format!("{name}-{i}"),
@@ -102,7 +158,19 @@ fn case(nodes: usize, running_per_node: usize, gangs: usize) -> Row {
         Time(k8s_openapi::jiff::Timestamp::now()),
     );
     let session_ms = t.elapsed().as_secs_f64() * 1000.0;
-    Row {
+    // Every placed gang inside one rack: `node-i` is in rack `i / RACK`.
+    let mut racks: std::collections::HashMap<&str, std::collections::BTreeSet<usize>> =
+        std::collections::HashMap::new();
+    for p in out.plan.placements.values() {
+        let i: usize = p
+            .node
+            .trim_start_matches("node-")
+            .parse()
+            .unwrap_or(usize::MAX);
+        racks.entry(p.job.as_str()).or_default().insert(i / RACK);
+    }
+    let inside = racks.values().all(|r| r.len() == 1);
+    let row = Row {
         nodes,
         running,
         gangs,
@@ -112,7 +180,8 @@ fn case(nodes: usize, running_per_node: usize, gangs: usize) -> Row {
         actions: out.figures.action_ms.clone(),
         placed: out.plan.placements.len(),
         rss: rss_mib(),
-    }
+    };
+    (row, inside)
 }
 
 fn print(r: &Row) {
@@ -142,6 +211,16 @@ fn main() {
     );
     println!("| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |");
     print(&case(5000, 10, 1000));
+    let (row, inside) = measure(5000, 10, 1000, 8, true);
+    print(&row);
+    let ok = inside && row.session_ms <= TOPOLOGY_TARGET_MS;
+    println!(
+        "topology (hard, tier 1, gangs of 8): session {:.0} ms (target ≤ {TOPOLOGY_TARGET_MS:.0}), {} pods placed, every gang inside one rack: {} — {}",
+        row.session_ms,
+        row.placed,
+        if inside { "yes" } else { "no" },
+        if ok { "PASS" } else { "FAIL" }
+    );
     if std::env::var_os("TEPHRA_BENCH_QUICK").is_some() {
         return;
     }

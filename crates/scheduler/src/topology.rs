@@ -225,9 +225,13 @@ impl Topology {
     }
 
     /// The domains of tier at most `highest` that hold every node of `placed`, lowest tier
-    /// first.
-    pub fn domains_for(&self, highest: i64, placed: &[NodeIx]) -> impl Iterator<Item = &Domain> {
-        self.domains.iter().filter(move |d| {
+    /// first, with their positions in [`Self::domains`].
+    pub fn domains_for<'a>(
+        &'a self,
+        highest: i64,
+        placed: &'a [NodeIx],
+    ) -> impl Iterator<Item = (usize, &'a Domain)> + 'a {
+        self.domains.iter().enumerate().filter(move |(_, d)| {
             d.tier <= highest && placed.iter().all(|n| d.nodes.binary_search(n).is_ok())
         })
     }

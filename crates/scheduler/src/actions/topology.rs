@@ -64,7 +64,8 @@ pub fn allocate_job(
     let Some(c) = constraint(&ssn.state, j) else {
         return allocate::allocate_job(ssn, q, j, tasks, cursor, held, None);
     };
-    for nodes in candidates(&ssn.state, j, &c, tasks) {
+    for d in candidates(&ssn.state, j, &c, tasks) {
+        let nodes = ssn.state.topology.domains[d].nodes.clone();
         let mut attempt = tasks.clone();
         let turn = allocate::allocate_job(ssn, q, j, &mut attempt, cursor, held, Some(&nodes));
         if !matches!(turn, Turn::Discarded) {
@@ -88,10 +89,10 @@ pub fn allocate_job(
     allocate::allocate_job(ssn, q, j, tasks, cursor, held, None)
 }
 
-/// The node sets of the HyperNodes to try for job `j`, in order: tier at most the
+/// The HyperNodes (positions in the topology's domains) to try for job `j`, in order: tier at most the
 /// constraint's, holding every node the job already uses, with room for what the gang still
 /// needs; lowest tier first, then fullest first, then by name.
-fn candidates(st: &State, j: JobIx, c: &Constraint, tasks: &[TaskIx]) -> Vec<Vec<NodeIx>> {
+fn candidates(st: &State, j: JobIx, c: &Constraint, tasks: &[TaskIx]) -> Vec<usize> {
     let mut placed: Vec<NodeIx> = st.jobs[j]
         .tasks
         .iter()
@@ -103,24 +104,29 @@ fn candidates(st: &State, j: JobIx, c: &Constraint, tasks: &[TaskIx]) -> Vec<Vec
     placed.sort();
     placed.dedup();
     let need = still_needed(st, j, tasks);
-    let mut found: Vec<(i64, f64, &[NodeIx])> = st
+    let mut found: Vec<(i64, f64, usize)> = st
         .topology
         .domains_for(c.highest_tier, &placed)
-        .filter_map(|d| {
+        .filter_map(|(i, d)| {
             let (room, fullness) = room_and_fullness(st, &d.nodes);
-            need.less_equal(&room)
-                .then_some((d.tier, fullness, d.nodes.as_slice()))
+            (le(need.milli_cpu, room.milli_cpu) && le(need.memory, room.memory))
+                .then_some((d.tier, fullness, i))
         })
         .collect();
     // Stable: the domains come ordered by tier, then name.
     found.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.total_cmp(&a.1)));
-    found.into_iter().map(|(_, _, n)| n.to_vec()).collect()
+    found.into_iter().map(|(_, _, i)| i).collect()
+}
+
+/// `a ≤ b` with the resource comparisons' tolerance.
+fn le(a: f64, b: f64) -> bool {
+    a < b || (a - b).abs() < crate::resource::EPSILON
 }
 
 /// A lower bound of what the gang still needs before it is ready: for cpu and memory each,
 /// the sum of the smallest requests among its pending `tasks`, as many as it lacks of its
 /// minimum.
-fn still_needed(st: &State, j: JobIx, tasks: &[TaskIx]) -> Resource {
+fn still_needed(st: &State, j: JobIx, tasks: &[TaskIx]) -> Room {
     let lacking =
         (st.jobs[j].min_available.max(0) as usize).saturating_sub(st.ready_task_num(j) as usize);
     let k = lacking.min(tasks.len());
@@ -129,30 +135,42 @@ fn still_needed(st: &State, j: JobIx, tasks: &[TaskIx]) -> Resource {
         v.sort_by(f64::total_cmp);
         v.iter().take(k).sum::<f64>()
     };
-    let mut need = Resource::zero();
-    need.milli_cpu = smallest(|r| r.milli_cpu);
-    need.memory = smallest(|r| r.memory);
-    need
+    Room {
+        milli_cpu: smallest(|r| r.milli_cpu),
+        memory: smallest(|r| r.memory),
+    }
 }
 
 /// The room a HyperNode's usable nodes will have once deletions finish (cpu and memory), and
-/// how full it is: the mean of its cpu and memory in use over allocatable.
-fn room_and_fullness(st: &State, nodes: &[NodeIx]) -> (Resource, f64) {
-    let mut room = Resource::zero();
-    let (mut used, mut total) = (Resource::zero(), Resource::zero());
+/// how full it is: the mean of its cpu and memory in use over allocatable. Plain sums over
+/// cpu and memory: this runs for every HyperNode at every gang's turn.
+fn room_and_fullness(st: &State, nodes: &[NodeIx]) -> (Room, f64) {
+    let mut room = Room::default();
+    let (mut used, mut total) = (Room::default(), Room::default());
     for &n in nodes {
         let node = &st.nodes[n];
         if !node.ready || node.unschedulable {
             continue;
         }
-        let idle = node.future_idle();
-        room.milli_cpu += idle.milli_cpu.max(0.0);
-        room.memory += idle.memory.max(0.0);
-        used.add(&node.used);
-        total.add(&node.allocatable);
+        let (a, u) = (&node.allocatable, &node.used);
+        let (r, p) = (&node.releasing, &node.pipelined);
+        room.milli_cpu +=
+            ((a.milli_cpu - u.milli_cpu).max(0.0) + r.milli_cpu - p.milli_cpu).max(0.0);
+        room.memory += ((a.memory - u.memory).max(0.0) + r.memory - p.memory).max(0.0);
+        used.milli_cpu += u.milli_cpu;
+        used.memory += u.memory;
+        total.milli_cpu += a.milli_cpu;
+        total.memory += a.memory;
     }
     let share = |u: f64, t: f64| if t > 0.0 { u / t } else { 0.0 };
     let fullness =
         (share(used.milli_cpu, total.milli_cpu) + share(used.memory, total.memory)) / 2.0;
     (room, fullness)
+}
+
+/// Cpu (millicores) and memory (bytes).
+#[derive(Clone, Copy, Debug, Default)]
+struct Room {
+    milli_cpu: f64,
+    memory: f64,
 }
