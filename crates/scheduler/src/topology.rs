@@ -381,7 +381,7 @@ mod tests {
         assert_eq!(topo.domains[0].nodes, [n(0), n(1)]);
         let names = |highest, placed: &[NodeIx]| -> Vec<String> {
             topo.domains_for(highest, placed)
-                .map(|d| d.name.clone())
+                .map(|(_, d)| d.name.clone())
                 .collect()
         };
         assert_eq!(names(1, &[]), ["r0", "r1"]);

@@ -14,9 +14,10 @@
 //! `networkTopology` has nothing to act on and it is placed as any other.
 
 use crate::ix::{JobIx, NodeIx, QueueIx, TaskIx};
-use crate::model::TaskStatus;
+use crate::model::{JobInfo, TaskStatus};
 use crate::resource::Resource;
 use crate::session::{Session, State};
+use crate::topology::Topology;
 use tephra_api::scheduling::NetworkTopologyMode;
 
 use super::allocate::{self, Turn};
@@ -32,14 +33,20 @@ pub struct Constraint {
 
 /// The constraint of job `j`, `None` without `networkTopology` or without HyperNodes.
 pub fn constraint(st: &State, j: JobIx) -> Option<Constraint> {
-    let nt = st.jobs[j].podgroup.spec.network_topology.as_ref()?;
-    if st.topology.is_empty() {
+    constraint_of(&st.jobs[j], &st.topology)
+}
+
+/// The constraint of `job` over `topology`, `None` without `networkTopology` or without
+/// HyperNodes.
+pub fn constraint_of(job: &JobInfo, topology: &Topology) -> Option<Constraint> {
+    let nt = job.podgroup.spec.network_topology.as_ref()?;
+    if topology.is_empty() {
         return None;
     }
     let by_name = nt
         .highest_tier_name
         .as_deref()
-        .and_then(|name| st.topology.tier_named(name));
+        .and_then(|name| topology.tier_named(name));
     let highest_tier = nt
         .highest_tier_allowed
         .map(i64::from)

@@ -168,6 +168,9 @@ impl Sim {
                 index.apply_node(&node);
             }
         }
+        for h in &scenario.hyper_nodes {
+            index.apply_hypernode(&hypernode_object(h));
+        }
         let mut priorities: Vec<i32> = scenario.jobs.iter().filter_map(|j| j.priority).collect();
         priorities.sort_unstable();
         priorities.dedup();
@@ -656,6 +659,21 @@ fn node_object(name: &str, n: &super::scenario::NodeSpec) -> Node {
     }))
 }
 
+fn hypernode_object(h: &super::scenario::HyperNodeSpec) -> tephra_api::HyperNode {
+    let member = |kind: &str, name: &String| json!({"type": kind, "selector": {"exactMatch": {"name": name}}});
+    let members: Vec<serde_json::Value> = h
+        .nodes
+        .iter()
+        .map(|n| member("Node", n))
+        .chain(h.hyper_nodes.iter().map(|n| member("HyperNode", n)))
+        .collect();
+    from(json!({
+        "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": h.name},
+        "spec": {"tier": h.tier, "members": members}
+    }))
+}
+
 fn priority_class(p: i32) -> PriorityClass {
     from(json!({"metadata": {"name": format!("sim-p{p}")}, "value": p}))
 }
@@ -705,6 +723,9 @@ fn podgroup_object(job: &JobSpec) -> PodGroup {
         .collect();
     if !task_min.is_empty() {
         spec["minTaskMember"] = json!(task_min);
+    }
+    if let Some(nt) = &job.network_topology {
+        spec["networkTopology"] = json!(nt);
     }
     from(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::engine::{SessionRecord, Sim};
+use crate::actions::topology::constraint_of;
 use crate::config::SchedulerConf;
 use crate::framework::Plugins;
 use crate::ix::{IxVec, JobIx, NodeIx, TaskIx};
@@ -72,6 +73,7 @@ impl Checker {
         found.extend(no_partial_gang(&view));
         found.extend(no_node_overcommitted(&view));
         found.extend(no_queue_over_capability(&view));
+        found.extend(gang_inside_its_hypernode(&view));
         found.extend(work_conserving(&view));
         found.extend(self.no_starvation(&view));
         if sim.conf().has_action("reclaim") {
@@ -462,7 +464,7 @@ impl<'a> View<'a> {
                 .total_cmp(&self.task(*a).resreq.milli_cpu)
         });
         let nodes = &self.rec.snapshot.nodes;
-        let mut used = self.used.clone();
+        let used = self.used.clone();
         // Room other admitted gangs were promised: what they still lack of their minimum.
         let mut reserved = Resource::zero();
         for (k, job) in self.jobs().iter_enumerated() {
@@ -489,18 +491,44 @@ impl<'a> View<'a> {
         if !need.less_equal_in(&free_total.minus(&reserved), &need) {
             return false;
         }
-        for t in tasks {
-            let task = self.task(t);
-            let Some(n) = nodes
-                .indices()
-                .find(|&n| node_fits(&nodes[n], &used[n], task))
-            else {
-                return false;
-            };
-            used[n].add(&task.resreq);
-            used[n].add(&crate::session::pods_capacity(1));
-        }
-        true
+        let topology = &self.rec.snapshot.topology;
+        let Some(c) = constraint_of(&self.jobs()[j], topology).filter(|c| c.hard) else {
+            let all: Vec<NodeIx> = nodes.indices().collect();
+            return first_fit(nodes, used, all.iter().copied(), &tasks, |t| self.task(t));
+        };
+        // A hard gang fits only inside one HyperNode of its tiers that holds its placed pods.
+        let held = self.held_nodes(j);
+        topology.domains_for(c.highest_tier, &held).any(|(_, d)| {
+            first_fit(nodes, used.clone(), d.nodes.iter().copied(), &tasks, |t| {
+                self.task(t)
+            })
+        })
+    }
+
+    /// The nodes the job's pods occupy after this session (finished pods hold none), in the
+    /// snapshot's node order.
+    fn held_nodes(&self, j: JobIx) -> Vec<NodeIx> {
+        let s = &self.rec.snapshot;
+        let mut held: Vec<NodeIx> = self.jobs()[j]
+            .tasks
+            .iter()
+            .filter(|&&t| {
+                self.task(t).status.occupies_node()
+                    || self.placed.contains_key(self.task(t).uid.as_str())
+            })
+            .filter_map(|&t| {
+                let task = self.task(t);
+                self.placed
+                    .get(task.uid.as_str())
+                    .copied()
+                    .or(task.node.as_deref())
+            })
+            .filter_map(|name| s.nodes.iter_enumerated().find(|(_, n)| n.name == name))
+            .map(|(i, _)| i)
+            .collect();
+        held.sort();
+        held.dedup();
+        held
     }
 
     /// The queue of the job of the pod `namespace/name`.
@@ -595,6 +623,59 @@ fn node_fits(node: &NodeInfo, used: &Resource, task: &TaskInfo) -> bool {
         &node.allocatable,
         &task.resreq.plus(&crate::session::pods_capacity(1)),
     )
+}
+
+/// First fit of `tasks` (in order) on `candidates`, each node's use starting at `used`: does
+/// every task find a node?
+fn first_fit<'t>(
+    nodes: &IxVec<NodeIx, NodeInfo>,
+    mut used: IxVec<NodeIx, Resource>,
+    candidates: impl Iterator<Item = NodeIx> + Clone,
+    tasks: &[TaskIx],
+    task: impl Fn(TaskIx) -> &'t TaskInfo,
+) -> bool {
+    for &t in tasks {
+        let task = task(t);
+        let Some(n) = candidates
+            .clone()
+            .find(|&n| node_fits(&nodes[n], &used[n], task))
+        else {
+            return false;
+        };
+        used[n].add(&task.resreq);
+        used[n].add(&crate::session::pods_capacity(1));
+    }
+    true
+}
+
+/// *A hard gang inside one HyperNode*: after a session, the pods of a gang whose PodGroup asks
+/// for `networkTopology` mode `hard` hold nodes of one HyperNode of a tier it allows, whatever
+/// the session placed (Volcano's network-topology-aware scheduling: a gang spread over
+/// switches it must not cross trains slower than the user asked for).
+fn gang_inside_its_hypernode(v: &View) -> Vec<(&'static str, String)> {
+    let topology = &v.rec.snapshot.topology;
+    let mut out = Vec::new();
+    for (j, job) in v.jobs().iter_enumerated() {
+        let Some(c) = constraint_of(job, topology).filter(|c| c.hard) else {
+            continue;
+        };
+        let held = v.held_nodes(j);
+        if held.is_empty() || topology.domains_for(c.highest_tier, &held).next().is_some() {
+            continue;
+        }
+        let names: Vec<&str> = held
+            .iter()
+            .map(|&n| v.rec.snapshot.nodes[n].name.as_str())
+            .collect();
+        out.push((
+            "gang_inside_its_hypernode",
+            format!(
+                "{} (hard, tier {} or lower) holds nodes {names:?}, inside no such HyperNode",
+                job.id, c.highest_tier
+            ),
+        ));
+    }
+    out
 }
 
 /// *No partial gang*: a session places pods of a gang only when, with them, the gang holds at

@@ -10,6 +10,9 @@
 //!   ...
 //! nodes:
 //! - {name: n, count: 3, cpu: "8", memory: 32Gi, labels: {zone: a}}
+//! hyperNodes:             # network topology (optional): tier 1 groups nodes, higher tiers groups
+//! - {name: rack-a, tier: 1, nodes: [n-0, n-1]}
+//! - {name: spine, tier: 2, hyperNodes: [rack-a]}
 //! queues:
 //! - {name: a, weight: 1, capability: {cpu: "4"}, guarantee: {cpu: "2"}}
 //! jobs:
@@ -17,6 +20,7 @@
 //!   queue: a
 //!   arrivalMs: 0
 //!   minAvailable: 2
+//!   networkTopology: {mode: hard, highestTierAllowed: 1}   # optional
 //!   tasks:
 //!   - {name: worker, replicas: 2, cpu: 500m, memory: 64Mi, durationMs: 5000}
 //! ```
@@ -65,6 +69,9 @@ pub struct Scenario {
     pub conf: Option<String>,
     /// Nodes.
     pub nodes: Vec<NodeSpec>,
+    /// HyperNodes grouping the nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hyper_nodes: Vec<HyperNodeSpec>,
     /// Queues besides `root` and `default` (which always exist, weight 1).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<QueueSpec>,
@@ -148,6 +155,23 @@ pub struct QueueSpec {
     pub reclaimable: Option<bool>,
 }
 
+/// A HyperNode: nodes (by their names, `name-i` for a node kind of `count` > 1) or
+/// HyperNodes of a lower tier, by name.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HyperNodeSpec {
+    /// Name.
+    pub name: String,
+    /// Tier (1: the closest grouping).
+    pub tier: i64,
+    /// Member nodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// Member HyperNodes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hyper_nodes: Vec<String>,
+}
+
 /// A job: a gang (PodGroup) and its pods.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -166,6 +190,9 @@ pub struct JobSpec {
     /// `minAvailable` (every replica when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_available: Option<u32>,
+    /// The PodGroup's `networkTopology`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_topology: Option<tephra_api::scheduling::NetworkTopologySpec>,
     /// Its tasks.
     pub tasks: Vec<TaskSpec>,
 }

@@ -11,7 +11,8 @@ use proptest::prelude::*;
 
 use super::engine::Sim;
 use super::properties::Checker;
-use super::scenario::{JobSpec, NodeSpec, QueueSpec, Scenario, TaskSpec};
+use super::scenario::{HyperNodeSpec, JobSpec, NodeSpec, QueueSpec, Scenario, TaskSpec};
+use tephra_api::scheduling::{NetworkTopologyMode, NetworkTopologySpec};
 
 /// Runs a scenario with every check; the violations (at most a few) and the scenario as YAML
 /// when any is broken.
@@ -240,8 +241,9 @@ fn job_spec() -> impl Strategy<Value = (usize, JobSpec)> {
         prop::option::weighted(0.25, prop::sample::select(vec![10, 100])),
         prop::collection::vec(task_spec(), 1..3),
         0..100u32,
+        prop::option::weighted(0.4, (prop::bool::weighted(0.7), 1..3i32)),
     )
-        .prop_map(|(queue, arrival, priority, tasks, min_pct)| {
+        .prop_map(|(queue, arrival, priority, tasks, min_pct, topology)| {
             let replicas: u32 = tasks.iter().map(|t| t.replicas).sum();
             let min = 1 + (replicas - 1) * min_pct / 100;
             (
@@ -252,14 +254,56 @@ fn job_spec() -> impl Strategy<Value = (usize, JobSpec)> {
                     arrival_ms: arrival * 250,
                     priority,
                     min_available: Some(min),
+                    network_topology: topology.map(|(hard, tier)| NetworkTopologySpec {
+                        mode: Some(if hard {
+                            NetworkTopologyMode::Hard
+                        } else {
+                            NetworkTopologyMode::Soft
+                        }),
+                        highest_tier_allowed: Some(tier),
+                        highest_tier_name: None,
+                    }),
                     tasks,
                 },
             )
         })
 }
 
-/// Random scenarios: up to 3 node kinds, up to 3 queues besides `default`, up to 8 jobs, one of
-/// three configurations, kube-scheduler binding at once or one pod per 5 ms.
+/// Racks of two nodes (tier 1, in the nodes' order) under one spine (tier 2).
+fn racks_of_two(nodes: &[NodeSpec]) -> Vec<HyperNodeSpec> {
+    let names: Vec<String> = nodes
+        .iter()
+        .flat_map(|n| {
+            if n.count <= 1 {
+                vec![n.name.clone()]
+            } else {
+                (0..n.count).map(|i| format!("{}-{i}", n.name)).collect()
+            }
+        })
+        .collect();
+    let mut racks: Vec<HyperNodeSpec> = names
+        .chunks(2)
+        .enumerate()
+        .map(|(i, pair)| HyperNodeSpec {
+            name: format!("rack{i}"),
+            tier: 1,
+            nodes: pair.to_vec(),
+            ..HyperNodeSpec::default()
+        })
+        .collect();
+    let spine = HyperNodeSpec {
+        name: "spine".into(),
+        tier: 2,
+        hyper_nodes: racks.iter().map(|r| r.name.clone()).collect(),
+        ..HyperNodeSpec::default()
+    };
+    racks.push(spine);
+    racks
+}
+
+/// Random scenarios: up to 3 node kinds, racks of two nodes under a spine or no topology, up
+/// to 3 queues besides `default`, up to 8 jobs (some with a network topology), one of three
+/// configurations, kube-scheduler binding at once or one pod per 5 ms.
 pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
     (
         prop::collection::vec(node_spec(), 1..4),
@@ -267,8 +311,9 @@ pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
         prop::collection::vec(job_spec(), 1..9),
         0..CONFS.len(),
         prop::bool::ANY,
+        prop::bool::weighted(0.4),
     )
-        .prop_map(|(nodes, queues, jobs, conf, slow_binds)| {
+        .prop_map(|(nodes, queues, jobs, conf, slow_binds, racks)| {
             let nodes: Vec<NodeSpec> = nodes
                 .into_iter()
                 .enumerate()
@@ -302,6 +347,11 @@ pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
                 until_ms: 30_000,
                 bind_ms: if slow_binds { 5 } else { 0 },
                 conf: CONFS[conf].map(str::to_string),
+                hyper_nodes: if racks {
+                    racks_of_two(&nodes)
+                } else {
+                    Vec::new()
+                },
                 nodes,
                 queues,
                 jobs,

@@ -56,6 +56,7 @@ pub fn backlogged_queues(
             memory: format!("{}Gi", cpus * 4),
             ..NodeSpec::default()
         }],
+        hyper_nodes: Vec::new(),
         queues,
         jobs,
     }
