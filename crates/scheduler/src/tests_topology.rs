@@ -177,3 +177,31 @@ fn without_hypernodes_a_network_topology_changes_nothing() {
     let out = session(&w);
     assert_eq!(placed_by_gang(&out.plan).get("ns/a"), Some(&6));
 }
+
+#[test]
+fn pods_that_ask_for_nothing_stay_inside_the_gangs_rack_too() {
+    // One member runs on node-0 (rack-0, whose other node is busy too); three that ask for
+    // nothing are placed by backfill, which without the constraint would take the least
+    // allocated node, in rack-1.
+    let mut w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .gang("ns", "be", "default", 0, 4, 0, 0, "Running")
+        .network_topology("ns", "be", "hard", 1);
+    w.index
+        .apply_pod(&running(pod("ns", "be-task-0", "be", 2000, 1024), "node-0"));
+    w.index
+        .apply_pod(&running(pod("ns", "other", "", 2000, 1024), "node-1"));
+    for i in 1..4 {
+        w.index
+            .apply_pod(&pod("ns", &format!("be-task-{i}"), "be", 0, 0));
+    }
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/be"), Some(&3));
+    assert_eq!(
+        racks_of(&out, "ns/be", 2),
+        BTreeSet::from([0]),
+        "{:?}",
+        out.plan.placements
+    );
+}

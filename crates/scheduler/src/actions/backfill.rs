@@ -1,11 +1,13 @@
 //! `backfill`: places best-effort tasks (no requests) of admitted, valid gangs on any node the
-//! plugin predicates allow; a gang's placements are committed once it is ready.
+//! plugin predicates allow (inside the gang's HyperNode when its network topology is hard); a
+//! gang's placements are committed once it is ready.
 
 use crate::ix::{JobIx, NodeIx, QueueIx, TaskIx};
 use crate::model::TaskStatus;
 use crate::session::{FitErrors, Session, Statement};
 
 use super::allocate::best_node;
+use super::topology;
 
 /// Runs the action.
 pub fn run(ssn: &mut Session) {
@@ -73,6 +75,20 @@ pub fn run(ssn: &mut Session) {
                 .collect();
             if feasible.is_empty() {
                 ssn.state.job_state[j].fit_errors.insert(t, errors);
+                continue;
+            }
+            let feasible = topology::narrow_to_hypernode(&ssn.state, j, feasible);
+            if feasible.is_empty() {
+                ssn.state.job_state[j].fit_errors.insert(
+                    t,
+                    FitErrors {
+                        err: Some(
+                            "no HyperNode the gang's network topology allows has a node for it"
+                                .into(),
+                        ),
+                        ..FitErrors::default()
+                    },
+                );
                 continue;
             }
             let best = best_node(ssn, t, &feasible);

@@ -100,16 +100,7 @@ pub fn allocate_job(
 /// constraint's, holding every node the job already uses, with room for what the gang still
 /// needs; lowest tier first, then fullest first, then by name.
 fn candidates(st: &State, j: JobIx, c: &Constraint, tasks: &[TaskIx]) -> Vec<usize> {
-    let mut placed: Vec<NodeIx> = st.jobs[j]
-        .tasks
-        .iter()
-        .map(|&t| &st.tasks[t])
-        .filter(|t| t.status.occupies_node() || t.status == TaskStatus::Pipelined)
-        .filter_map(|t| t.node.as_deref())
-        .filter_map(|n| st.node_index.get(n).copied())
-        .collect();
-    placed.sort();
-    placed.dedup();
+    let placed = placed_nodes(st, j);
     let need = still_needed(st, j, tasks);
     let mut found: Vec<(i64, f64, usize)> = st
         .topology
@@ -128,6 +119,43 @@ fn candidates(st: &State, j: JobIx, c: &Constraint, tasks: &[TaskIx]) -> Vec<usi
 /// `a ≤ b` with the resource comparisons' tolerance.
 fn le(a: f64, b: f64) -> bool {
     a < b || (a - b).abs() < crate::resource::EPSILON
+}
+
+/// The nodes job `j`'s pods occupy or are promised, sorted.
+pub fn placed_nodes(st: &State, j: JobIx) -> Vec<NodeIx> {
+    let mut placed: Vec<NodeIx> = st.jobs[j]
+        .tasks
+        .iter()
+        .map(|&t| &st.tasks[t])
+        .filter(|t| t.status.occupies_node() || t.status == TaskStatus::Pipelined)
+        .filter_map(|t| t.node.as_deref())
+        .filter_map(|n| st.node_index.get(n).copied())
+        .collect();
+    placed.sort();
+    placed.dedup();
+    placed
+}
+
+/// Of `feasible` nodes for a task of job `j`, those of the first HyperNode (lowest tier,
+/// then by name) that allows the job's hard constraint, holds its placed pods and has a
+/// feasible node; `feasible` itself when the job has no hard constraint. Used to place the
+/// pods that ask for nothing, which the allocate action leaves to `backfill`.
+pub fn narrow_to_hypernode(st: &State, j: JobIx, feasible: Vec<NodeIx>) -> Vec<NodeIx> {
+    let Some(c) = constraint(st, j).filter(|c| c.hard) else {
+        return feasible;
+    };
+    let placed = placed_nodes(st, j);
+    st.topology
+        .domains_for(c.highest_tier, &placed)
+        .map(|(_, d)| {
+            feasible
+                .iter()
+                .copied()
+                .filter(|n| d.nodes.binary_search(n).is_ok())
+                .collect::<Vec<_>>()
+        })
+        .find(|inside| !inside.is_empty())
+        .unwrap_or_default()
 }
 
 /// A lower bound of what the gang still needs before it is ready: for cpu and memory each,
