@@ -163,10 +163,13 @@ async fn hypernodes_and_jobflows_are_validated_through_the_embedded_api() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (mut served, client) = Embedded::start(&[]).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in [
-        open_crd("topology.volcano.sh", "HyperNode", "hypernodes", "Cluster"),
-        open_crd("flow.volcano.sh", "JobFlow", "jobflows", "Namespaced"),
-    ] {
+    // tephra serves HyperNodes itself; JobFlows come from Volcano's CRD.
+    for crd in [open_crd(
+        "flow.volcano.sh",
+        "JobFlow",
+        "jobflows",
+        "Namespaced",
+    )] {
         crds.create(
             &PostParams::default(),
             &serde_json::from_value(crd).unwrap(),

@@ -28,3 +28,4 @@ mod server_https;
 mod stand_in_default_profile;
 mod startup;
 mod tls_self;
+mod topology_embedded;

@@ -1,0 +1,135 @@
+//! Network-topology-aware gangs end to end: `tephra serve --embedded` (the real binary) with
+//! HyperNodes written through the kube client, vcJobs asking for `networkTopology`, and the
+//! pods as the kube-scheduler stand-in binds them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+use tephra::api::{HyperNode, Job, PodGroup};
+
+use crate::common::served::{Embedded, eventually};
+
+fn hypernode(name: &str, tier: i64, kind: &str, members: &[&str]) -> HyperNode {
+    let members: Vec<serde_json::Value> = members
+        .iter()
+        .map(|m| json!({"type": kind, "selector": {"exactMatch": {"name": m}}}))
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {"tier": tier, "members": members}
+    }))
+    .unwrap()
+}
+
+/// A vcJob of `replicas` pods of 3 cpus, all needed, in `mode` up to tier 1.
+fn job(name: &str, replicas: i32, mode: &str) -> Job {
+    serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "minAvailable": replicas,
+            "networkTopology": {"mode": mode, "highestTierAllowed": 1},
+            "tasks": [{
+                "name": "w",
+                "replicas": replicas,
+                "template": {"spec": {"containers": [{
+                    "name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": "3"}}
+                }]}}
+            }]
+        }
+    }))
+    .unwrap()
+}
+
+/// The nodes the job's pods are bound to, once all `n` are.
+async fn bound_nodes(pods: &Api<Pod>, job: &str, n: usize) -> BTreeSet<String> {
+    eventually(60, &format!("{n} pods of {job} bound"), || async {
+        let lp = ListParams::default().labels(&format!("volcano.sh/job-name={job}"));
+        let list = pods.list(&lp).await.ok()?;
+        let nodes: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        (nodes.len() == n).then(|| nodes.into_iter().collect())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gangs_with_a_network_topology_run_inside_one_rack_or_wait_saying_why() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // Four nodes of 8 cpus in two racks under a spine.
+    let (mut served, client) = Embedded::start(&["--embedded-nodes", "4"]).await;
+    let hypernodes: Api<HyperNode> = Api::all(client.clone());
+    let nodes: Vec<String> = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    assert_eq!(nodes.len(), 4, "{nodes:?}");
+    let rack_of: BTreeMap<String, &str> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.clone(), if i < 2 { "rack-a" } else { "rack-b" }))
+        .collect();
+    for hn in [
+        hypernode("rack-a", 1, "Node", &[&nodes[0], &nodes[1]]),
+        hypernode("rack-b", 1, "Node", &[&nodes[2], &nodes[3]]),
+        hypernode("spine", 2, "HyperNode", &["rack-a", "rack-b"]),
+    ] {
+        hypernodes
+            .create(&PostParams::default(), &hn)
+            .await
+            .unwrap();
+    }
+
+    // Four pods of 3 cpus: spread by default over four nodes, here two per node in one rack.
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    jobs.create(&PostParams::default(), &job("fits", 4, "hard"))
+        .await
+        .unwrap();
+    let used = bound_nodes(&pods, "fits", 4).await;
+    let racks: BTreeSet<&str> = used.iter().map(|n| rack_of[n]).collect();
+    assert_eq!(racks.len(), 1, "pods on {used:?}");
+
+    // Six more need 18 cpus; each rack has 16 at most: a hard gang waits and says why.
+    jobs.create(&PostParams::default(), &job("too-big", 6, "hard"))
+        .await
+        .unwrap();
+    let podgroups: Api<PodGroup> = Api::namespaced(client.clone(), "default");
+    let msg = eventually(60, "too-big's condition", || async {
+        let list = podgroups.list(&ListParams::default()).await.ok()?;
+        let pg = list.items.into_iter().find(|pg| {
+            pg.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("too-big"))
+        })?;
+        let conds = pg.status?.conditions?;
+        let msg = conds.last()?.message.clone()?;
+        msg.contains("no HyperNode of tier 1 or lower has room")
+            .then_some(msg)
+    })
+    .await;
+    assert!(msg.contains("network topology mode hard"), "{msg}");
+    let lp = ListParams::default().labels("volcano.sh/job-name=too-big");
+    let placed = pods
+        .list(&lp)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+        .count();
+    assert_eq!(placed, 0, "a hard gang that fits no rack has no pod bound");
+    served.proc.stop();
+}
