@@ -828,7 +828,8 @@ fn arguments_read(src: &str) -> BTreeSet<String> {
 
 fn scheduler_config_page() -> String {
     use tephra_scheduler::config::{
-        DEFAULT_CONFIG, KNOWN_ACTIONS, KNOWN_PLUGINS, SchedulerConf, VOLCANO_ONLY_PLUGINS,
+        ALWAYS_ON_PLUGINS, DEFAULT_CONFIG, KNOWN_ACTIONS, KNOWN_PLUGINS, SchedulerConf,
+        VOLCANO_ONLY_PLUGINS,
     };
     let config_rs = scheduler_source("config.rs");
     let plugins_rs = scheduler_source("plugins/mod.rs");
@@ -938,6 +939,13 @@ fn scheduler_config_page() -> String {
             format!("Volcano's `{p}`, run by the `{module}` plugin's code: {summary}")
         };
         out.push_str(&format!("| `{p}` | {tier} | {} |\n", cell(&summary)));
+    }
+    out.push_str(
+        "\nVolcano's plugins whose behaviour tephra always has: naming one in a configuration \
+         is accepted and changes nothing.\n\n| plugin | what tephra does |\n| --- | --- |\n",
+    );
+    for (p, does) in ALWAYS_ON_PLUGINS {
+        out.push_str(&format!("| `{p}` | {} |\n", cell(does)));
     }
     out.push_str(
         "\nVolcano's plugins that tephra accepts in a configuration and does not run. Each is \

@@ -27,6 +27,14 @@ pub const KNOWN_PLUGINS: &[&str] = &[
     "sla",
 ];
 
+/// Volcano's plugins whose behaviour tephra's session always has, whether a configuration
+/// names them or not, each with where it lives. Naming one is accepted and changes nothing;
+/// its arguments are not read.
+pub const ALWAYS_ON_PLUGINS: &[(&str, &str)] = &[(
+    "network-topology-aware",
+    "a PodGroup's `networkTopology` is always honoured: the allocate and backfill actions place a gang inside one HyperNode of the tiers it allows (lowest tier first, the fullest HyperNode with room first), or, in `hard` mode, leave it waiting",
+)];
+
 /// Volcano's other plugins (`pkg/scheduler/plugins/factory.go` of v1.14), which tephra does not
 /// implement, each with what leaving it out changes. A configuration naming one still loads,
 /// since a file written for Volcano's scheduler must (its Helm chart's CI configuration has
@@ -45,10 +53,6 @@ pub const VOLCANO_ONLY_PLUGINS: &[(&str, &str)] = &[
     (
         "extender",
         "Volcano's HTTP scheduler extenders are not called",
-    ),
-    (
-        "network-topology-aware",
-        "a job's `networkTopology` is not honoured: gangs are not kept inside one HyperNode",
     ),
     (
         "nodegroup",
@@ -382,7 +386,10 @@ pub fn parse(text: &str, origin: &str) -> Result<SchedulerConf, ConfigError> {
         let mut drf_hierarchy = false;
         let mut proportion = false;
         for p in &tier.plugins {
-            if !KNOWN_PLUGINS.contains(&p.name.as_str()) && !is_volcano_only(&p.name) {
+            if !KNOWN_PLUGINS.contains(&p.name.as_str())
+                && !is_volcano_only(&p.name)
+                && !ALWAYS_ON_PLUGINS.iter().any(|(n, _)| *n == p.name)
+            {
                 let not_run: Vec<&str> = VOLCANO_ONLY_PLUGINS.iter().map(|(n, _)| *n).collect();
                 return Err(invalid(format!(
                     "unknown plugin {:?} in tier {} (known: {}; Volcano's {} are accepted and \
@@ -503,17 +510,18 @@ tiers:
 
     #[test]
     fn volcano_only_plugins_load_and_are_named_while_a_typo_is_refused() {
-        // As Volcano's Helm chart configures its CI scheduler: network-topology-aware beside
-        // the plugins tephra runs (sla among them).
+        // As Volcano's Helm chart configures its CI scheduler (network-topology-aware, whose
+        // behaviour is always on here, beside the plugins tephra runs, sla among them), plus
+        // one tephra does not run.
         let conf = parse(
             "actions: \"enqueue, allocate, backfill, reclaim, preempt\"\ntiers:\n- plugins:\n  \
              - name: priority\n  - name: gang\n    enablePreemptable: false\n  - name: sla\n    \
              arguments:\n      sla-waiting-time: 1h\n- plugins:\n  - name: predicates\n  \
-             - name: network-topology-aware\n",
+             - name: network-topology-aware\n  - name: usage\n",
             "ci.conf",
         )
         .unwrap();
-        assert_eq!(conf.ignored_plugins(), vec!["network-topology-aware"]);
+        assert_eq!(conf.ignored_plugins(), vec!["usage"]);
         for p in conf.tiers.iter().flat_map(|t| &t.plugins) {
             let runs = crate::plugins::build(p).is_some();
             assert_eq!(runs, KNOWN_PLUGINS.contains(&p.name.as_str()), "{}", p.name);
