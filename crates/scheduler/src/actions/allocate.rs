@@ -181,23 +181,28 @@ fn pass(
             continue;
         };
         let mut tasks = worksheets.remove(&j).unwrap_or_default();
-        let mixed = mixed_requests(&ssn.state, &tasks);
+        let mixed = unlike_pods(&ssn.state, &tasks);
         let original = mixed.then(|| tasks.clone());
         let mut turn = super::topology::allocate_job(ssn, q, j, &mut tasks, cursor, held);
         if let (Turn::Discarded, Some(original)) = (&turn, original) {
-            // A gang of unlike pods can fail in its own order where another order fits: largest
-            // first (a small pod took the one node a large one needed) and, when it needs fewer
+            // A gang of unlike pods can fail in its own order where another order fits: the
+            // pods limited to some nodes first (an unlimited pod took room only they could
+            // use), largest first (a small pod took the one node a large one needed) and, when it needs fewer
             // pods than it has, its minimum made of its smallest pods (largest of them first).
             // Last, that minimum on the first node that fits, whatever the node scores prefer
             // (first-fit decreasing): the scores spread or pack the pods, and either can leave
             // no node for the last ones where plain first fit leaves one.
             let some = ssn.state.jobs[j].min_available.max(0) as usize;
             for order in [
+                Order::ConstrainedFirst,
                 Order::LargestFirst,
                 Order::SmallestSet,
                 Order::SmallestSetFirstFit,
             ] {
                 if order == Order::SmallestSet && some >= original.len() {
+                    continue;
+                }
+                if order == Order::ConstrainedFirst && !constraints_differ(&ssn.state, &original) {
                     continue;
                 }
                 let mut again = original.clone();
@@ -226,16 +231,30 @@ fn pass(
     }
 }
 
-/// Do the tasks ask for different amounts?
-fn mixed_requests(st: &State, tasks: &[TaskIx]) -> bool {
+/// Do the tasks ask for different amounts, or for different nodes?
+fn unlike_pods(st: &State, tasks: &[TaskIx]) -> bool {
     tasks
         .windows(2)
         .any(|w| st.tasks[w[0]].resreq != st.tasks[w[1]].resreq)
+        || constraints_differ(st, tasks)
+}
+
+/// Do some of the tasks narrow the nodes they may use where others do not?
+fn constraints_differ(st: &State, tasks: &[TaskIx]) -> bool {
+    let limited = |t: &TaskIx| narrows_nodes(&st.tasks[*t].constraints);
+    tasks.iter().any(limited) && !tasks.iter().all(limited)
+}
+
+/// A node selector or required node affinity: the pod may use only some nodes.
+fn narrows_nodes(c: &crate::model::Constraints) -> bool {
+    !c.node_selector.is_empty() || !c.required_terms.is_empty()
 }
 
 /// Which pods of a gang to try first when its own order failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Order {
+    /// The pods limited to some nodes first, each group in the job's order.
+    ConstrainedFirst,
     /// Every pod, largest first.
     LargestFirst,
     /// The `minMember` smallest pods, largest of them first, then the others smallest first.
@@ -244,8 +263,8 @@ enum Order {
     SmallestSetFirstFit,
 }
 
-/// Orders a worksheet (popped from the end) by size, within the job's task order by
-/// priority: largest first is first-fit decreasing, which packs where the job's own order may
+/// Orders a worksheet (popped from the end) by the nodes its pods may use, or by size within
+/// the job's task order by priority: largest first is first-fit decreasing, which packs where the job's own order may
 /// not; the smallest set makes the gang's minimum of the pods most likely to fit, packed
 /// largest first.
 fn by_size(ssn: &Session, tasks: &mut Vec<TaskIx>, order: Order, min: usize) {
@@ -260,6 +279,12 @@ fn by_size(ssn: &Session, tasks: &mut Vec<TaskIx>, order: Order, min: usize) {
     let by_priority = |a: TaskIx, b: TaskIx| st.tasks[b].priority.cmp(&st.tasks[a].priority);
     let mut wanted: Vec<TaskIx> = tasks.clone();
     match order {
+        Order::ConstrainedFirst => {
+            // The worksheet is popped from the end: back to the order of trying, then a
+            // stable sort keeps the job's own order within each group.
+            wanted.reverse();
+            wanted.sort_by_key(|&t| !narrows_nodes(&st.tasks[t].constraints));
+        }
         Order::LargestFirst => {
             wanted.sort_by(|&a, &b| {
                 by_priority(a, b)
