@@ -77,7 +77,13 @@ pub fn run(ssn: &mut Session) {
                 ssn.state.job_state[j].fit_errors.insert(t, errors);
                 continue;
             }
-            let feasible = topology::narrow_to_hypernode(&ssn.state, j, feasible);
+            let feasible = match topology::allowed_nodes(&ssn.state, j) {
+                Some(allowed) => feasible
+                    .into_iter()
+                    .filter(|n| allowed.binary_search(n).is_ok())
+                    .collect(),
+                None => feasible,
+            };
             if feasible.is_empty() {
                 ssn.state.job_state[j].fit_errors.insert(
                     t,

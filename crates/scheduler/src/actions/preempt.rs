@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::ix::{JobIx, QueueIx, TaskIx};
+use crate::ix::{JobIx, NodeIx, QueueIx, TaskIx};
 use crate::model::TaskStatus;
 use crate::plugins::interpod;
 use crate::session::{Session, State, Statement};
@@ -129,7 +129,10 @@ fn place_by_evicting(
     t: TaskIx,
     scope: Scope,
 ) -> bool {
-    for n in ssn.state.nodes.indices() {
+    // A gang kept inside one HyperNode is placed by evicting only there.
+    let nodes: Vec<NodeIx> = super::topology::allowed_nodes(&ssn.state, j)
+        .unwrap_or_else(|| ssn.state.nodes.indices().collect());
+    for n in nodes {
         // Only nodes where evictions could help.
         match ssn.plugins.predicate(&ssn.state, t, n) {
             Err(u) if !u.resolvable => continue,

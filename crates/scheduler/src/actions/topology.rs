@@ -136,26 +136,23 @@ pub fn placed_nodes(st: &State, j: JobIx) -> Vec<NodeIx> {
     placed
 }
 
-/// Of `feasible` nodes for a task of job `j`, those of the first HyperNode (lowest tier,
-/// then by name) that allows the job's hard constraint, holds its placed pods and has a
-/// feasible node; `feasible` itself when the job has no hard constraint. Used to place the
-/// pods that ask for nothing, which the allocate action leaves to `backfill`.
-pub fn narrow_to_hypernode(st: &State, j: JobIx, feasible: Vec<NodeIx>) -> Vec<NodeIx> {
-    let Some(c) = constraint(st, j).filter(|c| c.hard) else {
-        return feasible;
-    };
+/// The nodes a pod of job `j` may be placed on one at a time, when the job's network topology
+/// is hard: those of every HyperNode of an allowed tier that holds all the job's placed pods
+/// (`None`: any node). Choosing each pod's node from this set keeps the gang inside one
+/// HyperNode, since the next pod's set is then narrowed to HyperNodes holding that one too.
+/// Used where pods are placed one by one outside the allocate action's HyperNode search: the
+/// pods that ask for nothing (`backfill`) and preemptors (`preempt`, `reclaim`).
+pub fn allowed_nodes(st: &State, j: JobIx) -> Option<Vec<NodeIx>> {
+    let c = constraint(st, j).filter(|c| c.hard)?;
     let placed = placed_nodes(st, j);
-    st.topology
+    let mut nodes: Vec<NodeIx> = st
+        .topology
         .domains_for(c.highest_tier, &placed)
-        .map(|(_, d)| {
-            feasible
-                .iter()
-                .copied()
-                .filter(|n| d.nodes.binary_search(n).is_ok())
-                .collect::<Vec<_>>()
-        })
-        .find(|inside| !inside.is_empty())
-        .unwrap_or_default()
+        .flat_map(|(_, d)| d.nodes.iter().copied())
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    Some(nodes)
 }
 
 /// A lower bound of what the gang still needs before it is ready: for cpu and memory each,
