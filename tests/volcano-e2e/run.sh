@@ -4,7 +4,7 @@
 # kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes).
 #
 # Usage: run.sh [--target tephra|volcano] [SUITE...]
-#   SUITE: admission vcctl jobp jobseq schedulingbase schedulingaction (default: all)
+#   SUITE: admission vcctl jobp jobseq schedulingbase schedulingaction cronjob (default: all)
 #   --target tephra   (default) kube-scheduler with tephra as its extender,
 #                     tephra installed as tests/cluster/tephra-up.sh does (the README's way)
 #   --target volcano  Volcano's vc-scheduler, vc-controller-manager and

@@ -4,10 +4,12 @@
 //! (`pkg/scheduler/`), as functions of plain data.
 //!
 //! ```text
-//!  objects ──▶ index (ClusterIndex: nodes + usage, pods, PodGroups, Queues, assumed)
+//!  objects ──▶ index (ClusterIndex: nodes + usage, pods, PodGroups, Queues, HyperNodes,
+//!                     │ assumed; topology:: HyperNodes resolved to their nodes)
 //!                     │ snapshot()  (a copy; the index keeps changing meanwhile)
 //!                     ▼
-//!  config ──▶ session::Session ── actions (enqueue → allocate → backfill [→ preempt, reclaim])
+//!  config ──▶ session::Session ── actions (enqueue → allocate → backfill [→ preempt, reclaim];
+//!                     │            actions::topology keeps a gang inside one HyperNode)
 //!                     │           plugins (priority, gang, conformance, overcommit, drf,
 //!                     │                    proportion, predicates, nodeorder, binpack)
 //!                     ▼
