@@ -73,10 +73,7 @@ pub fn replan_gang(
     }
     snapshot.jobs = jobs;
     snapshot.tasks = tasks;
-    snapshot.nodes = std::mem::take(&mut snapshot.nodes)
-        .into_iter()
-        .filter(|n| nodes.contains(&n.name))
-        .collect();
+    snapshot.retain_nodes(|n| nodes.contains(&n.name));
     let conf = scheduler.conf();
     let outcome = run_session(
         snapshot,

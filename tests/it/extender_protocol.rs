@@ -953,3 +953,80 @@ async fn a_member_asked_about_takes_the_place_of_one_not_asked_about_yet() {
         .unwrap_or(0.0);
     assert_eq!(transferred, 1.0);
 }
+
+/// A gang kept inside one HyperNode is never split by kube-scheduler's candidates: sent only a
+/// node of the other rack for one member (a re-plan of the gang on that node alone), the filter
+/// answers no node, with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hard_gang_is_never_split_by_the_nodes_sent() {
+    use tephra::api::HyperNode;
+    let env = start(4, false).await;
+    let racks = [
+        ("rack-a", ["node-1", "node-2"]),
+        ("rack-b", ["node-3", "node-4"]),
+    ];
+    for (name, members) in racks {
+        let members: Vec<Value> = members
+            .iter()
+            .map(|m| json!({"type": "Node", "selector": {"exactMatch": {"name": m}}}))
+            .collect();
+        let hn: HyperNode = serde_json::from_value(json!({
+            "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": name}, "spec": {"tier": 1, "members": members}
+        }))
+        .unwrap();
+        Api::<HyperNode>::all(env.client.clone())
+            .create(&PostParams::default(), &hn)
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while env.scheduler.index().snapshot().topology.domains.len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the scheduler never saw the HyperNodes"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": 2, "queue": "default",
+                 "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}
+    }))
+    .unwrap();
+    Api::<PodGroup>::namespaced(env.client.clone(), "default")
+        .create(&PostParams::default(), &pg)
+        .await
+        .unwrap();
+    // Two pods of 5 cpus: one per 8-cpu node, so the gang needs both nodes of a rack.
+    let pods = vec![
+        pod(&env.client, "g-0", Some("g"), 5).await,
+        pod(&env.client, "g-1", Some("g"), 5).await,
+    ];
+    let rack = |n: &str| {
+        if n == "node-1" || n == "node-2" {
+            'a'
+        } else {
+            'b'
+        }
+    };
+    let nodes = planned(&env, &pods).await;
+    assert_eq!(rack(&nodes[0]), rack(&nodes[1]), "{nodes:?}");
+    let far = if rack(&nodes[0]) == 'a' {
+        "node-3"
+    } else {
+        "node-1"
+    };
+
+    // Only a node of the other rack for g-0: both pods cannot go there, and one there with one
+    // here would split the gang.
+    let (status, r) = post(&env, "/scheduler/filter", names_body(&pods[0], &[far])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(r["NodeNames"], json!([]), "{r}");
+    let reason = r["FailedNodes"][far].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("no HyperNode of tier 1 or lower has room for the gang"),
+        "{r}"
+    );
+}

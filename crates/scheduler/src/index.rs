@@ -41,6 +41,23 @@ pub struct Snapshot {
     pub orphans: Vec<Orphan>,
 }
 
+impl Snapshot {
+    /// Keeps only the nodes `keep` picks, in order; the HyperNodes' node lists follow (a
+    /// HyperNode left without nodes is dropped). Cutting `nodes` by hand would leave the
+    /// topology pointing at the old positions.
+    pub fn retain_nodes(&mut self, keep: impl Fn(&NodeInfo) -> bool) {
+        let mut moved: HashMap<NodeIx, NodeIx> = HashMap::new();
+        let mut kept = IxVec::new();
+        for (i, n) in std::mem::take(&mut self.nodes).into_iter().enumerate() {
+            if keep(&n) {
+                moved.insert(NodeIx::new(i), kept.push(n));
+            }
+        }
+        self.nodes = kept;
+        self.topology.renumber(|n| moved.get(&n).copied());
+    }
+}
+
 /// A PodGroup naming a queue that does not exist (deleted while its jobs still named it, or
 /// made while the webhooks were not running).
 #[derive(Clone, Debug)]

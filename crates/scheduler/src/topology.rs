@@ -210,6 +210,16 @@ impl Topology {
         Self { domains }
     }
 
+    /// Moves every domain's nodes to their new positions (`None`: the node is gone), keeping
+    /// them sorted; domains left without nodes are dropped.
+    pub fn renumber(&mut self, new: impl Fn(NodeIx) -> Option<NodeIx>) {
+        for d in &mut self.domains {
+            d.nodes = d.nodes.iter().filter_map(|&n| new(n)).collect();
+            d.nodes.sort();
+        }
+        self.domains.retain(|d| !d.nodes.is_empty());
+    }
+
     /// No HyperNode holds a node: a gang's `networkTopology` has nothing to act on.
     pub fn is_empty(&self) -> bool {
         self.domains.is_empty()
