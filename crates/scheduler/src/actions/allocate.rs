@@ -189,15 +189,18 @@ fn pass(
             // pods limited to some nodes first (an unlimited pod took room only they could
             // use), largest first (a small pod took the one node a large one needed) and, when it needs fewer
             // pods than it has, its minimum made of its smallest pods (largest of them first).
-            // Last, that minimum on the first node that fits, whatever the node scores prefer
+            // Then that minimum on the first node that fits, whatever the node scores prefer
             // (first-fit decreasing): the scores spread or pack the pods, and either can leave
-            // no node for the last ones where plain first fit leaves one.
+            // no node for the last ones where plain first fit leaves one. Last, every pod
+            // smallest first on the first node that fits: where the large pods can use only
+            // some nodes (by memory, say), the small ones fill the others first.
             let some = ssn.state.jobs[j].min_available.max(0) as usize;
             for order in [
                 Order::ConstrainedFirst,
                 Order::LargestFirst,
                 Order::SmallestSet,
                 Order::SmallestSetFirstFit,
+                Order::SmallestFirstFit,
             ] {
                 if order == Order::SmallestSet && some >= original.len() {
                     continue;
@@ -207,7 +210,8 @@ fn pass(
                 }
                 let mut again = original.clone();
                 by_size(ssn, &mut again, order, some);
-                ssn.state.first_fit = order == Order::SmallestSetFirstFit;
+                ssn.state.first_fit =
+                    matches!(order, Order::SmallestSetFirstFit | Order::SmallestFirstFit);
                 turn = super::topology::allocate_job(ssn, q, j, &mut again, cursor, held);
                 ssn.state.first_fit = false;
                 tasks = again;
@@ -261,6 +265,8 @@ enum Order {
     SmallestSet,
     /// [`Order::SmallestSet`], each pod on the first node that fits.
     SmallestSetFirstFit,
+    /// Every pod, smallest first, each on the first node that fits.
+    SmallestFirstFit,
 }
 
 /// Orders a worksheet (popped from the end) by the nodes its pods may use, or by size within
@@ -284,6 +290,13 @@ fn by_size(ssn: &Session, tasks: &mut Vec<TaskIx>, order: Order, min: usize) {
             // stable sort keeps the job's own order within each group.
             wanted.reverse();
             wanted.sort_by_key(|&t| !narrows_nodes(&st.tasks[t].constraints));
+        }
+        Order::SmallestFirstFit => {
+            wanted.sort_by(|&a, &b| {
+                by_priority(a, b)
+                    .then(cmp_size(a, b))
+                    .then_with(|| ssn.plugins.task_order(st, a, b))
+            });
         }
         Order::LargestFirst => {
             wanted.sort_by(|&a, &b| {
