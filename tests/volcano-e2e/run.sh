@@ -4,7 +4,8 @@
 # kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes).
 #
 # Usage: run.sh [--target tephra|volcano] [SUITE...]
-#   SUITE: admission vcctl jobp jobseq schedulingbase schedulingaction cronjob (default: all)
+#   SUITE: admission vcctl jobp jobseq schedulingbase schedulingaction cronjob hypernode
+#          (default: all)
 #   --target tephra   (default) kube-scheduler with tephra as its extender,
 #                     tephra installed as tests/cluster/tephra-up.sh does (the README's way)
 #   --target volcano  Volcano's vc-scheduler, vc-controller-manager and
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --target) target=${2:-}; shift 2 ;;
     --target=*) target=${1#--target=}; shift ;;
-    -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) suites+=("$1"); shift ;;
   esac
