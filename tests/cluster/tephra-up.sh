@@ -86,8 +86,8 @@ order_fail() {
   --leader-elect-namespace "$order_ns" >"$order_log" 2>&1 &
 order_pid=$!
 for ((i = 0; i < 60; i++)); do
-  grep -q 'WARN.*tephra crds | kubectl apply -f -' "$order_log" \
-    && grep -q "WARN.*kubectl create namespace $order_ns" "$order_log" && break
+  grep -qs 'WARN.*tephra crds | kubectl apply -f -' "$order_log" \
+    && grep -qs "WARN.*kubectl create namespace $order_ns" "$order_log" && break
   kill -0 "$order_pid" 2>/dev/null || order_fail "tephra exited"
   sleep 0.5
 done
