@@ -806,7 +806,7 @@ fn field_doc(src: &str, struct_name: &str, field: &str) -> String {
 /// `string_arg(.., "key" or CONST)`.
 fn arguments_read(src: &str) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
-    for (call, nth) in [("float_arg(", 0), ("string_arg(", 1)] {
+    for (call, nth) in [("float_arg(", 0), ("bool_arg(", 0), ("string_arg(", 1)] {
         for (i, _) in src.match_indices(call) {
             let args = &src[i + call.len()..];
             let args = &args[..args.find(')').unwrap_or(args.len())];

@@ -25,6 +25,7 @@ pub const KNOWN_PLUGINS: &[&str] = &[
     "nodeorder",
     "binpack",
     "sla",
+    "nodegroup",
 ];
 
 /// Volcano's plugins whose behaviour tephra's session always has, whether a configuration
@@ -53,10 +54,6 @@ pub const VOLCANO_ONLY_PLUGINS: &[(&str, &str)] = &[
     (
         "extender",
         "Volcano's HTTP scheduler extenders are not called",
-    ),
-    (
-        "nodegroup",
-        "queues are not tied to node groups: a queue's jobs may run on any node",
     ),
     (
         "numa-aware",
@@ -280,6 +277,21 @@ impl PluginOption {
     /// A float argument, or `default` when missing or not a number.
     pub fn float_arg(&self, key: &str, default: f64) -> f64 {
         float_arg(&self.arguments, key, default)
+    }
+
+    /// A boolean argument (`true`/`false`, or those words as strings), or `default` when
+    /// missing or anything else.
+    pub fn bool_arg(&self, key: &str, default: bool) -> bool {
+        bool_arg(&self.arguments, key, default)
+    }
+}
+
+/// A boolean argument of an argument map.
+pub fn bool_arg(args: &Arguments, key: &str, default: bool) -> bool {
+    match args.get(key) {
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(serde_json::Value::String(s)) => s.trim().parse().unwrap_or(default),
+        _ => default,
     }
 }
 

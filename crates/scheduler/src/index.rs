@@ -974,6 +974,7 @@ impl ClusterIndex {
                 .as_ref()
                 .and_then(|s| s.allocated.as_ref())
                 .map(Resource::from_list),
+            affinity: spec.affinity.clone(),
             name,
         }
     }

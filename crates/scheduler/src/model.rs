@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{NodeSelectorTerm, PodAffinityTerm, Taint, Toler
 use super::ix::TaskIx;
 use super::resource::Resource;
 use tephra_api::PodGroup;
-use tephra_api::scheduling::{PodGroupPhase, QueueState};
+use tephra_api::scheduling::{Affinity, PodGroupPhase, QueueState};
 
 /// `namespace/name` of a PodGroup: a job's identity in the session.
 pub type JobId = String;
@@ -277,6 +277,9 @@ pub struct QueueInfo {
     pub created: i64,
     /// `status.allocated` as last written, for change detection.
     pub status_allocated: Option<Resource>,
+    /// `spec.affinity`: the node groups its pods may, should or must not use (the
+    /// `nodegroup` plugin).
+    pub affinity: Option<Affinity>,
 }
 
 impl QueueInfo {

@@ -8,6 +8,7 @@ pub mod conformance;
 pub mod drf;
 pub mod gang;
 pub mod interpod;
+pub mod nodegroup;
 pub mod nodeorder;
 pub mod overcommit;
 pub mod predicates;
@@ -30,6 +31,7 @@ pub fn build(option: &PluginOption) -> Option<Box<dyn Plugin>> {
         "nodeorder" => Box::new(nodeorder::NodeOrder::new(option)),
         "binpack" => Box::new(binpack::Binpack::new(option)),
         "sla" => Box::new(sla::Sla::new(option)),
+        "nodegroup" => Box::new(nodegroup::NodeGroup::new(option)),
         _ => return None,
     })
 }
