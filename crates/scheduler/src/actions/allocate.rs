@@ -8,7 +8,7 @@
 //! pods do not exist yet (see [`held_for_unborn_gangs`]); a ready gang's members beyond its
 //! minimum do not take it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::framework::Unfit;
 use crate::ix::{Ix, JobIx, NodeIx, QueueIx, TaskIx};
@@ -186,8 +186,8 @@ fn pass(
         let mut turn = super::topology::allocate_job(ssn, q, j, &mut tasks, cursor, held);
         if let (Turn::Discarded, Some(original)) = (&turn, original) {
             // A gang of unlike pods can fail in its own order where another order fits: the
-            // pods limited to some nodes first (an unlimited pod took room only they could
-            // use), largest first (a small pod took the one node a large one needed) and, when it needs fewer
+            // pods that fit the fewest nodes first (a pod that could go anywhere took room only
+            // they could use), largest first (a small pod took the one node a large one needed) and, when it needs fewer
             // pods than it has, its minimum made of its smallest pods (largest of them first).
             // Then that minimum on the first node that fits, whatever the node scores prefer
             // (first-fit decreasing): the scores spread or pack the pods, and either can leave
@@ -243,21 +243,20 @@ fn unlike_pods(st: &State, tasks: &[TaskIx]) -> bool {
         || constraints_differ(st, tasks)
 }
 
-/// Do some of the tasks narrow the nodes they may use where others do not?
+/// Do some of the tasks have other node constraints (selector, affinity, tolerations) than
+/// others?
 fn constraints_differ(st: &State, tasks: &[TaskIx]) -> bool {
-    let limited = |t: &TaskIx| narrows_nodes(&st.tasks[*t].constraints);
-    tasks.iter().any(limited) && !tasks.iter().all(limited)
-}
-
-/// A node selector or required node affinity: the pod may use only some nodes.
-fn narrows_nodes(c: &crate::model::Constraints) -> bool {
-    !c.node_selector.is_empty() || !c.required_terms.is_empty()
+    tasks.windows(2).any(|w| {
+        let (a, b) = (&st.tasks[w[0]].constraints, &st.tasks[w[1]].constraints);
+        !std::sync::Arc::ptr_eq(a, b) && **a != **b
+    })
 }
 
 /// Which pods of a gang to try first when its own order failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Order {
-    /// The pods limited to some nodes first, each group in the job's order.
+    /// The pods that fit the fewest nodes first (node selector, affinity, taints and room
+    /// all counted), in the job's order among equals.
     ConstrainedFirst,
     /// Every pod, largest first.
     LargestFirst,
@@ -287,9 +286,19 @@ fn by_size(ssn: &Session, tasks: &mut Vec<TaskIx>, order: Order, min: usize) {
     match order {
         Order::ConstrainedFirst => {
             // The worksheet is popped from the end: back to the order of trying, then a
-            // stable sort keeps the job's own order within each group.
+            // stable sort keeps the job's own order among pods with as many nodes.
             wanted.reverse();
-            wanted.sort_by_key(|&t| !narrows_nodes(&st.tasks[t].constraints));
+            let usable = |t: TaskIx| {
+                st.nodes
+                    .indices()
+                    .filter(|&n| ssn.plugins.predicate(st, t, n).is_ok())
+                    .count()
+            };
+            let mut counts: HashMap<TaskIx, usize> = HashMap::new();
+            for &t in &wanted {
+                counts.insert(t, usable(t));
+            }
+            wanted.sort_by_key(|t| counts[t]);
         }
         Order::SmallestFirstFit => {
             wanted.sort_by(|&a, &b| {
