@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job as BatchJob;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, Store};
@@ -135,6 +135,7 @@ caches! {
     nodes: Node => all,
     podgroups: DeserializeGuard<PodGroup> => all,
     priority_classes: PriorityClass => all,
+    resource_quotas: ResourceQuota => all,
     replica_sets: ReplicaSet => all,
     stateful_sets: StatefulSet => all,
     deployments: Deployment => all,

@@ -1,7 +1,7 @@
 //! The scheduler's index follows the shared watch caches: each kind it reads is an [`Index`]
 //! of it, fed through one [`Relist`] adapter per watch.
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use tephra_scheduler::ClusterIndex;
 
@@ -32,4 +32,5 @@ index_of! {
     Queue => apply_queue, delete_queue, reset_queues;
     PriorityClass => apply_priority_class, delete_priority_class, reset_priority_classes;
     HyperNode => apply_hypernode, delete_hypernode, reset_hypernodes;
+    ResourceQuota => apply_resource_quota, delete_resource_quota, reset_resource_quotas;
 }

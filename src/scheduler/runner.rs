@@ -195,6 +195,7 @@ impl Scheduler {
         feed!(queues, feed_decoded);
         feed!(priority_classes, feed);
         feed!(hypernodes, feed_decoded);
+        feed!(resource_quotas, feed);
     }
 
     /// The latest plan.

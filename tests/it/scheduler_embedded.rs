@@ -345,3 +345,82 @@ async fn queues_weighted_one_to_three_share_a_full_cluster_one_to_three() {
     // 24 cpu: 6 for weight 1, 18 for weight 3.
     assert_eq!(last, (6, 18));
 }
+
+/// The `resourcequota` plugin through the embedded API: a ResourceQuota written with the kube
+/// client reaches the scheduler's watch, and of two gangs only the one the quota holds is
+/// admitted; the other waits, its condition naming the quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_quota_admits_only_the_gangs_it_holds() {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let conf = config::parse(
+        "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  \
+         - name: gang\n  - name: resourcequota\n- plugins:\n  - name: predicates\n  \
+         - name: proportion\n",
+        "test",
+    )
+    .unwrap();
+    let cl = start(3, conf).await;
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "team", "namespace": "default"},
+        "spec": {"hard": {"cpu": "10"}}
+    }))
+    .unwrap();
+    Api::<ResourceQuota>::namespaced(cl.client.clone(), "default")
+        .create(&PostParams::default(), &quota)
+        .await
+        .unwrap();
+    // Let the scheduler's watch see the quota before the gangs come.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cl.scheduler.index().snapshot().quotas.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the quota never reached the scheduler"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for name in ["first", "second"] {
+        Gang {
+            name,
+            queue: "default",
+            size: 4,
+            cpu: 2,
+            run_seconds: 30,
+            min_resources: true,
+        }
+        .create(&cl.client)
+        .await;
+    }
+    let pgs: Api<PodGroup> = Api::namespaced(cl.client.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (admitted, waiting) = loop {
+        bind_planned(&cl).await;
+        let mut admitted = Vec::new();
+        let mut waiting = None;
+        for name in ["first", "second"] {
+            let pg = pgs.get(name).await.unwrap();
+            let status = pg.status.unwrap_or_default();
+            let msg = status
+                .conditions
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|c| c.message)
+                .find(|m| m.contains("resource quota default/team insufficient"));
+            match (status.phase.map(|p| p.as_str().to_string()), msg) {
+                (Some(p), None) if p == "Running" || p == "Inqueue" => admitted.push(name),
+                (_, Some(m)) => waiting = Some(m),
+                _ => {}
+            }
+        }
+        if admitted.len() == 1 && waiting.is_some() {
+            break (admitted, waiting);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected one gang admitted and one waiting on the quota: {admitted:?} {waiting:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(admitted.len(), 1);
+    let msg = waiting.unwrap_or_default();
+    assert!(msg.contains("the gang needs cpu 8"), "{msg}");
+}

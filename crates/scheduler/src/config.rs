@@ -26,6 +26,7 @@ pub const KNOWN_PLUGINS: &[&str] = &[
     "binpack",
     "sla",
     "nodegroup",
+    "resourcequota",
 ];
 
 /// Volcano's plugins whose behaviour tephra's session always has, whether a configuration
@@ -70,10 +71,6 @@ pub const VOLCANO_ONLY_PLUGINS: &[(&str, &str)] = &[
     (
         "resource-strategy-fit",
         "no per-resource scoring strategy: `nodeorder` and `binpack` score nodes",
-    ),
-    (
-        "resourcequota",
-        "a gang is admitted without checking its namespace's ResourceQuotas (the API server's quota admission still refuses pods beyond them)",
     ),
     (
         "task-topology",

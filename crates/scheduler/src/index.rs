@@ -10,11 +10,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::ix::{Ix, IxVec, JobIx, NodeIx, QueueIx, TaskIx};
-use super::model::{Constraints, JobId, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
+use super::model::{
+    Constraints, JobId, JobInfo, NodeInfo, QueueInfo, QuotaInfo, TaskInfo, TaskStatus,
+};
 use super::resource::{Resource, pod_request};
 use super::topology::{self, NodeRef, Topology};
 use tephra_api::HyperNode;
@@ -35,6 +37,8 @@ pub struct Snapshot {
     pub queues: IxVec<QueueIx, QueueInfo>,
     /// The HyperNodes holding nodes of `nodes`.
     pub topology: Topology,
+    /// Every namespace's ResourceQuotas, by namespace then name.
+    pub quotas: Vec<QuotaInfo>,
     /// The PriorityClass marked `globalDefault`, its value.
     pub default_priority: i32,
     /// PodGroups whose queue does not exist: not scheduled, only told why.
@@ -149,6 +153,8 @@ pub struct ClusterIndex {
     grow_from: HashMap<JobId, i64>,
     /// HyperNodes by name.
     hypernodes: BTreeMap<String, Arc<HyperNode>>,
+    /// ResourceQuotas by `namespace/name`.
+    quotas: BTreeMap<String, QuotaInfo>,
     /// Every HyperNode resolved to the names of its nodes, worked out by the first snapshot
     /// after a HyperNode, or a node's name or labels, changed (resolving follows name
     /// patterns and label selectors over every node: not a cost for every session).
@@ -212,6 +218,7 @@ impl ClusterIndex {
             grow_delay_ms: 0,
             grow_from: HashMap::new(),
             hypernodes: BTreeMap::new(),
+            quotas: BTreeMap::new(),
             resolved: OnceLock::new(),
             changes: Changes::default(),
         }
@@ -979,6 +986,59 @@ impl ClusterIndex {
         }
     }
 
+    // ----- ResourceQuotas -----
+
+    /// A ResourceQuota was added or changed (its `used` moves as pods come and go: gangs
+    /// waiting for quota may now fit).
+    pub fn apply_resource_quota(&mut self, rq: &ResourceQuota) {
+        let (Some(ns), Some(name)) = (rq.metadata.namespace.clone(), rq.metadata.name.clone())
+        else {
+            return;
+        };
+        let status = rq.status.as_ref();
+        let hard = status
+            .and_then(|s| s.hard.as_ref())
+            .or(rq.spec.as_ref().and_then(|s| s.hard.as_ref()));
+        let info = QuotaInfo {
+            hard: hard.map(Resource::from_list).unwrap_or_default(),
+            hard_names: hard
+                .map(|h| h.keys().cloned().collect())
+                .unwrap_or_default(),
+            used: status
+                .and_then(|s| s.used.as_ref())
+                .map(Resource::from_list)
+                .unwrap_or_default(),
+            namespace: ns.clone(),
+            name: name.clone(),
+        };
+        let key = format!("{ns}/{name}");
+        if self.quotas.get(&key) != Some(&info) {
+            self.quotas.insert(key, info);
+            self.changes.capacity = true;
+        }
+    }
+
+    /// A ResourceQuota was deleted.
+    pub fn delete_resource_quota(&mut self, rq: &ResourceQuota) {
+        let key = format!(
+            "{}/{}",
+            rq.metadata.namespace.as_deref().unwrap_or_default(),
+            rq.metadata.name.as_deref().unwrap_or_default()
+        );
+        if self.quotas.remove(&key).is_some() {
+            self.changes.capacity = true;
+        }
+    }
+
+    /// A relist replaced every ResourceQuota.
+    pub fn reset_resource_quotas(&mut self, rqs: &[ResourceQuota]) {
+        self.quotas.clear();
+        for rq in rqs {
+            self.apply_resource_quota(rq);
+        }
+        self.changes.capacity = true;
+    }
+
     // ----- HyperNodes -----
 
     /// A HyperNode was added or changed. Gangs with a network topology may now fit (or no
@@ -1161,6 +1221,7 @@ impl ClusterIndex {
             tasks,
             queues: queues.into(),
             topology,
+            quotas: self.quotas.values().cloned().collect(),
             default_priority,
             orphans,
         }

@@ -289,6 +289,21 @@ impl QueueInfo {
     }
 }
 
+/// A namespace's ResourceQuota as the `resourcequota` plugin reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaInfo {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `status.hard` (else `spec.hard`).
+    pub hard: Resource,
+    /// The resource names `hard` limits, as written (`cpu`, `requests.cpu`, `pods`, …).
+    pub hard_names: Vec<String>,
+    /// `status.used` (kube-controller-manager's quota controller keeps it; zero without it).
+    pub used: Resource,
+}
+
 /// Moves a wake-up time (milliseconds since the epoch) to `at` when that is earlier, or sets
 /// it when none was set: several rules ask for the next session, the first deadline wins.
 pub fn wake_by(slot: &mut Option<i64>, at: i64) {

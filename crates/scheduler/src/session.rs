@@ -134,6 +134,8 @@ pub struct State {
     pub queue_index: HashMap<String, QueueIx>,
     /// The HyperNodes: where a gang with a network topology may be placed.
     pub topology: crate::topology::Topology,
+    /// Every namespace's ResourceQuotas.
+    pub quotas: Vec<crate::model::QuotaInfo>,
     /// The queue of each job, parallel to `jobs`; `None` when no queue has its name.
     pub job_queue: IxVec<JobIx, Option<QueueIx>>,
     /// Allocatable of every usable node (Ready and not cordoned).
@@ -218,6 +220,7 @@ impl State {
             mut tasks,
             queues,
             topology,
+            quotas,
             ..
         } = snapshot;
         let node_index = nodes
@@ -264,6 +267,7 @@ impl State {
             queues,
             queue_index,
             topology,
+            quotas,
             job_queue,
             total,
             events: Vec::new(),

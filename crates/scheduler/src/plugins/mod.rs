@@ -14,6 +14,7 @@ pub mod overcommit;
 pub mod predicates;
 pub mod priority;
 pub mod proportion;
+pub mod resourcequota;
 pub mod sla;
 
 /// Builds the named plugin with its arguments; `None` for a name this build does not know
@@ -32,6 +33,7 @@ pub fn build(option: &PluginOption) -> Option<Box<dyn Plugin>> {
         "binpack" => Box::new(binpack::Binpack::new(option)),
         "sla" => Box::new(sla::Sla::new(option)),
         "nodegroup" => Box::new(nodegroup::NodeGroup::new(option)),
+        "resourcequota" => Box::new(resourcequota::ResourceQuota),
         _ => return None,
     })
 }
