@@ -246,7 +246,9 @@ lacks "$H" "tephra-kube-scheduler" "helm files: no kube-scheduler when disabled"
 H="$WORK/helm-choices.yaml"
 contains "$H" "- schedulerName: batch" "helm choices: one kube-scheduler profile per scheduler name"
 contains "$H" "- --scheduler-name=batch" "helm choices: tephra serves every scheduler name"
-[ "$(grep -c 'failurePolicy: Fail' "$H")" -eq 8 ] || fail "helm choices: pods webhooks Fail (8 fail-closed webhooks)"
+# The defaults' fail-closed webhooks, and the two pods webhooks made so by the values.
+fail_closed=$(($(grep -c 'failurePolicy: Fail' "$WORK/helm-defaults.yaml") + 2))
+[ "$(grep -c 'failurePolicy: Fail' "$H")" -eq "$fail_closed" ] || fail "helm choices: pods webhooks Fail ($fail_closed fail-closed webhooks)"
 ok "helm choices: failure policies from values"
 contains "$H" "role: infra" "helm choices: nodeSelector"
 contains "$H" "- --config=/etc/tephra/scheduler/scheduler-conf.yaml" "helm choices: scheduler configuration file"
