@@ -13,6 +13,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job as BatchJob;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, Store};
@@ -136,6 +137,7 @@ caches! {
     podgroups: DeserializeGuard<PodGroup> => all,
     priority_classes: PriorityClass => all,
     resource_quotas: ResourceQuota => all,
+    pod_disruption_budgets: PodDisruptionBudget => all,
     replica_sets: ReplicaSet => all,
     stateful_sets: StatefulSet => all,
     deployments: Deployment => all,

@@ -2,6 +2,7 @@
 //! of it, fed through one [`Relist`] adapter per watch.
 
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use tephra_scheduler::ClusterIndex;
 
@@ -33,4 +34,5 @@ index_of! {
     PriorityClass => apply_priority_class, delete_priority_class, reset_priority_classes;
     HyperNode => apply_hypernode, delete_hypernode, reset_hypernodes;
     ResourceQuota => apply_resource_quota, delete_resource_quota, reset_resource_quotas;
+    PodDisruptionBudget => apply_pod_disruption_budget, delete_pod_disruption_budget, reset_pod_disruption_budgets;
 }

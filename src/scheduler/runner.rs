@@ -196,6 +196,7 @@ impl Scheduler {
         feed!(priority_classes, feed);
         feed!(hypernodes, feed_decoded);
         feed!(resource_quotas, feed);
+        feed!(pod_disruption_budgets, feed);
     }
 
     /// The latest plan.

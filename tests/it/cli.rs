@@ -757,7 +757,7 @@ fn strict_config_refuses_plugins_tephra_does_not_run_in_one_line() {
     let conf = dir.join("volcano.yaml");
     std::fs::write(
         &conf,
-        "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: pdb\n  - name: usage\n",
+        "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: tdm\n  - name: usage\n",
     )
     .unwrap();
     let out = tephra()
@@ -783,7 +783,7 @@ fn strict_config_refuses_plugins_tephra_does_not_run_in_one_line() {
     let errors = error_lines(&err);
     assert_eq!(errors.len(), 1, "{err}");
     assert!(
-        errors[0].contains("names Volcano plugins tephra does not run: pdb, usage"),
+        errors[0].contains("names Volcano plugins tephra does not run: tdm, usage"),
         "{err}"
     );
     assert!(errors[0].contains(&conf.display().to_string()), "{err}");

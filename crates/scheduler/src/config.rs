@@ -27,6 +27,7 @@ pub const KNOWN_PLUGINS: &[&str] = &[
     "sla",
     "nodegroup",
     "resourcequota",
+    "pdb",
 ];
 
 /// Volcano's plugins whose behaviour tephra's session always has, whether a configuration
@@ -59,10 +60,6 @@ pub const VOLCANO_ONLY_PLUGINS: &[(&str, &str)] = &[
     (
         "numa-aware",
         "a task's NUMA topology policy does not filter or score nodes",
-    ),
-    (
-        "pdb",
-        "preempt and reclaim do not consult PodDisruptionBudgets when they choose victims",
     ),
     (
         "rescheduling",
@@ -540,11 +537,11 @@ tiers:
 
     #[test]
     fn strict_refuses_a_configuration_naming_plugins_not_run_and_names_them() {
-        let text = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: pdb\n  - name: usage\n";
+        let text = "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: tdm\n  - name: usage\n";
         let conf = parse(text, "conf.yaml").unwrap();
         let e = require_all_run(&conf, "conf.yaml").unwrap_err().to_string();
         assert!(
-            e.contains("conf.yaml names Volcano plugins tephra does not run: pdb, usage"),
+            e.contains("conf.yaml names Volcano plugins tephra does not run: tdm, usage"),
             "{e}"
         );
         assert!(!e.contains('\n'), "one line: {e}");

@@ -452,6 +452,29 @@ impl Plugins {
         out
     }
 
+    /// Of the victims chosen (by whichever tier), those the `pdb` plugin's budgets allow,
+    /// whatever its tier: a PodDisruptionBudget binds every eviction.
+    pub fn within_budgets(
+        &self,
+        st: &State,
+        evictor: TaskIx,
+        victims: &[TaskIx],
+        reclaim: bool,
+    ) -> Vec<TaskIx> {
+        let mut out = victims.to_vec();
+        for s in self.slots().filter(|s| s.plugin.name() == "pdb") {
+            let allowed = if reclaim {
+                s.plugin.reclaimable(st, evictor, &out)
+            } else {
+                s.plugin.preemptable(st, evictor, &out)
+            };
+            if let Some(v) = allowed {
+                out.retain(|x| v.contains(x));
+            }
+        }
+        out
+    }
+
     /// Whether the gang plugin takes part in choosing victims for reclaim (`reclaim`) or for
     /// preemption. Its rule, a running gang keeps its `minMember` or goes whole, then binds
     /// whatever tier names the victims (the actions apply it last).

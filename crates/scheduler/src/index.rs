@@ -11,11 +11,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::ix::{Ix, IxVec, JobIx, NodeIx, QueueIx, TaskIx};
 use super::model::{
-    Constraints, JobId, JobInfo, NodeInfo, QueueInfo, QuotaInfo, TaskInfo, TaskStatus,
+    BudgetInfo, Constraints, JobId, JobInfo, NodeInfo, QueueInfo, QuotaInfo, TaskInfo, TaskStatus,
 };
 use super::resource::{Resource, pod_request};
 use super::topology::{self, NodeRef, Topology};
@@ -39,6 +40,8 @@ pub struct Snapshot {
     pub topology: Topology,
     /// Every namespace's ResourceQuotas, by namespace then name.
     pub quotas: Vec<QuotaInfo>,
+    /// Every PodDisruptionBudget, by namespace then name.
+    pub budgets: Vec<BudgetInfo>,
     /// The PriorityClass marked `globalDefault`, its value.
     pub default_priority: i32,
     /// PodGroups whose queue does not exist: not scheduled, only told why.
@@ -155,6 +158,8 @@ pub struct ClusterIndex {
     hypernodes: BTreeMap<String, Arc<HyperNode>>,
     /// ResourceQuotas by `namespace/name`.
     quotas: BTreeMap<String, QuotaInfo>,
+    /// PodDisruptionBudgets by `namespace/name`.
+    budgets: BTreeMap<String, BudgetInfo>,
     /// Every HyperNode resolved to the names of its nodes, worked out by the first snapshot
     /// after a HyperNode, or a node's name or labels, changed (resolving follows name
     /// patterns and label selectors over every node: not a cost for every session).
@@ -219,6 +224,7 @@ impl ClusterIndex {
             grow_from: HashMap::new(),
             hypernodes: BTreeMap::new(),
             quotas: BTreeMap::new(),
+            budgets: BTreeMap::new(),
             resolved: OnceLock::new(),
             changes: Changes::default(),
         }
@@ -1039,6 +1045,46 @@ impl ClusterIndex {
         self.changes.capacity = true;
     }
 
+    // ----- PodDisruptionBudgets -----
+
+    /// A PodDisruptionBudget was added or changed. Only preemption reads them: not a change
+    /// a session is run for.
+    pub fn apply_pod_disruption_budget(&mut self, pdb: &PodDisruptionBudget) {
+        let (Some(ns), Some(name)) = (pdb.metadata.namespace.clone(), pdb.metadata.name.clone())
+        else {
+            return;
+        };
+        let status = pdb.status.as_ref();
+        let info = BudgetInfo {
+            selector: pdb.spec.as_ref().and_then(|s| s.selector.clone()),
+            allowed: status.and_then(|s| s.disruptions_allowed).unwrap_or(0),
+            disrupted: status
+                .and_then(|s| s.disrupted_pods.as_ref())
+                .map(|d| d.keys().cloned().collect())
+                .unwrap_or_default(),
+            namespace: ns.clone(),
+            name: name.clone(),
+        };
+        self.budgets.insert(format!("{ns}/{name}"), info);
+    }
+
+    /// A PodDisruptionBudget was deleted.
+    pub fn delete_pod_disruption_budget(&mut self, pdb: &PodDisruptionBudget) {
+        self.budgets.remove(&format!(
+            "{}/{}",
+            pdb.metadata.namespace.as_deref().unwrap_or_default(),
+            pdb.metadata.name.as_deref().unwrap_or_default()
+        ));
+    }
+
+    /// A relist replaced every PodDisruptionBudget.
+    pub fn reset_pod_disruption_budgets(&mut self, pdbs: &[PodDisruptionBudget]) {
+        self.budgets.clear();
+        for pdb in pdbs {
+            self.apply_pod_disruption_budget(pdb);
+        }
+    }
+
     // ----- HyperNodes -----
 
     /// A HyperNode was added or changed. Gangs with a network topology may now fit (or no
@@ -1222,6 +1268,7 @@ impl ClusterIndex {
             queues: queues.into(),
             topology,
             quotas: self.quotas.values().cloned().collect(),
+            budgets: self.budgets.values().cloned().collect(),
             default_priority,
             orphans,
         }

@@ -304,6 +304,21 @@ pub struct QuotaInfo {
     pub used: Resource,
 }
 
+/// A PodDisruptionBudget as the `pdb` plugin reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BudgetInfo {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// `spec.selector` (`None`, or empty: matches no pod, as Volcano reads it).
+    pub selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    /// `status.disruptionsAllowed`.
+    pub allowed: i32,
+    /// `status.disruptedPods`: pods already being evicted, not counted again.
+    pub disrupted: std::collections::BTreeSet<String>,
+}
+
 /// Moves a wake-up time (milliseconds since the epoch) to `at` when that is earlier, or sets
 /// it when none was set: several rules ask for the next session, the first deadline wins.
 pub fn wake_by(slot: &mut Option<i64>, at: i64) {

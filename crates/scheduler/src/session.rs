@@ -136,6 +136,8 @@ pub struct State {
     pub topology: crate::topology::Topology,
     /// Every namespace's ResourceQuotas.
     pub quotas: Vec<crate::model::QuotaInfo>,
+    /// Every PodDisruptionBudget.
+    pub budgets: Vec<crate::model::BudgetInfo>,
     /// The queue of each job, parallel to `jobs`; `None` when no queue has its name.
     pub job_queue: IxVec<JobIx, Option<QueueIx>>,
     /// Allocatable of every usable node (Ready and not cordoned).
@@ -221,6 +223,7 @@ impl State {
             queues,
             topology,
             quotas,
+            budgets,
             ..
         } = snapshot;
         let node_index = nodes
@@ -268,6 +271,7 @@ impl State {
             queue_index,
             topology,
             quotas,
+            budgets,
             job_queue,
             total,
             events: Vec::new(),

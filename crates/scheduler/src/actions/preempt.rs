@@ -172,13 +172,16 @@ fn place_by_evicting(
         if candidates.is_empty() {
             continue;
         }
-        let mut victims = match scope {
+        let chosen = match scope {
             Scope::SameQueue => ssn.plugins.preemptable(&ssn.state, t, &candidates),
             Scope::OtherQueues => {
                 let chosen = ssn.plugins.reclaimable(&ssn.state, t, &candidates);
                 ssn.plugins.share_reclaimable(&ssn.state, t, &chosen)
             }
         };
+        let mut victims =
+            ssn.plugins
+                .within_budgets(&ssn.state, t, &chosen, matches!(scope, Scope::OtherQueues));
         let forced = interpod::conflicts(&ssn.state, t, n, ssn.state.tasks.indices());
         if !forced.iter().all(|f| victims.contains(f)) {
             continue;
@@ -504,5 +507,41 @@ tiers:
         ));
         let out = session(&w);
         assert_eq!(out.plan.placements["uid-ns-db-task-0"].node, "node-1");
+    }
+
+    #[test]
+    fn a_disruption_budget_bounds_what_preemption_takes_in_a_session() {
+        // The high gang wants 4 pods' room (minimum 4) out of `app=web` pods whose budget
+        // allows 2 disruptions: with the pdb plugin only 2 are taken and the gang does not
+        // start; without it, 4.
+        let budget: k8s_openapi::api::policy::v1::PodDisruptionBudget =
+            serde_json::from_value(json!({
+                "metadata": {"namespace": "ns", "name": "web"},
+                "spec": {"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 6},
+                "status": {"disruptionsAllowed": 2, "currentHealthy": 8, "desiredHealthy": 6,
+                           "expectedPods": 8}
+            }))
+            .unwrap();
+        let mut w = full_cluster(4, 4, |p| p);
+        w.index.apply_pod_disruption_budget(&budget);
+        let out = session(&w);
+        assert_eq!(
+            out.evictions.len(),
+            4,
+            "without the plugin: {:?}",
+            out.evictions
+        );
+
+        let conf = parse(
+            &CONF.replace(
+                "  - name: conformance\n",
+                "  - name: conformance\n- plugins:\n  - name: pdb\n",
+            ),
+            "test",
+        )
+        .unwrap();
+        let now = k8s_openapi::jiff::Timestamp::from_second(CREATED + 60).unwrap();
+        let out = run_session(w.index.snapshot(), &conf, "s1", Time(now));
+        assert!(out.evictions.len() <= 2, "{:?}", out.evictions);
     }
 }

@@ -11,6 +11,7 @@ pub mod interpod;
 pub mod nodegroup;
 pub mod nodeorder;
 pub mod overcommit;
+pub mod pdb;
 pub mod predicates;
 pub mod priority;
 pub mod proportion;
@@ -34,6 +35,7 @@ pub fn build(option: &PluginOption) -> Option<Box<dyn Plugin>> {
         "sla" => Box::new(sla::Sla::new(option)),
         "nodegroup" => Box::new(nodegroup::NodeGroup::new(option)),
         "resourcequota" => Box::new(resourcequota::ResourceQuota),
+        "pdb" => Box::new(pdb::Pdb::default()),
         _ => return None,
     })
 }
