@@ -16,11 +16,13 @@
 //!   controllers' pods that ask for the Volcano scheduler.
 //! * [`queue`]: every Queue's `status.state` and PodGroup counts; queue Commands.
 //! * [`job`]: vcJobs; [`cronjob`]: vcJobs made on a schedule from CronJobs.
+//! * [`hypernode`]: every HyperNode's `status.nodeCount`.
 //!
 //! [`start`] starts both as one unit whose [`Controllers`] handle stops them (what leader
 //! election will switch on and off).
 
 pub mod cronjob;
+pub mod hypernode;
 pub mod job;
 pub mod podgroup;
 pub mod queue;
@@ -182,6 +184,7 @@ pub fn start(
         (queue::NAME, queue::QueueError::FIRST),
         (job::NAME, job::JobError::FIRST),
         (cronjob::NAME, cronjob::CronJobError::FIRST),
+        (hypernode::NAME, hypernode::HyperNodeError::FIRST),
     ] {
         metrics.errors.with_label_values(&[controller, label]);
     }
@@ -205,10 +208,13 @@ pub fn start(
     tasks.extend(cronjob::start(
         client, caches, feeds, &config, &metrics, &token,
     ));
+    tasks.extend(hypernode::start(
+        client, caches, feeds, &config, &metrics, &token,
+    ));
     tracing::info!(
         workers = config.workers,
         inherit_owner_annotations = config.inherit_owner_annotations,
-        "PodGroup, Queue, Job and CronJob controllers started"
+        "PodGroup, Queue, Job, CronJob and HyperNode controllers started"
     );
     Ok(Controllers {
         shutdown: token,

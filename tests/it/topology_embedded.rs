@@ -91,6 +91,15 @@ async fn gangs_with_a_network_topology_run_inside_one_rack_or_wait_saying_why() 
             .unwrap();
     }
 
+    // Their node counts, through the spine's member racks.
+    for (name, want) in [("rack-a", 2), ("rack-b", 2), ("spine", 4)] {
+        eventually(30, &format!("{name}'s nodeCount {want}"), || async {
+            let hn = hypernodes.get(name).await.ok()?;
+            (hn.status?.node_count? == want).then_some(())
+        })
+        .await;
+    }
+
     // Four pods of 3 cpus: spread by default over four nodes, here two per node in one rack.
     let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");

@@ -3,6 +3,7 @@
 //!
 //! ```text
 //!   cronjob:   schedule:: cron expressions and their next times; plan:: what a CronJob is due
+//!   hypernode: the node counts HyperNodes hold
 //!   job:       request ─▶ policy::apply_policies ─▶ (action, delay) ─▶ state::step ─▶ Step
 //!              build:: pods, PodGroup, PVCs of a vcJob; plugins:: (env, svc, ssh, mpi,
 //!              pytorch, tensorflow, ray, hcclrank) edit them; status:: counts and conditions
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cronjob;
+pub mod hypernode;
 pub mod job;
 pub mod podgroup;
 pub mod queue;
