@@ -1,7 +1,7 @@
 //! `/hypernodes/validate` (CREATE, UPDATE): Volcano's HyperNode (`topology.volcano.sh/v1alpha1`)
-//! checks, for clusters that keep Volcano's HyperNode CRD (network topology, filled by Volcano's
-//! discovery controller or by hand). tephra's scheduler does not read HyperNodes; the webhook
-//! only keeps a malformed one out, as Volcano's webhook-manager does.
+//! checks. HyperNodes describe the network topology (written by a discovery controller or by
+//! hand) that the scheduler places gangs by; the webhook keeps a malformed one out, as
+//! Volcano's webhook-manager does.
 //!
 //! Volcano's webhook checks two things: at least one member, and that a `regexMatch` pattern
 //! compiles. The rest of a HyperNode's rules live in its CRD schema (and CEL rules), which an
