@@ -767,8 +767,8 @@ mod tests {
     /// `strict_config` a new file naming one is refused like a bad file.
     #[test]
     fn plugins_not_run_show_in_the_gauge_and_strict_refuses_them_at_reload() {
-        const WITH_PDB: &str =
-            "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: pdb\n";
+        const WITH_TDM: &str =
+            "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: tdm\n";
         for strict in [false, true] {
             let dir = std::env::temp_dir().join(format!(
                 "tephra-reload-strict-{strict}-{}",
@@ -789,8 +789,8 @@ mod tests {
             )
             .unwrap();
             let ignored = |p: &str| s.metrics().plugin_ignored.with_label_values(&[p]).get();
-            assert_eq!((ignored("pdb"), ignored("usage")), (0, 0));
-            std::fs::write(&path, WITH_PDB).unwrap();
+            assert_eq!((ignored("tdm"), ignored("usage")), (0, 0));
+            std::fs::write(&path, WITH_TDM).unwrap();
             s.reload_config_if_changed();
             let result = if strict { "error" } else { "ok" };
             assert_eq!(
@@ -803,10 +803,10 @@ mod tests {
             );
             if strict {
                 assert_eq!(s.conf().action_names(), ["enqueue", "allocate", "backfill"]);
-                assert_eq!(ignored("pdb"), 0);
+                assert_eq!(ignored("tdm"), 0);
             } else {
                 assert_eq!(s.conf().action_names(), ["enqueue", "allocate"]);
-                assert_eq!((ignored("pdb"), ignored("usage")), (1, 0));
+                assert_eq!((ignored("tdm"), ignored("usage")), (1, 0));
             }
             let _ = std::fs::remove_dir_all(&dir);
         }
