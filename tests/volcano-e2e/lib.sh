@@ -88,7 +88,8 @@ vc_install() {
   # The admissions Volcano's CI enables (ADMISSION_WEBHOOK and the default run).
   local admissions="/pods/mutate,/queues/mutate,/podgroups/mutate,/jobs/mutate,/jobs/validate,/jobflows/validate,/pods/validate,/queues/validate,/podgroups/validate,/hypernodes/validate,/cronjobs/validate"
   # The chart's webhook configurations (vc-webhook-manager only writes their
-  # CA bundle), each service reference turned into a URL on loopback.
+  # CA bundle), each service reference turned into a URL on loopback (some of
+  # the chart's lines end in spaces).
   local helm_bin
   helm_bin=$("$repo_dir/tests/install/build-tools.sh" | tail -n 1)
   "$helm_bin" template integration "$vc_src/installer/helm/chart/volcano" --namespace volcano-system \
@@ -96,7 +97,7 @@ vc_install() {
     | python3 -c '
 import re, sys
 port = sys.argv[1]
-text = re.sub(r"service:\n\s+name: .*\n\s+namespace: .*\n(\s+)path: (\S+)\n\s+port: 443",
+text = re.sub(r"service:[ \t]*\n\s+name: .*\n\s+namespace: .*\n(\s+)path: (\S+)[ \t]*\n\s+port: 443",
               lambda m: "url: https://127.0.0.1:" + port + m.group(2), sys.stdin.read())
 sys.stdout.write(text)' "$wh_port" >"$work/vc-webhooks.yaml"
   k apply -f "$work/vc-webhooks.yaml" >>"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; return 1; }
