@@ -237,3 +237,14 @@ pub fn placed_by_gang(plan: &super::Plan) -> BTreeMap<String, usize> {
     }
     m
 }
+
+/// The message of the last condition a session wrote on PodGroup `name` (empty when none).
+pub fn condition_message(out: &super::Outcome, name: &str) -> String {
+    out.podgroups
+        .iter()
+        .find(|u| u.name == name)
+        .and_then(|u| u.status.conditions.as_ref())
+        .and_then(|c| c.last())
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default()
+}

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::config::SchedulerConf;
 use super::outcome::{Outcome, run_session};
-use super::testing::{World, placed_by_gang, pod, running};
+use super::testing::{World, condition_message, placed_by_gang, pod, running};
 
 fn session(w: &World) -> Outcome {
     let now = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
@@ -25,16 +25,6 @@ fn racks_of(out: &Outcome, gang: &str, per_rack: usize) -> BTreeSet<usize> {
             i / per_rack
         })
         .collect()
-}
-
-fn condition_message(out: &Outcome, name: &str) -> String {
-    out.podgroups
-        .iter()
-        .find(|u| u.name == name)
-        .and_then(|u| u.status.conditions.as_ref())
-        .and_then(|c| c.last())
-        .and_then(|c| c.message.clone())
-        .unwrap_or_default()
 }
 
 #[test]

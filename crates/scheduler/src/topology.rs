@@ -99,69 +99,62 @@ struct Resolver<'a, 'n> {
     patterns: HashMap<String, Option<Regex>>,
 }
 
-impl Resolver<'_, '_> {
-    fn pattern(&mut self, p: &str) -> Option<Regex> {
-        self.patterns
-            .entry(p.to_string())
-            .or_insert_with(|| {
-                RegexBuilder::new(p)
-                    .size_limit(PATTERN_SIZE_LIMIT)
-                    .build()
-                    .ok()
-            })
-            .clone()
-    }
+/// The compiled pattern (`None`: it does not compile), compiled once per resolve.
+fn pattern(patterns: &mut HashMap<String, Option<Regex>>, p: &str) -> Option<Regex> {
+    patterns
+        .entry(p.to_string())
+        .or_insert_with(|| {
+            RegexBuilder::new(p)
+                .size_limit(PATTERN_SIZE_LIMIT)
+                .build()
+                .ok()
+        })
+        .clone()
+}
 
+/// The positions among `names` that `sel` picks by exact name or name pattern (`None`: the
+/// selector picks by neither).
+fn by_name<'n>(
+    patterns: &mut HashMap<String, Option<Regex>>,
+    sel: &MemberSelector,
+    index: &HashMap<&str, usize>,
+    names: impl Iterator<Item = Option<&'n str>>,
+) -> Option<Vec<usize>> {
+    if let Some(e) = &sel.exact_match {
+        return Some(index.get(e.name.as_str()).copied().into_iter().collect());
+    }
+    let r = sel.regex_match.as_ref()?;
+    let Some(re) = pattern(patterns, &r.pattern) else {
+        return Some(Vec::new());
+    };
+    Some(
+        names
+            .enumerate()
+            .filter(|(_, n)| n.is_some_and(|n| re.is_match(n)))
+            .map(|(i, _)| i)
+            .collect(),
+    )
+}
+
+impl Resolver<'_, '_> {
     fn picked_nodes(&mut self, sel: &MemberSelector) -> Vec<usize> {
-        if let Some(e) = &sel.exact_match {
-            return self
-                .node_by_name
-                .get(e.name.as_str())
-                .copied()
-                .into_iter()
-                .collect();
+        let nodes = self.nodes;
+        let names = nodes.iter().map(|n| Some(n.name));
+        if let Some(p) = by_name(&mut self.patterns, sel, &self.node_by_name, names) {
+            return p;
         }
-        if let Some(r) = &sel.regex_match {
-            let Some(re) = self.pattern(&r.pattern) else {
-                return Vec::new();
-            };
-            return (0..self.nodes.len())
-                .filter(|&i| re.is_match(self.nodes[i].name))
-                .collect();
+        match &sel.label_match {
+            Some(l) => (0..nodes.len())
+                .filter(|&i| selects(Some(l), nodes[i].labels))
+                .collect(),
+            None => Vec::new(),
         }
-        if let Some(l) = &sel.label_match {
-            return (0..self.nodes.len())
-                .filter(|&i| selects(Some(l), self.nodes[i].labels))
-                .collect();
-        }
-        Vec::new()
     }
 
     /// Label selectors pick nodes only, as in Volcano.
     fn picked_hypernodes(&mut self, sel: &MemberSelector) -> Vec<usize> {
-        if let Some(e) = &sel.exact_match {
-            return self
-                .hn_by_name
-                .get(e.name.as_str())
-                .copied()
-                .into_iter()
-                .collect();
-        }
-        if let Some(r) = &sel.regex_match {
-            let Some(re) = self.pattern(&r.pattern) else {
-                return Vec::new();
-            };
-            return (0..self.hypernodes.len())
-                .filter(|&i| {
-                    self.hypernodes[i]
-                        .metadata
-                        .name
-                        .as_deref()
-                        .is_some_and(|n| re.is_match(n))
-                })
-                .collect();
-        }
-        Vec::new()
+        let names = self.hypernodes.iter().map(|h| h.metadata.name.as_deref());
+        by_name(&mut self.patterns, sel, &self.hn_by_name, names).unwrap_or_default()
     }
 }
 

@@ -95,7 +95,7 @@ mod tests {
 
     use crate::config::parse;
     use crate::outcome::{Outcome, run_session};
-    use crate::testing::{World, placed_by_gang};
+    use crate::testing::{World, condition_message, placed_by_gang};
 
     const CONF: &str = "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  \
                         - name: priority\n  - name: gang\n  - name: resourcequota\n- plugins:\n  \
@@ -116,16 +116,6 @@ mod tests {
         run_session(w.index.snapshot(), &conf, "s", now)
     }
 
-    fn message(out: &Outcome, name: &str) -> String {
-        out.podgroups
-            .iter()
-            .find(|u| u.name == name)
-            .and_then(|u| u.status.conditions.as_ref())
-            .and_then(|c| c.last())
-            .and_then(|c| c.message.clone())
-            .unwrap_or_default()
-    }
-
     #[test]
     fn gangs_are_admitted_while_their_namespaces_quota_holds_them() {
         // 6 cpus of quota, 2 used: one gang of 4 × 1 cpu fits, a second does not; another
@@ -142,7 +132,7 @@ mod tests {
         assert_eq!(placed.get("team/a"), Some(&4), "{placed:?}");
         assert_eq!(placed.get("team/b"), None, "{placed:?}");
         assert_eq!(placed.get("other/c"), Some(&4), "{placed:?}");
-        let msg = message(&out, "b");
+        let msg = condition_message(&out, "b");
         assert!(
             msg.contains("resource quota team/q insufficient: the gang needs cpu 4"),
             "{msg}"
@@ -166,9 +156,9 @@ mod tests {
         assert_eq!(placed.get("team/a"), Some(&2), "{placed:?}");
         assert_eq!(placed.get("team/big"), None, "{placed:?}");
         assert!(
-            message(&out, "big").contains("memory"),
+            condition_message(&out, "big").contains("memory"),
             "{}",
-            message(&out, "big")
+            condition_message(&out, "big")
         );
     }
 }
