@@ -263,6 +263,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Controller configuration in Volcano's volcano-controller.conf YAML: its
+    /// networkTopologyDiscovery `label` source makes HyperNodes from node labels, one tier per
+    /// label key (other sources are named in a warning and left out). Without it no HyperNode
+    /// is discovered. Checked at start (a missing or bad file refuses to start) and re-read
+    /// when it changes, every 10 s (a bad new file keeps the old).
+    #[arg(long, value_name = "FILE")]
+    pub controller_config: Option<PathBuf>,
+
     /// Refuse a scheduler configuration that names Volcano plugins tephra does not run
     /// (`pdb`, `usage`, …), at start and at reload, with one line naming them. Without it
     /// they are left out of every session, named in a warning and in the gauge

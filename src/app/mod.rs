@@ -44,6 +44,9 @@ pub enum AppError {
     /// A start-up write (CRDs, built-in queues) was refused for good.
     #[error(transparent)]
     Startup(#[from] StartupError),
+    /// `--controller-config` cannot be used.
+    #[error(transparent)]
+    ControllerConfig(#[from] crate::controllers::hypernode::discovery::DiscoveryFileError),
     /// The log filter could not be parsed.
     #[error("invalid log filter: {0}")]
     LogFilter(String),

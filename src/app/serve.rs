@@ -1,5 +1,6 @@
 //! `tephra serve`: the service, as named stages from the flags to a drained exit.
 
+use crate::controllers::hypernode::discovery::DiscoveryFile;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -39,9 +40,10 @@ use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 pub(super) async fn serve(args: ServeArgs) -> Result<(), AppError> {
     let checked = preflight(&args)?;
     let scheduler_conf = scheduler_conf(&args)?;
+    let discovery = hypernode_discovery(&args)?;
     let base = Base::start(&args)?;
     let connected = connect(&args, checked.embedded).await?;
-    let mut core = start_core(&args, &base, &connected.client, scheduler_conf)?;
+    let mut core = start_core(&args, &base, &connected.client, scheduler_conf, discovery)?;
     let mut http = start_http(&args, &base, &connected.client, &core).await?;
     let stand_in = match connected.embedded {
         Some(api) => {
@@ -282,6 +284,16 @@ fn scheduler_conf(args: &ServeArgs) -> Result<crate::scheduler::SchedulerConf, A
     Ok(conf)
 }
 
+/// `--controller-config`, checked now (a missing or bad file refuses the start) and watched
+/// by the HyperNode controller from then on.
+fn hypernode_discovery(args: &ServeArgs) -> Result<Option<Arc<DiscoveryFile>>, AppError> {
+    let Some(path) = &args.controller_config else {
+        return Ok(None);
+    };
+    let config = crate::controllers::hypernode::discovery::load(path)?;
+    Ok(Some(Arc::new(DiscoveryFile::new(path.clone(), config))))
+}
+
 /// What every stage shares: the series, the tokens that stop things, readiness, leadership.
 struct Base {
     metrics: Metrics,
@@ -420,6 +432,7 @@ fn start_core(
     base: &Base,
     client: &kube::Client,
     scheduler_conf: crate::scheduler::SchedulerConf,
+    discovery: Option<Arc<DiscoveryFile>>,
 ) -> Result<Core, AppError> {
     let (caches, mut feeds) = Caches::new();
     let scheduler = Scheduler::new(
@@ -441,6 +454,7 @@ fn start_core(
         &mut feeds,
         &base.metrics,
         &base.leadership,
+        discovery,
     )?;
     let feeds = if args.embedded {
         Some(feeds)
@@ -944,6 +958,7 @@ fn start_controllers(
     feeds: &mut CacheFeeds,
     metrics: &Metrics,
     leadership: &Leadership,
+    discovery: Option<Arc<DiscoveryFile>>,
 ) -> Result<crate::controllers::Controllers, AppError> {
     let config = crate::controllers::ControllerConfig {
         scheduler_names: args.scheduler_names.clone(),
@@ -957,6 +972,7 @@ fn start_controllers(
                 Vec::new()
             },
         },
+        hypernode_discovery: discovery,
         leadership: leadership.clone(),
         ..crate::controllers::ControllerConfig::default()
     };

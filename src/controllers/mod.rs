@@ -30,6 +30,7 @@ pub mod workqueue;
 
 use std::future::Future;
 use std::hash::Hash;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Client;
@@ -56,6 +57,8 @@ pub struct ControllerConfig {
     pub queue_resync: Duration,
     /// The Job controller's settings.
     pub job: job::JobConfig,
+    /// `--controller-config`: the HyperNode discovery it enables, re-read when it changes.
+    pub hypernode_discovery: Option<Arc<hypernode::discovery::DiscoveryFile>>,
     /// Workers reconcile only while this replica leads (always, without leader election);
     /// subscribers keep queueing keys meanwhile, so a new leader starts with every key.
     pub leadership: Leadership,
@@ -69,6 +72,7 @@ impl Default for ControllerConfig {
             workers: 8,
             queue_resync: Duration::from_secs(60),
             job: job::JobConfig::default(),
+            hypernode_discovery: None,
             leadership: Leadership::default(),
         }
     }

@@ -200,6 +200,13 @@ tolerations: [{key: infra, operator: Exists}]
 extraArgs: [--schedule-period=2s]
 schedulerConf: |
   actions: "enqueue, allocate, backfill"
+controllerConf: |
+  networkTopologyDiscovery:
+  - source: label
+    enabled: true
+    config:
+      networkTopologyTypes:
+        fabric: [{nodeLabel: example.com/rack}, {nodeLabel: kubernetes.io/hostname}]
 VALUES
 for entry in "${sets[@]}"; do
   name=${entry%%|*} args=${entry#*|}
@@ -252,6 +259,8 @@ fail_closed=$(($(grep -c 'failurePolicy: Fail' "$WORK/helm-defaults.yaml") + 2))
 ok "helm choices: failure policies from values"
 contains "$H" "role: infra" "helm choices: nodeSelector"
 contains "$H" "- --config=/etc/tephra/scheduler/scheduler-conf.yaml" "helm choices: scheduler configuration file"
+contains "$H" "- --controller-config=/etc/tephra/controller/volcano-controller.conf" "helm choices: controller configuration file"
+contains "$H" "configMap: {name: tephra-controller-conf}" "helm choices: the controller configuration mounted from its ConfigMap"
 flags_known "helm choices" "$H"
 
 # Values the schema refuses, each with helm's message.

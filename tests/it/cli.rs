@@ -714,8 +714,10 @@ fn a_kube_api_error_is_one_sentence_per_cause() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--config` (the scheduler's) and `--controller-config` (HyperNode discovery) are read
+/// before anything starts: a missing or bad file stops `serve` with one error line naming it.
 #[test]
-fn a_missing_or_bad_scheduler_config_is_refused_before_anything_starts() {
+fn a_missing_or_bad_configuration_file_is_refused_before_anything_starts() {
     let dir = std::env::temp_dir().join(format!("tephra-cli-conf-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let missing = dir.join("missing.yaml");
@@ -725,7 +727,22 @@ fn a_missing_or_bad_scheduler_config_is_refused_before_anything_starts() {
         "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrdr: true\n",
     )
     .unwrap();
-    for (file, needle) in [(&missing, "cannot read"), (&bad, "enableJobOrdr")] {
+    let bad_discovery = dir.join("controller.conf");
+    std::fs::write(
+        &bad_discovery,
+        "networkTopologyDiscovery:\n- source: label\n  enabled: true\n  config:\n    networkTopologyTypes:\n      rack: [{nodeLabel: kubernetes.io/hostname}]\n",
+    )
+    .unwrap();
+    for (flag, file, needle) in [
+        ("--config", &missing, "cannot read"),
+        ("--config", &bad, "enableJobOrdr"),
+        ("--controller-config", &missing, "No such file"),
+        (
+            "--controller-config",
+            &bad_discovery,
+            "network topology type \"rack\" needs at least two labels",
+        ),
+    ] {
         let out = tephra()
             .args(["serve", "--embedded", "--listen", "127.0.0.1:0"])
             .args([
@@ -734,7 +751,7 @@ fn a_missing_or_bad_scheduler_config_is_refused_before_anything_starts() {
                 "--embedded-api-listen",
                 "127.0.0.1:0",
             ])
-            .arg("--config")
+            .arg(flag)
             .arg(file)
             .output()
             .unwrap();

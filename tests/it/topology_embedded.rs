@@ -142,3 +142,110 @@ async fn gangs_with_a_network_topology_run_inside_one_rack_or_wait_saying_why() 
     assert_eq!(placed, 0, "a hard gang that fits no rack has no pod bound");
     served.proc.stop();
 }
+
+/// The HyperNodes label discovery made, as (tier, label value, node count) — once their
+/// counts are written and nothing else is there.
+async fn discovered(hypernodes: &Api<HyperNode>) -> BTreeSet<(i64, String, i64)> {
+    let list = hypernodes.list(&ListParams::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter_map(|h| {
+            let labels = h.metadata.labels?;
+            (labels.get("volcano.sh/network-topology-source")? == "label").then_some(())?;
+            let value = labels
+                .get("example.com/rack")
+                .or(labels.get("example.com/spine"))?
+                .clone();
+            Some((h.spec.tier?, value, h.status?.node_count?))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_discovery_makes_hypernodes_from_node_labels_and_gangs_use_them() {
+    let dir = std::env::temp_dir().join(format!("tephra-discovery-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("volcano-controller.conf");
+    std::fs::write(
+        &conf,
+        "networkTopologyDiscovery:\n\
+         - source: label\n  enabled: true\n  config:\n    networkTopologyTypes:\n      \
+         fabric:\n      - nodeLabel: example.com/spine\n      - nodeLabel: example.com/rack\n      \
+         - nodeLabel: kubernetes.io/hostname\n",
+    )
+    .unwrap();
+    let conf_arg = conf.display().to_string();
+    let (mut served, client) =
+        Embedded::start(&["--embedded-nodes", "4", "--controller-config", &conf_arg]).await;
+    let hypernodes: Api<HyperNode> = Api::all(client.clone());
+    let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let mut nodes: Vec<String> = nodes_api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    nodes.sort();
+    let label = |node: &str, rack: Option<&str>| {
+        let nodes_api = nodes_api.clone();
+        let patch = json!({"metadata": {"labels": {
+            "example.com/rack": rack, "example.com/spine": "s0"
+        }}});
+        let node = node.to_string();
+        async move {
+            nodes_api
+                .patch(
+                    &node,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    for (i, n) in nodes.iter().enumerate() {
+        label(n, Some(if i < 2 { "r0" } else { "r1" })).await;
+    }
+    let want: BTreeSet<(i64, String, i64)> = [
+        (1, "r0".to_string(), 2),
+        (1, "r1".to_string(), 2),
+        (2, "s0".to_string(), 4),
+    ]
+    .into();
+    let hn = hypernodes.clone();
+    eventually(30, "two racks and a spine discovered", || async {
+        (discovered(&hn).await == want).then_some(())
+    })
+    .await;
+
+    // A hard gang of four 3-cpu pods lands inside one discovered rack.
+    let rack_of: BTreeMap<&String, &str> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n, if i < 2 { "r0" } else { "r1" }))
+        .collect();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    jobs.create(&PostParams::default(), &job("fits", 4, "hard"))
+        .await
+        .unwrap();
+    let used = bound_nodes(&pods, "fits", 4).await;
+    let racks: BTreeSet<&str> = used.iter().map(|n| rack_of[n]).collect();
+    assert_eq!(racks.len(), 1, "pods on {used:?}");
+
+    // Relabelled: one node moves to r1; the two left in r0 lose their rack label, and r0's
+    // HyperNode goes (the nodes keep the spine label, but a node stops at the first tier it
+    // lacks).
+    label(&nodes[0], Some("r1")).await;
+    label(&nodes[1], None).await;
+    let want: BTreeSet<(i64, String, i64)> =
+        [(1, "r1".to_string(), 3), (2, "s0".to_string(), 3)].into();
+    eventually(30, "r0 gone, r1 with three nodes", || async {
+        (discovered(&hn).await == want).then_some(())
+    })
+    .await;
+    served.proc.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

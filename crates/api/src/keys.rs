@@ -132,6 +132,9 @@ pub const CONTROLLER_OUT_OF_SYNC: &str = "volcano.sh/controller-out-of-sync";
 pub const NETWORK_TOPOLOGY_MODE: &str = "volcano.sh/network-topology-mode";
 /// A on a pod: highest network tier for its PodGroup.
 pub const NETWORK_TOPOLOGY_HIGHEST_TIER: &str = "volcano.sh/network-topology-highest-tier";
+/// L on a HyperNode: which discovery made it (`label`); discovery owns, updates and deletes
+/// only HyperNodes carrying its own source.
+pub const NETWORK_TOPOLOGY_SOURCE: &str = "volcano.sh/network-topology-source";
 /// A on a PodGroup: the hypernode the scheduler chose.
 pub const JOB_ALLOCATED_HYPERNODE: &str = "volcano.sh/job-allocated-hypernode";
 /// A on a pod: overrides the task's priority in the scheduler.

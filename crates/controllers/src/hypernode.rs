@@ -2,6 +2,8 @@
 //! through its member HyperNodes, as the scheduler resolves them
 //! ([`tephra_scheduler::topology::resolve`]: one way of reading members for both).
 
+pub mod discovery;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;

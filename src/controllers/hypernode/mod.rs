@@ -1,11 +1,16 @@
-//! The HyperNode status controller: keeps every HyperNode's `status.nodeCount` equal to the
-//! nodes it holds now (through its member HyperNodes), as Volcano's HyperNode controller does.
+//! The HyperNode controller, as Volcano's: with `--controller-config` enabling the `label`
+//! source, it makes the HyperNodes the nodes' labels call for ([`discovery`]); and it keeps
+//! every HyperNode's `status.nodeCount` equal to the nodes it holds now (through its member
+//! HyperNodes).
 //!
 //! ```text
-//!   Node events (added, deleted, labels changed), HyperNode events ──▶ WorkQueue<"all">
+//!   Node events (added, deleted, labels changed), HyperNode events,
+//!   the configuration file changed (checked every 10 s) ──▶ WorkQueue<"all">
 //!        ▼
-//!   reconcile: every HyperNode and Node from the caches ── hypernode::stale_node_counts (pure)
-//!        ──▶ a merge patch of /status for each HyperNode whose count changed
+//!   reconcile: every HyperNode and Node from the caches
+//!        ── hypernode::discovery::plan (pure) ──▶ create / replace / delete discovered ones
+//!        ── hypernode::stale_node_counts (pure) ──▶ a merge patch of /status for each
+//!           HyperNode whose count changed
 //! ```
 //!
 //! One key for the whole topology: a node's labels can move it between HyperNodes, and a
@@ -13,7 +18,10 @@
 //! burst of events costs one pass: the work queue folds a key added while queued). Node
 //! status heartbeats do not queue it: only a node added, deleted or relabelled does.
 
+pub mod discovery;
+
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
@@ -27,13 +35,17 @@ use super::workqueue::WorkQueue;
 use super::{Action, ControllerConfig, ControllerMetrics, KubeOp, MetricLabel};
 use crate::api::HyperNode;
 use crate::cluster::{CacheFeeds, Caches};
-use tephra_controllers::hypernode::stale_node_counts;
+use discovery::DiscoveryFile;
+use tephra_controllers::hypernode::{discovery::plan, stale_node_counts};
 
 /// The controller's name (metrics).
 pub const NAME: &str = "hypernode-controller";
 
 /// The one key: every HyperNode.
 const ALL: &str = "all";
+
+/// How often the controller configuration file is looked at for changes.
+const CONFIG_POLL: Duration = Duration::from_secs(10);
 
 /// Why a reconcile failed (retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -53,14 +65,27 @@ impl MetricLabel for HyperNodeError {
     }
 }
 
-async fn reconcile(client: Client, caches: Caches) -> Result<Action, HyperNodeError> {
+async fn reconcile(
+    client: Client,
+    caches: Caches,
+    discovery: Option<Arc<DiscoveryFile>>,
+) -> Result<Action, HyperNodeError> {
     let hns: Vec<Arc<DeserializeGuard<HyperNode>>> = caches.hypernodes().state();
     let hns: Vec<&HyperNode> = hns.iter().filter_map(|g| g.0.as_ref().ok()).collect();
+    let nodes: Vec<Arc<Node>> = caches.nodes().state();
+    let nodes: Vec<&Node> = nodes.iter().map(|n| &**n).collect();
+    if let Some(label) = discovery.as_ref().and_then(|d| d.current()) {
+        let plan = plan(&label, &nodes, &hns);
+        if !plan.is_empty() {
+            // The writes come back as HyperNode events, which queue the next pass: the
+            // counts are written then, over what was written now.
+            discovery::write(&client, plan).await?;
+            return Ok(Action::AwaitChange);
+        }
+    }
     if hns.is_empty() {
         return Ok(Action::AwaitChange);
     }
-    let nodes: Vec<Arc<Node>> = caches.nodes().state();
-    let nodes: Vec<&Node> = nodes.iter().map(|n| &**n).collect();
     let api: Api<HyperNode> = Api::all(client);
     for (name, count) in stale_node_counts(&hns, &nodes) {
         let patch = serde_json::json!({"status": {"nodeCount": count}});
@@ -136,9 +161,32 @@ pub(crate) fn start(
             }
         }));
     }
+    let mut tasks = Vec::new();
+    if let Some(file) = config.hypernode_discovery.clone() {
+        let queue = queue.clone();
+        let shutdown = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(CONFIG_POLL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                let file = file.clone();
+                let changed = tokio::task::spawn_blocking(move || file.refresh())
+                    .await
+                    .unwrap_or(false);
+                if changed {
+                    queue.add(ALL.to_string());
+                }
+            }
+        }));
+    }
     let client = client.clone();
     let cached = caches.clone();
-    super::spawn_workers(
+    let discovery = config.hypernode_discovery.clone();
+    tasks.extend(super::spawn_workers(
         NAME,
         queue,
         caches.clone(),
@@ -146,8 +194,9 @@ pub(crate) fn start(
         1,
         metrics.clone(),
         shutdown.clone(),
-        move |_key: String| reconcile(client.clone(), cached.clone()),
-    )
+        move |_key: String| reconcile(client.clone(), cached.clone(), discovery.clone()),
+    ));
+    tasks
 }
 
 #[cfg(test)]
