@@ -249,3 +249,73 @@ async fn label_discovery_makes_hypernodes_from_node_labels_and_gangs_use_them() 
     served.proc.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_partition_of_a_vcjob_task_runs_inside_one_rack() {
+    let (mut served, client) = Embedded::start(&["--embedded-nodes", "4"]).await;
+    let hypernodes: Api<HyperNode> = Api::all(client.clone());
+    let mut nodes: Vec<String> = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    nodes.sort();
+    // Racks of two nodes paired across the name order (0 with 2, 1 with 3), so a spread
+    // that follows the node order puts neighbours in different racks.
+    let rack_of: BTreeMap<String, &str> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.clone(), if i % 2 == 0 { "rack-a" } else { "rack-b" }))
+        .collect();
+    for hn in [
+        hypernode("rack-a", 1, "Node", &[&nodes[0], &nodes[2]]),
+        hypernode("rack-b", 1, "Node", &[&nodes[1], &nodes[3]]),
+    ] {
+        hypernodes
+            .create(&PostParams::default(), &hn)
+            .await
+            .unwrap();
+    }
+    let job: Job = serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "parts", "namespace": "default"},
+        "spec": {
+            "minAvailable": 4,
+            "tasks": [{
+                "name": "w",
+                "replicas": 4,
+                "partitionPolicy": {
+                    "totalPartitions": 2, "partitionSize": 2,
+                    "networkTopology": {"mode": "hard", "highestTierAllowed": 1}
+                },
+                "template": {"spec": {"containers": [{
+                    "name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": "3"}}
+                }]}}
+            }]
+        }
+    }))
+    .unwrap();
+    Api::<Job>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    bound_nodes(&pods, "parts", 4).await;
+    let list = pods
+        .list(&ListParams::default().labels("volcano.sh/job-name=parts"))
+        .await
+        .unwrap();
+    let mut racks: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+    for p in &list.items {
+        let part = p.metadata.labels.as_ref().unwrap()["volcano.sh/partition-id"].clone();
+        let node = p.spec.as_ref().unwrap().node_name.clone().unwrap();
+        racks.entry(part).or_default().insert(rack_of[&node]);
+    }
+    assert_eq!(racks.len(), 2, "{racks:?}");
+    assert!(racks.values().all(|r| r.len() == 1), "{racks:?}");
+    served.proc.stop();
+}

@@ -36,6 +36,7 @@ pub mod plugins;
 pub mod resource;
 pub mod session;
 pub mod sim;
+pub mod subgroup;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 #[cfg(test)]

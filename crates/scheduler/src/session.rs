@@ -94,6 +94,8 @@ pub struct JobState {
     /// overused, or the task did not fit within the share): the job may borrow in the lending
     /// pass.
     pub held_back_by_share: bool,
+    /// The gang's sub-groups (its PodGroup's `subGroupPolicy`), fixed for the session.
+    pub sub_groups: Vec<crate::subgroup::SubGroup>,
 }
 
 impl JobState {
@@ -249,6 +251,7 @@ impl State {
                     job_state[j].allocated.add(&task.resreq);
                 }
             }
+            job_state[j].sub_groups = crate::subgroup::sub_groups(job, &tasks);
         }
         // Every task is one of a job's now, so no `None` is left to replace.
         let task_job = task_job

@@ -207,6 +207,48 @@ impl World {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// A gang of `parts` partitions of `size` pending pods each (labelled
+    /// `volcano.sh/partition-id`), needing `min_parts` of them (and their pods), each
+    /// partition inside one HyperNode of tier at most `tier` in `mode` (`hard`, `soft`; no
+    /// topology when empty): the PodGroup a vcJob task's `partitionPolicy` makes.
+    pub fn partitioned_gang(
+        mut self,
+        ns: &str,
+        name: &str,
+        parts: usize,
+        size: usize,
+        min_parts: i32,
+        milli_cpu: u32,
+        mode: &str,
+        tier: i32,
+    ) -> Self {
+        let min = min_parts * size as i32;
+        let mut pg = podgroup(ns, name, "default", min, Some((milli_cpu * min as u32, 0)));
+        let mut policy = json!({
+            "name": "worker", "subGroupSize": size, "minSubGroups": min_parts,
+            "labelSelector": {"matchLabels": {"volcano.sh/task-spec": "worker"}},
+            "matchLabelKeys": ["volcano.sh/partition-id"]
+        });
+        if !mode.is_empty() {
+            policy["networkTopology"] = json!({"mode": mode, "highestTierAllowed": tier});
+        }
+        pg.spec.sub_group_policy = Some(vec![from(policy)]);
+        self.index.apply_podgroup(&with_phase(pg, "Inqueue"));
+        for i in 0..parts * size {
+            let mut p = pod(ns, &format!("{name}-worker-{i}"), name, milli_cpu, 0);
+            p.metadata.labels = Some(BTreeMap::from([
+                ("volcano.sh/task-spec".to_string(), "worker".to_string()),
+                (
+                    "volcano.sh/partition-id".to_string(),
+                    (i / size).to_string(),
+                ),
+            ]));
+            self.index.apply_pod(&p);
+        }
+        self
+    }
+
+    #[allow(clippy::too_many_arguments)]
     /// A running gang of `size` pods spread over the nodes round robin.
     pub fn running_gang(
         mut self,

@@ -195,3 +195,106 @@ fn pods_that_ask_for_nothing_stay_inside_the_gangs_rack_too() {
         out.plan.placements
     );
 }
+
+/// The racks (`node-i` in rack `i / per_rack`) each partition of gang `name` landed in, by
+/// partition (pods `name-worker-i`, partition `i / size`).
+fn racks_by_partition(
+    out: &Outcome,
+    name: &str,
+    size: usize,
+    per_rack: usize,
+) -> BTreeMap<usize, BTreeSet<usize>> {
+    let mut m: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    for p in out.plan.placements.values() {
+        let Some(i) = p.name.strip_prefix(&format!("{name}-worker-")) else {
+            continue;
+        };
+        let i: usize = i.parse().expect("pod index");
+        let node: usize = p.node.trim_start_matches("node-").parse().expect("node-N");
+        m.entry(i / size).or_default().insert(node / per_rack);
+    }
+    m
+}
+
+#[test]
+fn each_partition_of_a_gang_is_placed_inside_one_rack() {
+    // Four racks of two 4-cpu nodes. Two partitions of four 2-cpu pods: each fills a rack.
+    // Without the partitions' topology the least-allocated spread puts every partition
+    // across racks.
+    let w = World::default()
+        .nodes(8, 4, 16)
+        .racks(2)
+        .partitioned_gang("ns", "p", 2, 4, 2, 2000, "hard", 1);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/p"), Some(&8));
+    let racks = racks_by_partition(&out, "p", 4, 2);
+    assert_eq!(racks.len(), 2, "{racks:?}");
+    for (part, r) in &racks {
+        assert_eq!(r.len(), 1, "partition {part} in racks {r:?}");
+    }
+}
+
+#[test]
+fn a_partition_no_rack_can_hold_waits_in_hard_mode_and_spans_racks_in_soft() {
+    // Racks of 8 cpus; a partition of three 3-cpu pods needs 9.
+    let w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .partitioned_gang("ns", "p", 1, 3, 1, 3000, "hard", 1);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/p"), None);
+    let msg = condition_message(&out, "p");
+    assert!(
+        msg.contains("sub-group worker-0: no HyperNode of tier 1 or lower has room for its 3 pods"),
+        "{msg}"
+    );
+    // Three 3-cpu pods on 4-cpu nodes take three nodes: two racks.
+    let w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .partitioned_gang("ns", "p", 1, 3, 1, 3000, "soft", 1);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/p"), Some(&3));
+}
+
+#[test]
+fn a_gang_needing_two_of_three_partitions_starts_with_two_whole_ones() {
+    // Two racks of 8 cpus; three partitions of two 4-cpu pods (a rack each); two needed.
+    let w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .partitioned_gang("ns", "p", 3, 2, 2, 4000, "hard", 1);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/p"), Some(&4));
+    let racks = racks_by_partition(&out, "p", 2, 2);
+    assert_eq!(racks.len(), 2, "two whole partitions: {racks:?}");
+    assert!(racks.values().all(|r| r.len() == 1), "{racks:?}");
+    assert_ne!(
+        racks.values().next(),
+        racks.values().nth(1),
+        "one rack each"
+    );
+
+    // Room for one partition only: the gang does not start with half of what it needs.
+    let w = World::default()
+        .nodes(2, 4, 16)
+        .racks(2)
+        .partitioned_gang("ns", "p", 3, 2, 2, 4000, "hard", 1);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/p"), None);
+}
+
+#[test]
+fn a_gang_with_fewer_partitions_than_its_minimum_is_told_so() {
+    let w = World::default()
+        .nodes(4, 4, 16)
+        .racks(2)
+        .partitioned_gang("ns", "p", 1, 2, 2, 1000, "hard", 1);
+    let out = session(&w);
+    assert_eq!(placed_by_gang(&out.plan).get("ns/p"), None);
+    let msg = condition_message(&out, "p");
+    assert!(
+        msg.contains("Not enough valid subGroups of each task for gang-scheduling"),
+        "{msg}"
+    );
+}

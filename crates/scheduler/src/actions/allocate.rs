@@ -381,7 +381,59 @@ pub fn allocate_job(
     held: Option<&Resource>,
     within: Option<&[NodeIx]>,
 ) -> Turn {
+    if !ssn.state.job_state[j].sub_groups.is_empty() {
+        return super::subgroup::allocate_job(ssn, q, j, tasks, cursor, held, within);
+    }
     let mut stmt = Statement::default();
+    place(
+        ssn,
+        q,
+        j,
+        tasks,
+        cursor,
+        held,
+        within,
+        &mut stmt,
+        Until::JobReady,
+    );
+    finish(ssn, j, stmt)
+}
+
+/// When [`place`] stops placing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// The gang is ready (or a task found no node and no other can make it ready).
+    JobReady,
+    /// Every task given is placed (or one found no node: the caller undoes the rest).
+    AllPlaced,
+}
+
+/// The end of a job's turn: ready, pipelined (kept), or undone.
+pub fn finish(ssn: &mut Session, j: JobIx, stmt: Statement) -> Turn {
+    if ssn.plugins.job_ready(&ssn.state, j) {
+        return Turn::Ready(stmt);
+    }
+    if !stmt.ops.is_empty() && ssn.plugins.job_pipelined(&ssn.state, j) {
+        return Turn::Pipelined;
+    }
+    ssn.discard(stmt);
+    Turn::Discarded
+}
+
+/// Places tasks from `tasks` (popped from the end) into `stmt` until `until` says stop or
+/// they run out; see [`allocate_job`] for `held` and `within`.
+#[allow(clippy::too_many_arguments)]
+pub fn place(
+    ssn: &mut Session,
+    q: QueueIx,
+    j: JobIx,
+    tasks: &mut Vec<TaskIx>,
+    cursor: &mut usize,
+    held: Option<&Resource>,
+    within: Option<&[NodeIx]>,
+    stmt: &mut Statement,
+    until: Until,
+) {
     let n_nodes = within.map_or(ssn.state.nodes.len(), <[NodeIx]>::len);
     let want = nodes_to_find(n_nodes);
     let mut own_cursor = 0;
@@ -394,8 +446,11 @@ pub fn allocate_job(
     let mut candidates: Option<Candidates> = None;
     let mut last_node: Option<NodeIx> = None;
     while let Some(t) = tasks.pop() {
+        // A sub-group is placed whole: whether the gang may grow is asked before its first
+        // pod only.
         if let Some(from) = ssn.state.jobs[j].grow_from_ms
             && ssn.state.now_ms < from
+            && (until == Until::JobReady || stmt.ops.is_empty())
             && ssn.plugins.job_ready(&ssn.state, j)
         {
             // Growing beyond the minimum waits a period after the gang started
@@ -500,7 +555,7 @@ pub fn allocate_job(
                 candidates = None;
                 ssn.state.job_state[j].fit_errors.insert(t, errors);
                 failed_roles.insert(role);
-                if need_continue(ssn, j, &failed_roles) {
+                if until == Until::JobReady && need_continue(ssn, j, &failed_roles) {
                     continue;
                 }
                 break;
@@ -528,23 +583,15 @@ pub fn allocate_job(
             continue;
         };
         if on_idle {
-            ssn.allocate(&mut stmt, t, best);
+            ssn.allocate(stmt, t, best);
         } else {
-            ssn.pipeline(&mut stmt, t, best);
+            ssn.pipeline(stmt, t, best);
         }
         last_node = Some(best);
-        if ssn.plugins.job_ready(&ssn.state, j) {
+        if until == Until::JobReady && ssn.plugins.job_ready(&ssn.state, j) {
             break;
         }
     }
-    if ssn.plugins.job_ready(&ssn.state, j) {
-        return Turn::Ready(stmt);
-    }
-    if !stmt.ops.is_empty() && ssn.plugins.job_pipelined(&ssn.state, j) {
-        return Turn::Pipelined;
-    }
-    ssn.discard(stmt);
-    Turn::Discarded
 }
 
 /// A feasible node with its score and whether the task fits its idle resources now.

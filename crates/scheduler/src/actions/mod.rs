@@ -7,6 +7,7 @@ pub mod backfill;
 pub mod enqueue;
 pub mod preempt;
 pub mod reclaim;
+pub mod subgroup;
 pub mod topology;
 
 /// Runs one action by name; unknown names were refused when the configuration was read.

@@ -18,7 +18,7 @@ use crate::model::{JobInfo, TaskStatus};
 use crate::resource::Resource;
 use crate::session::{Session, State};
 use crate::topology::Topology;
-use tephra_api::scheduling::NetworkTopologyMode;
+use tephra_api::scheduling::{NetworkTopologyMode, NetworkTopologySpec};
 
 use super::allocate::{self, Turn};
 
@@ -39,7 +39,12 @@ pub fn constraint(st: &State, j: JobIx) -> Option<Constraint> {
 /// The constraint of `job` over `topology`, `None` without `networkTopology` or without
 /// HyperNodes.
 pub fn constraint_of(job: &JobInfo, topology: &Topology) -> Option<Constraint> {
-    let nt = job.podgroup.spec.network_topology.as_ref()?;
+    constraint_from(job.podgroup.spec.network_topology.as_ref()?, topology)
+}
+
+/// A `networkTopology` (a PodGroup's or a sub-group policy's) over `topology`, `None` without
+/// HyperNodes.
+pub fn constraint_from(nt: &NetworkTopologySpec, topology: &Topology) -> Option<Constraint> {
     if topology.is_empty() {
         return None;
     }
@@ -100,11 +105,27 @@ pub fn allocate_job(
 /// constraint's, holding every node the job already uses, with room for what the gang still
 /// needs; lowest tier first, then fullest first, then by name.
 fn candidates(st: &State, j: JobIx, c: &Constraint, tasks: &[TaskIx]) -> Vec<usize> {
-    let placed = placed_nodes(st, j);
-    let need = still_needed(st, j, tasks);
+    let lacking =
+        (st.jobs[j].min_available.max(0) as usize).saturating_sub(st.ready_task_num(j) as usize);
+    domains_with_room(
+        st,
+        c,
+        &placed_nodes(st, j),
+        still_needed(st, lacking, tasks),
+    )
+}
+
+/// The HyperNodes of a tier at most `c`'s holding every node in `placed` with room for `need`:
+/// lowest tier first, then fullest first, then by name.
+pub(super) fn domains_with_room(
+    st: &State,
+    c: &Constraint,
+    placed: &[NodeIx],
+    need: Room,
+) -> Vec<usize> {
     let mut found: Vec<(i64, f64, usize)> = st
         .topology
-        .domains_for(c.highest_tier, &placed)
+        .domains_for(c.highest_tier, placed)
         .filter_map(|(i, d)| {
             let (room, fullness) = room_and_fullness(st, &d.nodes);
             (le(need.milli_cpu, room.milli_cpu) && le(need.memory, room.memory))
@@ -123,8 +144,12 @@ fn le(a: f64, b: f64) -> bool {
 
 /// The nodes job `j`'s pods occupy or are promised, sorted.
 pub fn placed_nodes(st: &State, j: JobIx) -> Vec<NodeIx> {
-    let mut placed: Vec<NodeIx> = st.jobs[j]
-        .tasks
+    placed_nodes_of(st, &st.jobs[j].tasks)
+}
+
+/// The nodes `tasks` occupy or are promised, sorted.
+pub fn placed_nodes_of(st: &State, tasks: &[TaskIx]) -> Vec<NodeIx> {
+    let mut placed: Vec<NodeIx> = tasks
         .iter()
         .map(|&t| &st.tasks[t])
         .filter(|t| t.status.occupies_node() || t.status == TaskStatus::Pipelined)
@@ -155,12 +180,9 @@ pub fn allowed_nodes(st: &State, j: JobIx) -> Option<Vec<NodeIx>> {
     Some(nodes)
 }
 
-/// A lower bound of what the gang still needs before it is ready: for cpu and memory each,
-/// the sum of the smallest requests among its pending `tasks`, as many as it lacks of its
-/// minimum.
-fn still_needed(st: &State, j: JobIx, tasks: &[TaskIx]) -> Room {
-    let lacking =
-        (st.jobs[j].min_available.max(0) as usize).saturating_sub(st.ready_task_num(j) as usize);
+/// A lower bound of what a gang (or sub-group) lacking `lacking` pods still needs: for cpu and
+/// memory each, the sum of the smallest requests among its pending `tasks`, that many.
+pub(super) fn still_needed(st: &State, lacking: usize, tasks: &[TaskIx]) -> Room {
     let k = lacking.min(tasks.len());
     let smallest = |f: fn(&Resource) -> f64| {
         let mut v: Vec<f64> = tasks.iter().map(|&t| f(&st.tasks[t].resreq)).collect();
@@ -202,7 +224,7 @@ fn room_and_fullness(st: &State, nodes: &[NodeIx]) -> (Room, f64) {
 
 /// Cpu (millicores) and memory (bytes).
 #[derive(Clone, Copy, Debug, Default)]
-struct Room {
+pub(super) struct Room {
     milli_cpu: f64,
     memory: f64,
 }

@@ -52,6 +52,12 @@ impl Plugin for Gang {
                 message: "Not enough valid pods of each task for gang-scheduling".into(),
             }));
         }
+        if st.sub_groups_valid(j).is_err() {
+            return Some(Err(Invalid {
+                reason: "NotEnoughPodsOfTask".into(),
+                message: "Not enough valid subGroups of each task for gang-scheduling".into(),
+            }));
+        }
         let valid = st.valid_task_num(j);
         let min = st.jobs[j].min_available;
         if (valid as i64) < min as i64 {
@@ -71,11 +77,12 @@ impl Plugin for Gang {
     }
 
     fn job_ready(&self, st: &State, j: JobIx) -> Option<bool> {
-        Some(st.check_task_ready(j) && st.is_ready(j))
+        Some(st.check_task_ready(j) && st.sub_groups_ready(j, false).is_ok() && st.is_ready(j))
     }
 
     fn job_pipelined(&self, st: &State, j: JobIx) -> i8 {
-        if st.check_task_pipelined(j) && st.is_pipelined(j) {
+        if st.check_task_pipelined(j) && st.sub_groups_ready(j, true).is_ok() && st.is_pipelined(j)
+        {
             1
         } else {
             -1

@@ -727,6 +727,28 @@ fn podgroup_object(job: &JobSpec) -> PodGroup {
     if let Some(nt) = &job.network_topology {
         spec["networkTopology"] = json!(nt);
     }
+    // As the Job controller writes them: one policy per partitioned task.
+    let sub_groups: Vec<serde_json::Value> = job
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            let p = t.partition_policy.as_ref()?;
+            let mut policy = json!({
+                "name": t.name,
+                "subGroupSize": p.partition_size.unwrap_or(1),
+                "minSubGroups": p.min_partitions.unwrap_or(0),
+                "labelSelector": {"matchLabels": {"volcano.sh/task-spec": t.name}},
+                "matchLabelKeys": ["volcano.sh/partition-id"],
+            });
+            if let Some(nt) = &p.network_topology {
+                policy["networkTopology"] = json!(nt);
+            }
+            Some(policy)
+        })
+        .collect();
+    if !sub_groups.is_empty() {
+        spec["subGroupPolicy"] = json!(sub_groups);
+    }
     from(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
         "metadata": {"namespace": NAMESPACE, "name": job.name, "uid": format!("pg-{}", job.name),
@@ -762,6 +784,11 @@ fn pod_object(job: &JobSpec, task: usize, replica: u32, generation: u32, now_ms:
     if let Some(p) = t.preemptable {
         annotations["volcano.sh/preemptable"] = json!(p.to_string());
     }
+    let mut labels = json!({"volcano.sh/task-spec": t.name});
+    if let Some(p) = &t.partition_policy {
+        let size = p.partition_size.unwrap_or(1).max(1) as u32;
+        labels["volcano.sh/partition-id"] = json!((replica / size).to_string());
+    }
     let mut spec = json!({
         "schedulerName": "volcano",
         "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests}}],
@@ -782,6 +809,7 @@ fn pod_object(job: &JobSpec, task: usize, replica: u32, generation: u32, now_ms:
             "uid": format!("uid-{name}-{generation}"),
             "creationTimestamp": rfc3339(now_ms),
             "annotations": annotations,
+            "labels": labels,
         },
         "spec": spec,
         "status": {"phase": "Pending"}

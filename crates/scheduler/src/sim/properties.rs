@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::engine::{SessionRecord, Sim};
-use crate::actions::topology::constraint_of;
+use crate::actions::topology::{constraint_from, constraint_of};
 use crate::config::SchedulerConf;
 use crate::framework::Plugins;
 use crate::ix::{IxVec, JobIx, NodeIx, TaskIx};
@@ -74,6 +74,8 @@ impl Checker {
         found.extend(no_node_overcommitted(&view));
         found.extend(no_queue_over_capability(&view));
         found.extend(gang_inside_its_hypernode(&view));
+        found.extend(partition_inside_its_hypernode(&view));
+        found.extend(no_partial_partition(&view));
         found.extend(work_conserving(&view));
         found.extend(self.no_starvation(&view));
         if sim.conf().has_action("reclaim") {
@@ -200,7 +202,9 @@ impl Checker {
 
     /// *No ping-pong*: reclaim never takes back for a queue what that queue just lost to the
     /// other under the same demand (no job arrived or finished since): a queue that reclaimed
-    /// from another is not then reclaimed from for it.
+    /// from another is not then reclaimed from for it while it holds no more than its deserved
+    /// share. (Reclaim never takes a queue past its share; only room lent to it beyond its
+    /// share, which the lender may take back, does.)
     fn no_ping_pong(&mut self, v: &View, epoch: u64) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         for e in &v.rec.outcome.evictions {
@@ -216,6 +220,7 @@ impl Checker {
                 .reclaims
                 .iter()
                 .any(|(ep, vq, rq)| *ep == epoch && vq == reclaimer && rq == victim)
+                && !v.beyond_deserved_at_start(victim)
             {
                 out.push((
                     "no_ping_pong",
@@ -456,6 +461,12 @@ impl<'a> View<'a> {
     /// Could the pods the gang needs be placed on the free capacity, node by node (first fit,
     /// largest first: a fit found proves one exists)?
     fn fits_free(&self, j: JobIx) -> bool {
+        // A gang with sub-groups needs whole partitions, as many as its policies ask, each
+        // where its topology allows: not judged here (`no_partial_partition` and
+        // `partition_inside_its_hypernode` check what is placed of them).
+        if !crate::subgroup::policies(&self.jobs()[j]).is_empty() {
+            return false;
+        }
         let mut tasks = self.gang_need_tasks(j);
         tasks.sort_by(|a, b| {
             self.task(*b)
@@ -508,9 +519,13 @@ impl<'a> View<'a> {
     /// The nodes the job's pods occupy after this session (finished pods hold none), in the
     /// snapshot's node order.
     fn held_nodes(&self, j: JobIx) -> Vec<NodeIx> {
+        self.held_nodes_of(&self.jobs()[j].tasks)
+    }
+
+    /// The nodes `tasks` occupy after this session, in the snapshot's node order.
+    fn held_nodes_of(&self, tasks: &[TaskIx]) -> Vec<NodeIx> {
         let s = &self.rec.snapshot;
-        let mut held: Vec<NodeIx> = self.jobs()[j]
-            .tasks
+        let mut held: Vec<NodeIx> = tasks
             .iter()
             .filter(|&&t| {
                 self.task(t).status.occupies_node()
@@ -529,6 +544,23 @@ impl<'a> View<'a> {
         held.sort();
         held.dedup();
         held
+    }
+
+    /// Did queue `q` hold more than its deserved share (in some dimension) when the session
+    /// began?
+    fn beyond_deserved_at_start(&self, q: &str) -> bool {
+        let s = &self.rec.snapshot;
+        let Some(deserved) = self.rec.outcome.figures.queues.get(q).map(|f| &f.deserved) else {
+            return false;
+        };
+        let held = s
+            .jobs
+            .iter()
+            .filter(|j| j.queue == q)
+            .flat_map(|j| j.tasks.iter())
+            .filter(|&&t| s.tasks[t].status.occupies_node())
+            .fold(Resource::zero(), |acc, &t| acc.plus(&s.tasks[t].resreq));
+        !held.less_equal(deserved)
     }
 
     /// The queue of the job of the pod `namespace/name`.
@@ -674,6 +706,76 @@ fn gang_inside_its_hypernode(v: &View) -> Vec<(&'static str, String)> {
                 job.id, c.highest_tier
             ),
         ));
+    }
+    out
+}
+
+/// *A partition inside one HyperNode*: after a session, the pods of each sub-group (a
+/// partition of a vcJob task) whose policy asks for `networkTopology` mode `hard` hold nodes of
+/// one HyperNode of a tier it allows (Volcano's sub-group topology: a partition's collective
+/// traffic stays under one switch).
+fn partition_inside_its_hypernode(v: &View) -> Vec<(&'static str, String)> {
+    let topology = &v.rec.snapshot.topology;
+    let mut out = Vec::new();
+    if topology.is_empty() {
+        return out;
+    }
+    for job in v.jobs().iter() {
+        let policies = crate::subgroup::policies(job);
+        for g in crate::subgroup::sub_groups(job, &v.rec.snapshot.tasks) {
+            let Some(c) = policies[g.policy]
+                .network_topology
+                .as_ref()
+                .and_then(|nt| constraint_from(nt, topology))
+                .filter(|c| c.hard)
+            else {
+                continue;
+            };
+            let held = v.held_nodes_of(&g.tasks);
+            if held.is_empty() || topology.domains_for(c.highest_tier, &held).next().is_some() {
+                continue;
+            }
+            let names: Vec<&str> = held
+                .iter()
+                .map(|&n| v.rec.snapshot.nodes[n].name.as_str())
+                .collect();
+            out.push((
+                "partition_inside_its_hypernode",
+                format!(
+                    "{} sub-group {} (hard, tier {} or lower) holds nodes {names:?}, inside no such HyperNode",
+                    job.id, g.name, c.highest_tier
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// *A partition placed whole*: a session places pods of a sub-group only when, with them, it
+/// holds at least its `subGroupSize` pods (a partition is a gang of its own).
+fn no_partial_partition(v: &View) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for job in v.jobs().iter() {
+        for g in crate::subgroup::sub_groups(job, &v.rec.snapshot.tasks) {
+            let placed = g
+                .tasks
+                .iter()
+                .filter(|&&t| v.placed.contains_key(v.task(t).uid.as_str()))
+                .count();
+            if placed == 0 {
+                continue;
+            }
+            let holding = g.tasks.iter().filter(|&&t| v.holds(t)).count();
+            if (holding as u32) < g.size {
+                out.push((
+                    "no_partial_partition",
+                    format!(
+                        "{} sub-group {} was given {placed} pods and holds {holding} of its {}",
+                        job.id, g.name, g.size
+                    ),
+                ));
+            }
+        }
     }
     out
 }

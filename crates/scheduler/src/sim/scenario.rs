@@ -23,6 +23,12 @@
 //!   networkTopology: {mode: hard, highestTierAllowed: 1}   # optional
 //!   tasks:
 //!   - {name: worker, replicas: 2, cpu: 500m, memory: 64Mi, durationMs: 5000}
+//!   - name: ps                                               # partitions (optional)
+//!     replicas: 4
+//!     cpu: "1"
+//!     memory: 64Mi
+//!     partitionPolicy: {totalPartitions: 2, partitionSize: 2, minPartitions: 1,
+//!                       networkTopology: {mode: hard, highestTierAllowed: 1}}
 //! ```
 
 use std::collections::BTreeMap;
@@ -231,6 +237,10 @@ pub struct TaskSpec {
     /// `volcano.sh/preemptable` (true when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemptable: Option<bool>,
+    /// `partitionPolicy` (the vcJob task's): its pods split into partitions of
+    /// `partitionSize`, each placed whole and, with a `networkTopology`, inside one HyperNode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_policy: Option<tephra_api::batch::PartitionPolicySpec>,
 }
 
 impl JobSpec {

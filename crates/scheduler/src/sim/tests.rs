@@ -211,27 +211,57 @@ fn task_spec() -> impl Strategy<Value = TaskSpec> {
         1..21i64,
         prop::option::weighted(0.15, prop::sample::select(vec!["a", "b"])),
         prop::bool::weighted(0.2),
+        prop::option::weighted(
+            0.25,
+            (
+                1..4i32,
+                0..101i32,
+                prop::option::weighted(0.7, (prop::bool::weighted(0.7), 1..3i32)),
+            ),
+        ),
     )
-        .prop_map(|(replicas, cpu, mem, secs, zone, tolerates)| TaskSpec {
-            name: String::new(),
-            replicas,
-            cpu: cpu.into(),
-            memory: mem.into(),
-            duration_ms: secs * 1000,
-            node_selector: zone
-                .map(|z| [("zone".to_string(), z.to_string())].into())
-                .unwrap_or_default(),
-            tolerations: if tolerates {
-                vec![k8s_openapi::api::core::v1::Toleration {
-                    key: Some("dedicated".into()),
-                    operator: Some("Exists".into()),
-                    ..Default::default()
-                }]
-            } else {
-                Vec::new()
+        .prop_map(
+            |(replicas, cpu, mem, secs, zone, tolerates, partition)| TaskSpec {
+                name: String::new(),
+                // Partitions divide the replicas.
+                replicas: partition.as_ref().map_or(replicas, |(size, _, _)| {
+                    replicas.div_ceil(*size as u32) * *size as u32
+                }),
+                partition_policy: partition.map(|(size, min_pct, topology)| {
+                    let total = replicas.div_ceil(size as u32) as i32;
+                    tephra_api::batch::PartitionPolicySpec {
+                        total_partitions: Some(total),
+                        partition_size: Some(size),
+                        min_partitions: Some(total * min_pct / 100),
+                        network_topology: topology.map(|(hard, tier)| NetworkTopologySpec {
+                            mode: Some(if hard {
+                                NetworkTopologyMode::Hard
+                            } else {
+                                NetworkTopologyMode::Soft
+                            }),
+                            highest_tier_allowed: Some(tier),
+                            highest_tier_name: None,
+                        }),
+                    }
+                }),
+                cpu: cpu.into(),
+                memory: mem.into(),
+                duration_ms: secs * 1000,
+                node_selector: zone
+                    .map(|z| [("zone".to_string(), z.to_string())].into())
+                    .unwrap_or_default(),
+                tolerations: if tolerates {
+                    vec![k8s_openapi::api::core::v1::Toleration {
+                        key: Some("dedicated".into()),
+                        operator: Some("Exists".into()),
+                        ..Default::default()
+                    }]
+                } else {
+                    Vec::new()
+                },
+                ..TaskSpec::default()
             },
-            ..TaskSpec::default()
-        })
+        )
 }
 
 fn job_spec() -> impl Strategy<Value = (usize, JobSpec)> {
