@@ -933,7 +933,8 @@ fn scheduler_config_page() -> String {
             .iter()
             .position(|t| t.plugins.iter().any(|o| o.name == *p))
             .map_or(String::new(), |i| (i + 1).to_string());
-        let summary = if module == *p {
+        // A Rust module cannot have a `-` in its name (`task-topology` is `tasktopology`).
+        let summary = if module.replace('_', "") == p.replace('-', "") {
             summary
         } else {
             format!("Volcano's `{p}`, run by the `{module}` plugin's code: {summary}")

@@ -28,6 +28,7 @@ pub const KNOWN_PLUGINS: &[&str] = &[
     "nodegroup",
     "resourcequota",
     "pdb",
+    "task-topology",
 ];
 
 /// Volcano's plugins whose behaviour tephra's session always has, whether a configuration
@@ -68,10 +69,6 @@ pub const VOLCANO_ONLY_PLUGINS: &[(&str, &str)] = &[
     (
         "resource-strategy-fit",
         "no per-resource scoring strategy: `nodeorder` and `binpack` score nodes",
-    ),
-    (
-        "task-topology",
-        "affinity and anti-affinity between a job's tasks declared for this plugin are not applied",
     ),
     (
         "tdm",

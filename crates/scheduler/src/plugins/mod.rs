@@ -17,6 +17,7 @@ pub mod priority;
 pub mod proportion;
 pub mod resourcequota;
 pub mod sla;
+pub mod tasktopology;
 
 /// Builds the named plugin with its arguments; `None` for a name this build does not know
 /// (the configuration check refuses those before a session starts).
@@ -36,6 +37,7 @@ pub fn build(option: &PluginOption) -> Option<Box<dyn Plugin>> {
         "nodegroup" => Box::new(nodegroup::NodeGroup::new(option)),
         "resourcequota" => Box::new(resourcequota::ResourceQuota),
         "pdb" => Box::new(pdb::Pdb::default()),
+        "task-topology" => Box::new(tasktopology::TaskTopology::new(option)),
         _ => return None,
     })
 }
