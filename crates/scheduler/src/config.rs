@@ -10,7 +10,15 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 /// Actions tephra runs, in Volcano's names.
-pub const KNOWN_ACTIONS: &[&str] = &["enqueue", "allocate", "backfill", "preempt", "reclaim"];
+pub const KNOWN_ACTIONS: &[&str] = &[
+    "enqueue",
+    "allocate",
+    "backfill",
+    "preempt",
+    "reclaim",
+    "gangpreempt",
+    "gangreclaim",
+];
 
 /// Plugins tephra implements, in Volcano's names.
 pub const KNOWN_PLUGINS: &[&str] = &[
@@ -376,6 +384,15 @@ pub fn parse(text: &str, origin: &str) -> Result<SchedulerConf, ConfigError> {
                 KNOWN_ACTIONS.join(", ")
             )));
         }
+    }
+    // As Volcano: the gang-aware eviction actions replace the pod-by-pod ones.
+    let named = |a: &str| actions.iter().any(|x| x == a);
+    if (named("gangpreempt") || named("gangreclaim")) && (named("preempt") || named("reclaim")) {
+        return Err(invalid(
+            "`gangpreempt` and `gangreclaim` may not be configured beside `preempt` and \
+             `reclaim`: choose the gang-aware actions or the pod-by-pod ones"
+                .into(),
+        ));
     }
     for c in &conf.configurations {
         if !KNOWN_ACTIONS.contains(&c.name.as_str()) {

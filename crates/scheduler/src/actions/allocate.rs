@@ -381,22 +381,39 @@ pub fn allocate_job(
     held: Option<&Resource>,
     within: Option<&[NodeIx]>,
 ) -> Turn {
-    if !ssn.state.job_state[j].sub_groups.is_empty() {
-        return super::subgroup::allocate_job(ssn, q, j, tasks, cursor, held, within);
-    }
     let mut stmt = Statement::default();
-    place(
-        ssn,
-        q,
-        j,
-        tasks,
-        cursor,
-        held,
-        within,
-        &mut stmt,
-        Until::JobReady,
-    );
+    place_job(ssn, q, j, tasks, cursor, held, within, &mut stmt);
     finish(ssn, j, stmt)
+}
+
+/// Places job `j`'s `tasks` into `stmt` as a turn of [`allocate_job`] does (sub-group by
+/// sub-group when its PodGroup has them), without deciding what becomes of the statement.
+#[allow(clippy::too_many_arguments)]
+pub fn place_job(
+    ssn: &mut Session,
+    q: QueueIx,
+    j: JobIx,
+    tasks: &mut Vec<TaskIx>,
+    cursor: &mut usize,
+    held: Option<&Resource>,
+    within: Option<&[NodeIx]>,
+    stmt: &mut Statement,
+) {
+    if ssn.state.job_state[j].sub_groups.is_empty() {
+        place(
+            ssn,
+            q,
+            j,
+            tasks,
+            cursor,
+            held,
+            within,
+            stmt,
+            Until::JobReady,
+        );
+    } else {
+        super::subgroup::place_job(ssn, q, j, tasks, cursor, held, within, stmt);
+    }
 }
 
 /// When [`place`] stops placing.

@@ -5,6 +5,9 @@ use super::session::Session;
 pub mod allocate;
 pub mod backfill;
 pub mod enqueue;
+pub mod gangevict;
+pub mod gangpreempt;
+pub mod gangreclaim;
 pub mod preempt;
 pub mod reclaim;
 pub mod subgroup;
@@ -18,6 +21,8 @@ pub fn run(ssn: &mut Session, name: &str) {
         "backfill" => backfill::run(ssn),
         "preempt" => preempt::run(ssn),
         "reclaim" => reclaim::run(ssn),
+        "gangpreempt" => gangpreempt::run(ssn),
+        "gangreclaim" => gangreclaim::run(ssn),
         _ => {}
     }
 }

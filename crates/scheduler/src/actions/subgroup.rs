@@ -15,12 +15,14 @@ use crate::resource::Resource;
 use crate::session::{Session, Statement};
 use crate::subgroup::{SubGroup, policies};
 
-use super::allocate::{Turn, Until, finish, place};
+use super::allocate::{Until, place};
 use super::topology::{constraint_from, domains_with_room, placed_nodes_of, still_needed};
 
-/// One turn of job `j`, whose PodGroup has sub-groups (see the module docs). `tasks` (popped
-/// from the end) keeps what the turn did not try; `within` bounds every node chosen.
-pub fn allocate_job(
+/// One turn of job `j`, whose PodGroup has sub-groups (see the module docs), placed into
+/// `stmt`. `tasks` (popped from the end) keeps what the turn did not try; `within` bounds
+/// every node chosen.
+#[allow(clippy::too_many_arguments)]
+pub fn place_job(
     ssn: &mut Session,
     q: QueueIx,
     j: JobIx,
@@ -28,7 +30,8 @@ pub fn allocate_job(
     cursor: &mut usize,
     held: Option<&Resource>,
     within: Option<&[NodeIx]>,
-) -> Turn {
+    stmt: &mut Statement,
+) {
     let groups = ssn.state.job_state[j].sub_groups.clone();
     let group_of = |t: TaskIx| groups.iter().position(|g| g.tasks.contains(&t));
     let mut order: Vec<usize> = (0..groups.len())
@@ -57,7 +60,6 @@ pub fn allocate_job(
     }
     order.sort_by_key(|&g| !required[g]);
 
-    let mut stmt = Statement::default();
     let mut untried: Vec<usize> = Vec::new();
     let mut tried_any = false;
     for g in order {
@@ -76,9 +78,7 @@ pub fn allocate_job(
             continue;
         }
         tried_any = true;
-        place_group(
-            ssn, q, j, &groups[g], &mut mine, cursor, held, within, &mut stmt,
-        );
+        place_group(ssn, q, j, &groups[g], &mut mine, cursor, held, within, stmt);
     }
     let mut rest: Vec<TaskIx> = tasks
         .iter()
@@ -95,12 +95,11 @@ pub fn allocate_job(
             cursor,
             held,
             within,
-            &mut stmt,
+            stmt,
             Until::JobReady,
         );
     }
     tasks.retain(|&t| rest.contains(&t) || group_of(t).is_some_and(|g| untried.contains(&g)));
-    finish(ssn, j, stmt)
 }
 
 /// Places one sub-group whole into `stmt` (inside one HyperNode when its policy asks), or

@@ -142,8 +142,11 @@ fn a_guarantee_is_kept_free_for_its_queue() {
 
 // ----- random scenarios -----
 
-const CONFS: [Option<&str>; 3] = [
+const CONFS: [Option<&str>; 4] = [
     None,
+    Some(
+        "actions: \"enqueue, allocate, gangpreempt, gangreclaim, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: overcommit\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n  - name: task-topology\n",
+    ),
     Some(
         "actions: \"enqueue, allocate, preempt, reclaim, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: overcommit\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n",
     ),
@@ -332,7 +335,7 @@ fn racks_of_two(nodes: &[NodeSpec]) -> Vec<HyperNodeSpec> {
 }
 
 /// Random scenarios: up to 3 node kinds, racks of two nodes under a spine or no topology, up
-/// to 3 queues besides `default`, up to 8 jobs (some with a network topology), one of three
+/// to 3 queues besides `default`, up to 8 jobs (some with a network topology), one of four
 /// configurations, kube-scheduler binding at once or one pod per 5 ms.
 pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
     (
