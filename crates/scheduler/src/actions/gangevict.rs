@@ -37,7 +37,7 @@ use crate::config::{bool_arg, float_arg};
 use crate::ix::{JobIx, NodeIx, QueueIx, TaskIx};
 use crate::model::TaskStatus;
 use crate::resource::Resource;
-use crate::session::{Session, State, Statement};
+use crate::session::{Op, Session, State, Statement};
 
 use super::allocate::place_job;
 use super::preempt::may_evict_from;
@@ -189,8 +189,18 @@ fn evict_for(
                 domain.as_deref(),
                 &mut trial,
             );
-            if ssn.plugins.job_pipelined(&ssn.state, j) {
+            if ssn.plugins.job_ready(&ssn.state, j) {
                 ssn.commit(trial);
+                return true;
+            }
+            if ssn.plugins.job_pipelined(&ssn.state, j) {
+                // Promised, not ready: the evictions are made; what was placed stays a
+                // promise for this session (binding part of a gang would start it partial).
+                let (evictions, _promised): (Vec<Op>, Vec<Op>) = trial
+                    .ops
+                    .into_iter()
+                    .partition(|op| matches!(op, Op::Evict(..)));
+                ssn.commit(Statement { ops: evictions });
                 return true;
             }
             ssn.discard(trial);
