@@ -2,7 +2,7 @@
 # Builds, only when missing, what tests/volcano-e2e/run.sh needs from the
 # published volcano.sh/volcano module (pinned in go.mod beside this script):
 #   the test binaries of Volcano's e2e suites (go test -c): jobp, jobseq,
-#     schedulingbase, schedulingaction, vcctl, admission, cronjob, hypernode;
+#     schedulingbase, schedulingaction, vcctl, admission, cronjob, hypernode, stress;
 #   vcctl, the suites' VC_BIN;
 #   Volcano's vc-scheduler, vc-controller-manager and vc-webhook-manager, the
 #     baseline that the suites also run against.

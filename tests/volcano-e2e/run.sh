@@ -4,7 +4,7 @@
 # kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes).
 #
 # Usage: run.sh [--target tephra|volcano] [SUITE...]
-#   SUITE: admission vcctl jobp jobseq schedulingbase schedulingaction cronjob hypernode
+#   SUITE: admission vcctl jobp jobseq schedulingbase schedulingaction cronjob hypernode stress
 #          (default: all)
 #   --target tephra   (default) kube-scheduler with tephra as its extender,
 #                     tephra installed as tests/cluster/tephra-up.sh does (the README's way)

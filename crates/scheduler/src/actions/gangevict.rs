@@ -23,8 +23,9 @@
 //! 4. **Selection and simulation**: bundles are added in order until the domain's free room
 //!    and what they free cover what the gang needs; then the victims are evicted in a trial,
 //!    the gang is placed inside the domain as the allocate action would (onto the room being
-//!    released), and the trial is kept only if the gang is then ready or promised its nodes.
-//!    Otherwise the next bundle is added and the trial runs again.
+//!    released), and the trial is kept only if the gang is then ready or promised its nodes:
+//!    the victims are evicted and the gang is promised those nodes, placed there once the
+//!    victims are gone. Otherwise the next bundle is added and the trial runs again.
 //!
 //! Arguments (under `configurations` for the action): `maxDomains` (8) and `allowWholeBundle`
 //! (`true`; `false` never breaks a gang). They may not be configured beside `preempt` and
@@ -189,17 +190,24 @@ fn evict_for(
                 domain.as_deref(),
                 &mut trial,
             );
-            if ssn.plugins.job_ready(&ssn.state, j) {
-                ssn.commit(trial);
-                return true;
-            }
             if ssn.plugins.job_pipelined(&ssn.state, j) {
-                // Promised, not ready: the evictions are made; what was placed stays a
-                // promise for this session (binding part of a gang would start it partial).
-                let (evictions, _promised): (Vec<Op>, Vec<Op>) = trial
+                // The evictions are made; the gang is promised the nodes it was placed on,
+                // to be bound once the victims are gone (as Volcano nominates them): binding
+                // now would hold a queue's room twice while its victims terminate, and could
+                // start a gang that is only promised part of its nodes.
+                let (evictions, placed): (Vec<Op>, Vec<Op>) = trial
                     .ops
                     .into_iter()
                     .partition(|op| matches!(op, Op::Evict(..)));
+                ssn.discard(Statement {
+                    ops: placed.clone(),
+                });
+                let mut promised = Statement::default();
+                for op in placed {
+                    if let Op::Allocate(t, n) | Op::Pipeline(t, n) = op {
+                        ssn.pipeline(&mut promised, t, n);
+                    }
+                }
                 ssn.commit(Statement { ops: evictions });
                 return true;
             }
