@@ -13,6 +13,7 @@ mod cronjob_embedded;
 mod e2e_embedded;
 mod embedded_conformance;
 mod embedded_schema;
+mod eviction_embedded;
 mod extender_embedded;
 mod extender_protocol;
 mod install_files;
