@@ -237,6 +237,7 @@ impl State {
             .map(|(i, q)| (q.name.clone(), i))
             .collect();
         drop_tasks_outside_jobs(&mut jobs, &mut tasks);
+        discount_finished_pods(&mut jobs, &tasks);
         let mut task_job: IxVec<TaskIx, Option<JobIx>> = IxVec::from_elem(None, tasks.len());
         let mut job_state: IxVec<JobIx, JobState> =
             IxVec::from_elem(JobState::default(), jobs.len());
@@ -556,6 +557,31 @@ fn fits(req: &Resource, free: impl Fn(&str) -> f64) -> bool {
         let want = req.get(d);
         want <= 0.0 || want <= free(d) + EPSILON
     })
+}
+
+/// A gang's pods that finished count towards its minimum and hold nothing: what they asked
+/// for is taken off the gang's `minResources`, in the dimensions it names, so that admission,
+/// the room promised to admitted gangs and namespace quotas count only what the gang still
+/// needs. (Volcano keeps the declared minimum, so a gang whose first pods are done, then
+/// preempted, waits for admission room it will never use.)
+fn discount_finished_pods(jobs: &mut IxVec<JobIx, JobInfo>, tasks: &IxVec<TaskIx, TaskInfo>) {
+    for job in jobs.iter_mut() {
+        let Some(min) = job.min_resources.as_mut() else {
+            continue;
+        };
+        for &t in &job.tasks {
+            let task = &tasks[t];
+            if task.status != TaskStatus::Succeeded {
+                continue;
+            }
+            let r = &task.resreq;
+            min.milli_cpu = (min.milli_cpu - r.milli_cpu).max(0.0);
+            min.memory = (min.memory - r.memory).max(0.0);
+            for (k, v) in min.scalars.iter_mut() {
+                *v = (*v - r.scalars.get(k).copied().unwrap_or(0.0)).max(0.0);
+            }
+        }
+    }
 }
 
 /// One operation of a [`Statement`].

@@ -488,17 +488,8 @@ impl Plugin for Proportion {
                 if job.phase == PodGroupPhase::Running
                     && st.ready_task_num(j) as i64 >= job.min_available as i64
                 {
-                    // Pods that finished count towards the gang's minimum and hold nothing:
-                    // no room is promised for them (Volcano keeps it, so a gang whose first
-                    // pods are done holds their room from every gang waiting for admission).
-                    let done = job
-                        .tasks
-                        .iter()
-                        .map(|&t| &st.tasks[t])
-                        .filter(|t| t.status == TaskStatus::Succeeded)
-                        .fold(Resource::zero(), |acc, t| acc.plus(&t.resreq));
-                    a.inqueue
-                        .add(&st.deduct_gated(j, &min.minus(job_alloc).minus(&done)));
+                    // Finished pods were taken off `min` when the session opened.
+                    a.inqueue.add(&st.deduct_gated(j, &min.minus(job_alloc)));
                 }
                 a.elastic.add(&job_alloc.minus(min));
             }
