@@ -7,6 +7,7 @@ pub mod binpack;
 pub mod conformance;
 pub mod drf;
 pub mod gang;
+pub mod hierarchy;
 pub mod interpod;
 pub mod nodegroup;
 pub mod nodeorder;
@@ -29,7 +30,7 @@ pub fn build(option: &PluginOption) -> Option<Box<dyn Plugin>> {
         "overcommit" => Box::new(overcommit::Overcommit::new(option)),
         "drf" => Box::new(drf::Drf::default()),
         "proportion" => Box::new(proportion::Proportion::default()),
-        "capacity" => Box::new(proportion::Proportion::capacity()),
+        "capacity" => Box::new(proportion::Proportion::capacity(option)),
         "predicates" => Box::new(predicates::Predicates::default()),
         "nodeorder" => Box::new(nodeorder::NodeOrder::new(option)),
         "binpack" => Box::new(binpack::Binpack::new(option)),

@@ -9,10 +9,12 @@
 //! to its guarantee) instead of a weighted fill; a queue is never refused as overused and a
 //! task is allocatable up to its queue's real capability, while reclaim and preemption still
 //! stop at the deserved share and queues that declare a share go before those that do not.
-//! Volcano's hierarchical capacity (`enableHierarchy`) is not modelled: every queue is a leaf.
+//! With `enableHierarchy`, `capacity` bounds queues at every level of their tree
+//! ([`super::hierarchy`]).
 
 use std::cmp::Ordering;
 
+use super::hierarchy::{self, Tree};
 use crate::framework::Plugin;
 use crate::ix::{Ix, IxVec, JobIx, QueueIx, TaskIx};
 use crate::model::TaskStatus;
@@ -60,6 +62,10 @@ enum ShareSource {
 pub struct Proportion {
     attrs: IxVec<QueueIx, QueueAttr>,
     source: ShareSource,
+    /// `capacity` with `enableHierarchy`: whether to build [`Self::tree`] at open.
+    hierarchical: bool,
+    /// The queue tree, when hierarchical.
+    tree: Option<Tree>,
 }
 
 /// `capacity`'s deserved shares: each queue's `spec.deserved`, capped by its real capability
@@ -330,11 +336,21 @@ pub fn hierarchical_fill(
 }
 
 impl Proportion {
-    /// Volcano's `capacity` plugin: deserved shares as the queues declare them.
-    pub fn capacity() -> Self {
+    /// Volcano's `capacity` plugin: deserved shares as the queues declare them; with
+    /// `enableHierarchy`, bounded at every level of the queue tree.
+    pub fn capacity(o: &crate::config::PluginOption) -> Self {
         Self {
             source: ShareSource::Declared,
+            hierarchical: o.enable_hierarchy == Some(true),
             ..Self::default()
+        }
+    }
+
+    /// `q` and, when hierarchical, its ancestors.
+    fn with_ancestors(&self, q: QueueIx) -> Vec<QueueIx> {
+        match &self.tree {
+            Some(t) => t.up(q).collect(),
+            None => vec![q],
         }
     }
 
@@ -517,7 +533,21 @@ impl Plugin for Proportion {
                 hierarchical_fill(total, attrs, &weights, &parents, &has_jobs);
             }
             ShareSource::Declared => {
+                self.tree = None;
+                if self.hierarchical {
+                    let tree = Tree::of(st);
+                    hierarchy::capabilities(&tree, st, &mut self.attrs, total);
+                    hierarchy::roll_up(&tree, &mut self.attrs);
+                    self.tree = Some(tree);
+                }
                 declared_fill(self.attrs.as_mut_slice(), st.queues.as_slice());
+                if let Some(root) = st.queue_index.get(hierarchy::ROOT).copied()
+                    && self.hierarchical
+                    && self.attrs[root].deserved.is_empty()
+                {
+                    // `root` deserves the cluster unless it says otherwise.
+                    self.attrs[root].deserved = total.clone();
+                }
             }
         }
         for q in self.attrs.indices() {
@@ -529,6 +559,11 @@ impl Plugin for Proportion {
         let by_priority = st.queues[b].priority.cmp(&st.queues[a].priority);
         if by_priority != Ordering::Equal {
             return Some(by_priority);
+        }
+        if let Some(tree) = &self.tree
+            && let Some(o) = hierarchy::compare(tree, &self.attrs, a, b)
+        {
+            return Some(o);
         }
         if self.source == ShareSource::Declared {
             // Queues that declare a share go before best-effort ones.
@@ -557,6 +592,11 @@ impl Plugin for Proportion {
         let req = &st.tasks[t].resreq;
         // Lending: room left after every queue had its turn within its share may go to a
         // queue up to its capability.
+        if let Some(tree) = &self.tree {
+            return Some(
+                hierarchy::fits_up(tree, &self.attrs, q, req, |a| a.allocated.clone()).is_ok(),
+            );
+        }
         let limit = match self.source {
             ShareSource::Weighted if !st.lending => &a.deserved,
             _ => &a.real_capability,
@@ -602,6 +642,27 @@ impl Plugin for Proportion {
                 ));
                 return -1;
             }
+            if let Some(tree) = &self.tree
+                && let Err(x) = hierarchy::fits_up(tree, &self.attrs, q, &min, |a| {
+                    let mut held = a.allocated.plus(&a.inqueue);
+                    held.sub(&a.elastic);
+                    held
+                })
+            {
+                let (name, ancestor) = (&st.queues[q].name, &st.queues[x].name);
+                let cap = self.attrs[x].real_capability.only_dims_of(&min);
+                let message = format!(
+                    "queue resource quota insufficient: queue {ancestor}, above queue {name}, can hold {cap}, and what its queues hold and have promised leaves less than the gang's {min}"
+                );
+                st.job_state[j].job_fit_error = Some(message.clone());
+                st.events.push(SessionEvent {
+                    job: j,
+                    type_: "Normal",
+                    reason: "Unschedulable".into(),
+                    message,
+                });
+                return -1;
+            }
             return 1;
         }
         // The message names only what stays put while the gang waits (the queue's capability,
@@ -631,29 +692,41 @@ impl Plugin for Proportion {
     }
 
     fn job_enqueued(&mut self, st: &State, j: JobIx) {
-        if let Some(q) = st.job_queue[j]
-            && let (Some(a), Some(min)) = (self.attrs.get_mut(q), &st.jobs[j].min_resources)
-        {
-            a.inqueue.add(min);
-            a.waiting.retain(|(k, _)| *k != j);
+        let (Some(q), Some(min)) = (st.job_queue[j], &st.jobs[j].min_resources) else {
+            return;
+        };
+        if q.index() >= self.attrs.len() {
+            return;
         }
+        for x in self.with_ancestors(q) {
+            self.attrs[x].inqueue.add(min);
+        }
+        self.attrs[q].waiting.retain(|(k, _)| *k != j);
     }
 
     fn on_allocate(&mut self, st: &State, t: TaskIx) {
-        if let Some(q) = st.job_queue[st.task_job[t]]
-            && let Some(a) = self.attrs.get_mut(q)
-        {
-            a.allocated.add(&st.tasks[t].resreq);
-            self.update_share(q);
+        let Some(q) = st.job_queue[st.task_job[t]] else {
+            return;
+        };
+        if q.index() >= self.attrs.len() {
+            return;
+        }
+        for x in self.with_ancestors(q) {
+            self.attrs[x].allocated.add(&st.tasks[t].resreq);
+            self.update_share(x);
         }
     }
 
     fn on_deallocate(&mut self, st: &State, t: TaskIx) {
-        if let Some(q) = st.job_queue[st.task_job[t]]
-            && let Some(a) = self.attrs.get_mut(q)
-        {
-            a.allocated.sub(&st.tasks[t].resreq);
-            self.update_share(q);
+        let Some(q) = st.job_queue[st.task_job[t]] else {
+            return;
+        };
+        if q.index() >= self.attrs.len() {
+            return;
+        }
+        for x in self.with_ancestors(q) {
+            self.attrs[x].allocated.sub(&st.tasks[t].resreq);
+            self.update_share(x);
         }
     }
 
