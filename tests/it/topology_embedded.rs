@@ -24,6 +24,20 @@ fn hypernode(name: &str, tier: i64, kind: &str, members: &[&str]) -> HyperNode {
     .unwrap()
 }
 
+/// The cluster's node names, sorted.
+async fn node_names(client: &kube::Client) -> Vec<String> {
+    let mut nodes: Vec<String> = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    nodes.sort();
+    nodes
+}
+
 /// A vcJob of `replicas` pods of 3 cpus, all needed, in `mode` up to tier 1.
 fn job(name: &str, replicas: i32, mode: &str) -> Job {
     serde_json::from_value(json!({
@@ -66,14 +80,7 @@ async fn gangs_with_a_network_topology_run_inside_one_rack_or_wait_saying_why() 
     // Four nodes of 8 cpus in two racks under a spine.
     let (mut served, client) = Embedded::start(&["--embedded-nodes", "4"]).await;
     let hypernodes: Api<HyperNode> = Api::all(client.clone());
-    let nodes: Vec<String> = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
+    let nodes = node_names(&client).await;
     assert_eq!(nodes.len(), 4, "{nodes:?}");
     let rack_of: BTreeMap<String, &str> = nodes
         .iter()
@@ -179,15 +186,7 @@ async fn label_discovery_makes_hypernodes_from_node_labels_and_gangs_use_them() 
         Embedded::start(&["--embedded-nodes", "4", "--controller-config", &conf_arg]).await;
     let hypernodes: Api<HyperNode> = Api::all(client.clone());
     let nodes_api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-    let mut nodes: Vec<String> = nodes_api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
-    nodes.sort();
+    let nodes = node_names(&client).await;
     let label = |node: &str, rack: Option<&str>| {
         let nodes_api = nodes_api.clone();
         let patch = json!({"metadata": {"labels": {
@@ -254,15 +253,7 @@ async fn label_discovery_makes_hypernodes_from_node_labels_and_gangs_use_them() 
 async fn each_partition_of_a_vcjob_task_runs_inside_one_rack() {
     let (mut served, client) = Embedded::start(&["--embedded-nodes", "4"]).await;
     let hypernodes: Api<HyperNode> = Api::all(client.clone());
-    let mut nodes: Vec<String> = Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
-    nodes.sort();
+    let nodes = node_names(&client).await;
     // Racks of two nodes paired across the name order (0 with 2, 1 with 3), so a spread
     // that follows the node order puts neighbours in different racks.
     let rack_of: BTreeMap<String, &str> = nodes

@@ -41,7 +41,7 @@ use crate::resource::Resource;
 use crate::session::{Op, Session, State, Statement};
 
 use super::allocate::place_job;
-use super::preempt::may_evict_from;
+use super::preempt::evicting_gangs;
 
 /// Which action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,29 +85,7 @@ pub fn run(ssn: &mut Session, kind: Kind) {
     let args = ssn.conf.action_arguments(kind.name());
     let max_domains = float_arg(&args, "maxDomains", 8.0).max(1.0) as usize;
     let allow_whole = bool_arg(&args, "allowWholeBundle", true);
-    let mut jobs: Vec<(JobIx, QueueIx)> = ssn
-        .state
-        .jobs
-        .indices()
-        .filter_map(|j| {
-            if ssn.state.jobs[j].is_pending() {
-                return None;
-            }
-            let q = ssn.state.job_queue[j]?;
-            (ssn.plugins.job_valid(&ssn.state, j).is_ok()
-                && ssn.plugins.job_starving(&ssn.state, j))
-            .then_some((j, q))
-        })
-        .collect();
-    // As `preempt`: a gang's waiting pods must have waited a period; a session is due then.
-    let now = ssn.state.now_ms;
-    jobs.retain(|&(j, _)| match may_evict_from(&ssn.state, j) {
-        Some(at) if at > now => {
-            crate::model::wake_by(&mut ssn.state.wake_at_ms, at);
-            false
-        }
-        _ => true,
-    });
+    let mut jobs = evicting_gangs(ssn);
     jobs.sort_by(|(a, qa), (b, qb)| {
         ssn.plugins
             .queue_order(&ssn.state, *qa, *qb)

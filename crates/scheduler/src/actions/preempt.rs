@@ -53,9 +53,10 @@ pub enum Scope {
     OtherQueues,
 }
 
-/// Shared by `preempt` and `reclaim`.
-pub fn run_with(ssn: &mut Session, scope: Scope) {
-    // Each starving job of a known queue, with that queue.
+/// The admitted, valid, starving gangs of known queues that may evict now, with their
+/// queues. Gangs whose waiting pods are too new wait, and a session is asked for when they
+/// are due. Shared by every evicting action.
+pub fn evicting_gangs(ssn: &mut Session) -> Vec<(JobIx, QueueIx)> {
     let mut jobs: Vec<(JobIx, QueueIx)> = ssn
         .state
         .jobs
@@ -71,7 +72,6 @@ pub fn run_with(ssn: &mut Session, scope: Scope) {
             .then_some((j, q))
         })
         .collect();
-    // Gangs whose waiting pods are too new wait, and a session is asked for when they are due.
     let now = ssn.state.now_ms;
     let mut due_at: Option<i64> = None;
     jobs.retain(|&(j, _)| match may_evict_from(&ssn.state, j) {
@@ -84,6 +84,12 @@ pub fn run_with(ssn: &mut Session, scope: Scope) {
     if let Some(at) = due_at {
         crate::model::wake_by(&mut ssn.state.wake_at_ms, at);
     }
+    jobs
+}
+
+/// Shared by `preempt` and `reclaim`.
+pub fn run_with(ssn: &mut Session, scope: Scope) {
+    let mut jobs = evicting_gangs(ssn);
     jobs.sort_by(|(a, _), (b, _)| ssn.plugins.job_order(&ssn.state, *a, *b));
     for (j, q) in jobs {
         if !ssn.state.queues[q].is_open() {

@@ -139,14 +139,11 @@ fn place_group(
             }
         }
         if c.hard {
-            let tier = if c.highest_tier == i64::MAX {
-                String::new()
-            } else {
-                format!(" of tier {} or lower", c.highest_tier)
-            };
             ssn.state.job_state[j].job_fit_error = Some(format!(
-                "sub-group {}: no HyperNode{tier} has room for its {} pods (network topology mode hard)",
-                g.name, g.size
+                "sub-group {}: no HyperNode{} has room for its {} pods (network topology mode hard)",
+                g.name,
+                c.tiers_allowed(),
+                g.size
             ));
             return false;
         }

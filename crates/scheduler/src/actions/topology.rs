@@ -31,6 +31,18 @@ pub struct Constraint {
     pub highest_tier: i64,
 }
 
+impl Constraint {
+    /// The tiers it allows, as waiting messages say it after "HyperNode": ` of tier 2 or
+    /// lower`, or nothing without a bound.
+    pub fn tiers_allowed(&self) -> String {
+        if self.highest_tier == i64::MAX {
+            String::new()
+        } else {
+            format!(" of tier {} or lower", self.highest_tier)
+        }
+    }
+}
+
 /// The constraint of job `j`, `None` without `networkTopology` or without HyperNodes.
 pub fn constraint(st: &State, j: JobIx) -> Option<Constraint> {
     constraint_of(&st.jobs[j], &st.topology)
@@ -86,13 +98,9 @@ pub fn allocate_job(
         }
     }
     if c.hard {
-        let tier = if c.highest_tier == i64::MAX {
-            String::new()
-        } else {
-            format!(" of tier {} or lower", c.highest_tier)
-        };
         ssn.state.job_state[j].job_fit_error = Some(format!(
-            "no HyperNode{tier} has room for the gang (network topology mode hard)"
+            "no HyperNode{} has room for the gang (network topology mode hard)",
+            c.tiers_allowed()
         ));
         tasks.clear();
         return Turn::Discarded;

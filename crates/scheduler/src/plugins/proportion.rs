@@ -346,6 +346,26 @@ impl Proportion {
         }
     }
 
+    /// Task `t` placed (`true`) or taken off (`false`): its queue's allocation, and its
+    /// ancestors' when hierarchical.
+    fn count(&mut self, st: &State, t: TaskIx, placed: bool) {
+        let Some(q) = st.job_queue[st.task_job[t]] else {
+            return;
+        };
+        if q.index() >= self.attrs.len() {
+            return;
+        }
+        for x in self.with_ancestors(q) {
+            let a = &mut self.attrs[x].allocated;
+            if placed {
+                a.add(&st.tasks[t].resreq);
+            } else {
+                a.sub(&st.tasks[t].resreq);
+            }
+            self.update_share(x);
+        }
+    }
+
     /// `q` and, when hierarchical, its ancestors.
     fn with_ancestors(&self, q: QueueIx) -> Vec<QueueIx> {
         match &self.tree {
@@ -705,29 +725,11 @@ impl Plugin for Proportion {
     }
 
     fn on_allocate(&mut self, st: &State, t: TaskIx) {
-        let Some(q) = st.job_queue[st.task_job[t]] else {
-            return;
-        };
-        if q.index() >= self.attrs.len() {
-            return;
-        }
-        for x in self.with_ancestors(q) {
-            self.attrs[x].allocated.add(&st.tasks[t].resreq);
-            self.update_share(x);
-        }
+        self.count(st, t, true);
     }
 
     fn on_deallocate(&mut self, st: &State, t: TaskIx) {
-        let Some(q) = st.job_queue[st.task_job[t]] else {
-            return;
-        };
-        if q.index() >= self.attrs.len() {
-            return;
-        }
-        for x in self.with_ancestors(q) {
-            self.attrs[x].allocated.sub(&st.tasks[t].resreq);
-            self.update_share(x);
-        }
+        self.count(st, t, false);
     }
 
     fn reclaimable(

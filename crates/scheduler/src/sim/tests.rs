@@ -206,6 +206,19 @@ fn queue_spec() -> impl Strategy<Value = QueueSpec> {
         })
 }
 
+/// A `networkTopology` of mode hard (`true`) or soft, up to `tier`.
+fn topology_spec((hard, tier): (bool, i32)) -> NetworkTopologySpec {
+    NetworkTopologySpec {
+        mode: Some(if hard {
+            NetworkTopologyMode::Hard
+        } else {
+            NetworkTopologyMode::Soft
+        }),
+        highest_tier_allowed: Some(tier),
+        highest_tier_name: None,
+    }
+}
+
 fn task_spec() -> impl Strategy<Value = TaskSpec> {
     (
         1..7u32,
@@ -236,15 +249,7 @@ fn task_spec() -> impl Strategy<Value = TaskSpec> {
                         total_partitions: Some(total),
                         partition_size: Some(size),
                         min_partitions: Some(total * min_pct / 100),
-                        network_topology: topology.map(|(hard, tier)| NetworkTopologySpec {
-                            mode: Some(if hard {
-                                NetworkTopologyMode::Hard
-                            } else {
-                                NetworkTopologyMode::Soft
-                            }),
-                            highest_tier_allowed: Some(tier),
-                            highest_tier_name: None,
-                        }),
+                        network_topology: topology.map(topology_spec),
                     }
                 }),
                 cpu: cpu.into(),
@@ -287,15 +292,7 @@ fn job_spec() -> impl Strategy<Value = (usize, JobSpec)> {
                     arrival_ms: arrival * 250,
                     priority,
                     min_available: Some(min),
-                    network_topology: topology.map(|(hard, tier)| NetworkTopologySpec {
-                        mode: Some(if hard {
-                            NetworkTopologyMode::Hard
-                        } else {
-                            NetworkTopologyMode::Soft
-                        }),
-                        highest_tier_allowed: Some(tier),
-                        highest_tier_name: None,
-                    }),
+                    network_topology: topology.map(topology_spec),
                     tasks,
                 },
             )
