@@ -68,11 +68,12 @@ impl Checker {
     /// Checks one session; returns how many violations it added.
     pub fn check(&mut self, sim: &Sim, rec: &SessionRecord) -> usize {
         let before = self.violations.len();
-        let view = View::new(rec);
+        let view = View::new(rec, sim.conf());
         let mut found = Vec::new();
         found.extend(no_partial_gang(&view));
         found.extend(no_node_overcommitted(&view));
         found.extend(no_queue_over_capability(&view));
+        found.extend(no_department_over_capability(&view));
         found.extend(gang_inside_its_hypernode(&view));
         found.extend(partition_inside_its_hypernode(&view));
         found.extend(no_partial_partition(&view));
@@ -271,10 +272,12 @@ struct View<'a> {
     placed: BTreeMap<&'a str, &'a str>,
     /// Queue name → allocated after the placements.
     queue_allocated: BTreeMap<String, Resource>,
+    /// Whether the configuration runs `capacity` with `enableHierarchy`.
+    hierarchical: bool,
 }
 
 impl<'a> View<'a> {
-    fn new(rec: &'a SessionRecord) -> Self {
+    fn new(rec: &'a SessionRecord, conf: &SchedulerConf) -> Self {
         let s = &rec.snapshot;
         let node_ix: BTreeMap<&str, NodeIx> = s
             .nodes
@@ -307,11 +310,17 @@ impl<'a> View<'a> {
                 used[i].add(&crate::session::pods_capacity(1));
             }
         }
+        let hierarchical = conf
+            .tiers
+            .iter()
+            .flat_map(|t| &t.plugins)
+            .any(|p| p.name == "capacity" && p.enable_hierarchy == Some(true));
         Self {
             rec,
             used,
             placed,
             queue_allocated,
+            hierarchical,
         }
     }
 
@@ -394,16 +403,30 @@ impl<'a> View<'a> {
         let Some(info) = self.rec.snapshot.queues.iter().find(|x| &x.name == q) else {
             return false;
         };
-        let after = self
-            .queue_allocated
-            .get(q)
-            .cloned()
-            .unwrap_or_default()
-            .plus(need);
+        // With the hierarchy a queue's figures count the queues below it too.
+        let held = if self.hierarchical {
+            self.subtree_allocated(q)
+        } else {
+            self.queue_allocated.get(q).cloned().unwrap_or_default()
+        };
+        let after = held.plus(need);
         if let Some(r) = self.rec.outcome.figures.queues.get(q)
             && !after.less_equal_in(&r.real_capability, need)
         {
             return false;
+        }
+        if self.hierarchical {
+            // Every ancestor's real capability bounds what its whole subtree holds.
+            for a in self.ancestors(q) {
+                if let Some(r) = self.rec.outcome.figures.queues.get(&a)
+                    && !self
+                        .subtree_allocated(&a)
+                        .plus(need)
+                        .less_equal_in(&r.real_capability, need)
+                {
+                    return false;
+                }
+            }
         }
         let Some(cap) = &info.capability else {
             return true;
@@ -561,6 +584,45 @@ impl<'a> View<'a> {
             .filter(|&&t| s.tasks[t].status.occupies_node())
             .fold(Resource::zero(), |acc, &t| acc.plus(&s.tasks[t].resreq));
         !held.less_equal(deserved)
+    }
+
+    /// The ancestors of queue `q` by name, nearest first, as the hierarchical `capacity`
+    /// reads them (a queue without a parent hangs under `root`; a cycle ends the walk).
+    fn ancestors(&self, q: &str) -> Vec<String> {
+        let parent = |name: &str| -> Option<String> {
+            if name == crate::plugins::hierarchy::ROOT {
+                return None;
+            }
+            let info = self.rec.snapshot.queues.iter().find(|x| x.name == name)?;
+            let p = info
+                .parent
+                .clone()
+                .unwrap_or_else(|| crate::plugins::hierarchy::ROOT.to_string());
+            self.rec
+                .snapshot
+                .queues
+                .iter()
+                .any(|x| x.name == p)
+                .then_some(p)
+        };
+        let mut out: Vec<String> = Vec::new();
+        let mut at = parent(q);
+        while let Some(p) = at {
+            if p == q || out.contains(&p) {
+                return Vec::new();
+            }
+            at = parent(&p);
+            out.push(p);
+        }
+        out
+    }
+
+    /// What queue `q` and every queue below it hold after the placements.
+    fn subtree_allocated(&self, q: &str) -> Resource {
+        self.queue_allocated
+            .iter()
+            .filter(|(name, _)| name.as_str() == q || self.ancestors(name).iter().any(|a| a == q))
+            .fold(Resource::zero(), |acc, (_, r)| acc.plus(r))
     }
 
     /// The queue of the job of the pod `namespace/name`.
@@ -906,6 +968,40 @@ fn no_queue_over_capability(v: &View) -> Vec<(&'static str, String)> {
                 "no_queue_over_capability",
                 format!(
                     "queue {} holds {alloc} against its capability {cap} ({d})",
+                    q.name
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// *No department over its capability*: with `capacity` and `enableHierarchy`, a session
+/// places pods in a queue's subtree only while the queue and everything below it hold no more
+/// than the queue's capability (a team never takes its department past its bound).
+fn no_department_over_capability(v: &View) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if !v.hierarchical {
+        return out;
+    }
+    for q in &v.rec.snapshot.queues {
+        let Some(cap) = &q.capability else { continue };
+        let given = v.jobs().iter().any(|j| {
+            (j.queue == q.name || v.ancestors(&j.queue).contains(&q.name))
+                && j.tasks
+                    .iter()
+                    .any(|&t| v.placed.contains_key(v.task(t).uid.as_str()))
+        });
+        let held = v.subtree_allocated(&q.name);
+        let over = cap
+            .dimensions()
+            .filter(|d| cap.get(d) > 0.0)
+            .find(|d| held.get(d) > cap.get(d) + EPSILON);
+        if given && let Some(d) = over {
+            out.push((
+                "no_department_over_capability",
+                format!(
+                    "queue {} and the queues below it hold {held} against its capability {cap} ({d})",
                     q.name
                 ),
             ));

@@ -142,8 +142,11 @@ fn a_guarantee_is_kept_free_for_its_queue() {
 
 // ----- random scenarios -----
 
-const CONFS: [Option<&str>; 4] = [
+const CONFS: [Option<&str>; 5] = [
     None,
+    Some(
+        "actions: \"enqueue, allocate, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: overcommit\n  - name: drf\n  - name: predicates\n  - name: capacity\n    enableHierarchy: true\n  - name: nodeorder\n",
+    ),
     Some(
         "actions: \"enqueue, allocate, gangpreempt, gangreclaim, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: overcommit\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n  - name: task-topology\n",
     ),
@@ -192,8 +195,9 @@ fn queue_spec() -> impl Strategy<Value = QueueSpec> {
         1..5u32,
         prop::option::weighted(0.3, 2..24u32),
         prop::option::weighted(0.2, 1..6u32),
+        prop::option::weighted(0.5, 1..16u32),
     )
-        .prop_map(|(weight, cap, guarantee)| QueueSpec {
+        .prop_map(|(weight, cap, guarantee, deserved)| QueueSpec {
             name: String::new(),
             weight,
             capability: cap
@@ -201,6 +205,9 @@ fn queue_spec() -> impl Strategy<Value = QueueSpec> {
                 .unwrap_or_default(),
             guarantee: guarantee
                 .map(|g| [("cpu".to_string(), g.to_string())].into())
+                .unwrap_or_default(),
+            deserved: deserved
+                .map(|d| [("cpu".to_string(), d.to_string())].into())
                 .unwrap_or_default(),
             ..QueueSpec::default()
         })
@@ -332,7 +339,7 @@ fn racks_of_two(nodes: &[NodeSpec]) -> Vec<HyperNodeSpec> {
 }
 
 /// Random scenarios: up to 3 node kinds, racks of two nodes under a spine or no topology, up
-/// to 3 queues besides `default`, up to 8 jobs (some with a network topology), one of four
+/// to 3 queues besides `default`, up to 8 jobs (some with a network topology), queues sometimes under one department, one of five
 /// configurations, kube-scheduler binding at once or one pod per 5 ms.
 pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
     (
@@ -342,8 +349,9 @@ pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
         0..CONFS.len(),
         prop::bool::ANY,
         prop::bool::weighted(0.4),
+        prop::bool::weighted(0.4),
     )
-        .prop_map(|(nodes, queues, jobs, conf, slow_binds, racks)| {
+        .prop_map(|(nodes, queues, jobs, conf, slow_binds, racks, tree)| {
             let nodes: Vec<NodeSpec> = nodes
                 .into_iter()
                 .enumerate()
@@ -357,6 +365,10 @@ pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
                 .enumerate()
                 .map(|(i, mut q)| {
                     q.name = format!("q{i}");
+                    // A tree: the first queue is the department of the others.
+                    if tree && i > 0 {
+                        q.parent = Some("q0".into());
+                    }
                     q
                 })
                 .collect();
