@@ -231,12 +231,104 @@ s_restart_mid_job() {
   wait_phase survivor Completed 90 || return 1
 }
 
+# Devices through Dynamic Resource Allocation, published the way a driver would
+# (ResourceSlices; kwok has no kubelet plugin to prepare them): one device on
+# each of three nodes. A gang of three pods each claiming one device must run
+# whole on those three nodes, one pod per node; a second gang that needs two
+# devices while none is free waits with nothing bound, then runs whole once the
+# first has finished and its claims are gone.
+dra_objects() {
+  cat <<YAML
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.tephra.test}
+spec:
+  selectors:
+    - cel: {expression: 'device.driver == "gpu.tephra.test"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly: {deviceClassName: gpu.tephra.test}
+YAML
+  local n
+  for n in "$@"; do
+    cat <<YAML
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: $n-gpu}
+spec:
+  driver: gpu.tephra.test
+  nodeName: $n
+  pool: {name: $n, generation: 1, resourceSliceCount: 1}
+  devices:
+    - name: gpu-0
+YAML
+  done
+}
+# gpu_vcjob NAME REPLICAS SUCCEED_AFTER: a gang whose pods each claim one device.
+gpu_vcjob() {
+  vcjob "$1" "$2" 500m "$3" | sed \
+    -e 's|^        spec:$|        spec:\n          resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]|' \
+    -e 's|^                requests: {cpu: "500m", memory: 128Mi}$|&\n                claims: [{name: gpu}]|'
+}
+pods_on() { k get pods -l "volcano.sh/job-name=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c . || true; }
+running_pods() { k get pods -l "volcano.sh/job-name=$1" --field-selector=status.phase=Running -o name | wc -l | tr -d ' '; }
+s_dra_gang() {
+  if [ "$nodes" -lt 4 ]; then why="needs 4 nodes (TEPHRA_CLUSTER_NODES=$nodes)"; return 2; fi
+  local with_devices=(kwok-node-0 kwok-node-1 kwok-node-2)
+  dra_objects "${with_devices[@]}" | k apply -f - >/dev/null || { why="apply DeviceClass, ResourceClaimTemplate, ResourceSlices"; return 1; }
+  gpu_vcjob dra-a 3 25s | k apply -f - >/dev/null || { why="apply dra-a"; return 1; }
+  wait_until 90 bash -c "[ \"\$(kubectl get pods -l volcano.sh/job-name=dra-a --field-selector=status.phase=Running -o name | wc -l)\" = 3 ]" \
+    || { why="dra-a: $(running_pods dra-a) of 3 pods Running after 90 s: $(k get pods -l volcano.sh/job-name=dra-a -o wide --no-headers 2>&1 | tr -s ' ' | tr '\n' ';')"; return 1; }
+  local placed distinct
+  placed=$(k get pods -l volcano.sh/job-name=dra-a -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort)
+  distinct=$(echo "$placed" | sort -u | grep -c .)
+  [ "$distinct" = 3 ] || { why="dra-a's 3 pods on $distinct node(s): $(echo "$placed" | tr '\n' ' ')"; return 1; }
+  if echo "$placed" | grep -qx kwok-node-3; then why="a pod of dra-a on kwok-node-3, which has no device"; return 1; fi
+  # Each pod's claim was allocated the device on the pod's own node.
+  local pod node claim pool
+  for pod in $(k get pods -l volcano.sh/job-name=dra-a -o name); do
+    node=$(k get "$pod" -o jsonpath='{.spec.nodeName}')
+    claim=$(k get "$pod" -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}')
+    pool=$(k get resourceclaim "$claim" -o jsonpath='{.status.allocation.devices.results[0].pool}' 2>/dev/null)
+    [ "$pool" = "$node" ] || { why="$pod on $node, its claim '$claim' allocated from pool '$pool'"; return 1; }
+  done
+  # No device is free: the second gang must wait whole.
+  gpu_vcjob dra-b 2 2s | k apply -f - >/dev/null || { why="apply dra-b"; return 1; }
+  local i bound
+  for ((i = 0; i < 180; i++)); do
+    bound=$(pods_on dra-b)
+    # dra-a's pods only ever stop running: all three running after the count
+    # means they were while it was taken.
+    if [ "$bound" -gt 0 ] && [ "$(running_pods dra-a)" = 3 ]; then
+      why="dra-b got $bound pod(s) bound while dra-a still held every device"; return 1
+    fi
+    phase_is dra-b Completed && break
+    sleep 0.5
+  done
+  phase_is dra-b Completed || { why="dra-b is '$(k get vcjob dra-b -o jsonpath='{.status.state.phase}')' 90 s after dra-a's devices were to free"; return 1; }
+  local starts ends
+  starts=$(k get pods -l volcano.sh/job-name=dra-b -o jsonpath='{range .items[*]}{.status.startTime}{"\n"}{end}' | sort | tail -n 1)
+  ends=$(k get pods -l volcano.sh/job-name=dra-b -o jsonpath='{range .items[*]}{.status.containerStatuses[0].state.terminated.finishedAt}{"\n"}{end}' | sort | head -n 1)
+  [[ ! "$ends" < "$starts" ]] || { why="dra-b did not run whole: a pod started at $starts, after another finished at $ends"; return 1; }
+  echo "#   dra-a on $(echo "$placed" | tr '\n' ' ')with its devices; dra-b waited, then ran whole"
+  k delete vcjob dra-a dra-b --wait=false >/dev/null
+}
+
 scenario "a vcJob applied with kubectl runs to Completed through kube-scheduler's extender calls" s_job_completes
 scenario "an invalid vcJob is refused by kube-apiserver with tephra's message" s_invalid_refused
 scenario "two gangs that cannot both fit run one after the other, each whole" s_gangs_in_turn
 scenario "a Deployment with group-min-member gets its PodGroup through the ReplicaSet controller's pods" s_deployment_podgroup
 scenario "deleting a vcJob removes its pods through the garbage collector" s_delete_gc
 scenario "tephra restarted mid-job finishes it" s_restart_mid_job
+scenario "a gang claiming devices through DRA runs whole where the devices are, and the next waits for them" s_dra_gang
 
 if [ "$failed" -gt 0 ]; then
   echo "--- last lines of tephra's log" >&2

@@ -12,7 +12,7 @@ vc_version=$(awk '$1 == "require" && $2 == "volcano.sh/volcano" { print $3; exit
 vc_dir="$k8s_cache/volcano-$vc_version"
 # The suites run here, in this order by default: each needs only the API,
 # phases and scheduling, bar the specs in skip.txt.
-vc_suites=(admission vcctl jobp jobseq schedulingbase schedulingaction cronjob hypernode stress)
+vc_suites=(admission vcctl jobp jobseq schedulingbase schedulingaction cronjob hypernode stress dra)
 
 # --- shared by run.sh and bench.sh (they source this after setting -euo pipefail) ---
 

@@ -9,6 +9,7 @@ import (
 	_ "volcano.sh/volcano/cmd/controller-manager"
 	_ "volcano.sh/volcano/cmd/scheduler"
 	_ "volcano.sh/volcano/cmd/webhook-manager"
+	_ "volcano.sh/volcano/test/e2e/dra"
 	_ "volcano.sh/volcano/test/e2e/jobp"
 	_ "volcano.sh/volcano/test/e2e/jobseq"
 	_ "volcano.sh/volcano/test/e2e/schedulingaction"
