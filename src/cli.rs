@@ -320,6 +320,10 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub extender: ExtenderFlags,
 
+    /// Gang engine flags.
+    #[command(flatten)]
+    pub engine: EngineFlags,
+
     /// Leader election flags.
     #[command(flatten)]
     pub leader: LeaderFlags,
@@ -444,6 +448,46 @@ impl LeaderFlags {
             retry_period: self.leader_elect_retry_period,
         }
     }
+}
+
+/// Which engine places gangs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GangEngine {
+    /// `native` when the cluster serves `scheduling.k8s.io/v1beta1` PodGroups, else `extender`.
+    Auto,
+    /// kube-scheduler calls tephra's `/scheduler/*` verbs; the session's plan decides the nodes
+    /// and binds are held until the gang is whole.
+    Extender,
+    /// Kubernetes 1.37+: kube-scheduler's own gang scheduling places each gang whole; tephra
+    /// mirrors PodGroups into `scheduling.k8s.io` Workloads and PodGroups and admits gangs to
+    /// their queues by removing its scheduling gate.
+    Native,
+}
+
+/// Flags choosing and tuning the gang engine.
+#[derive(Debug, Args)]
+pub struct EngineFlags {
+    /// Which engine places gangs: `extender` (kube-scheduler's extender calls, any Kubernetes
+    /// version), `native` (Kubernetes 1.37+ with the feature gate GenericWorkload and the API
+    /// scheduling.k8s.io/v1beta1 on: no extender, kube-scheduler's own gang scheduling), or
+    /// `auto`: native when the cluster serves scheduling.k8s.io/v1beta1 PodGroups, else the
+    /// extender. The engine in use is logged at start and exported as `tephra_gang_engine`.
+    /// `native` on a cluster that does not serve the API refuses to start; the embedded API
+    /// runs the extender.
+    #[arg(long, value_name = "ENGINE", value_enum, default_value_t = GangEngine::Auto)]
+    pub gang_engine: GangEngine,
+
+    /// Native engine: the kube-scheduler profile gang pods are sent to. `/pods/mutate` sets it
+    /// as the `schedulerName` of gang pods that asked for one of tephra's scheduler names
+    /// (which is kept in the annotation `scheduling.tephra.io/scheduler-name`).
+    #[arg(long, value_name = "NAME", default_value = "default-scheduler")]
+    pub native_scheduler_name: String,
+
+    /// Native engine: a gang whose gate was removed (admitted to its queue) that kube-scheduler
+    /// has not placed within this time is held back again, and the room it was admitted to is
+    /// released for other gangs; it is admitted anew when a session finds room again.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+    pub native_place_timeout: std::time::Duration,
 }
 
 /// Flags of the scheduler extender.

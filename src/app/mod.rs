@@ -1,6 +1,7 @@
 //! What each subcommand does, wired from the library's parts. `main.rs` only parses flags and
 //! reports the [`AppError`] this returns.
 
+pub mod engine;
 mod serve;
 
 use std::net::SocketAddr;
@@ -74,6 +75,9 @@ pub enum AppError {
     /// Starting embedded mode failed.
     #[error("embedded mode: {0}")]
     Embedded(String),
+    /// No gang engine could be chosen.
+    #[error(transparent)]
+    Engine(#[from] engine::EngineError),
     /// The scheduler extender could not be built.
     #[error(transparent)]
     Extender(#[from] crate::extender::ExtenderError),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::engine::{self, Engine};
 use super::{AppError, bind_api, check_api_listen, embedded_options};
 use crate::admission::{self, AdmissionConfig, AdmissionContext, AdmissionMetrics};
 use crate::certs::{self, CertError, PemChain};
@@ -43,8 +44,16 @@ pub(super) async fn serve(args: ServeArgs) -> Result<(), AppError> {
     let discovery = hypernode_discovery(&args)?;
     let base = Base::start(&args)?;
     let connected = connect(&args, checked.embedded).await?;
-    let mut core = start_core(&args, &base, &connected.client, scheduler_conf, discovery)?;
-    let mut http = start_http(&args, &base, &connected.client, &core).await?;
+    let engine = choose_engine(&args, &base, &connected).await?;
+    let mut core = start_core(
+        &args,
+        &base,
+        &connected.client,
+        scheduler_conf,
+        discovery,
+        engine,
+    )?;
+    let mut http = start_http(&args, &base, &connected.client, &core, engine).await?;
     let stand_in = match connected.embedded {
         Some(api) => {
             start_embedded_mode(
@@ -416,6 +425,38 @@ async fn connect(
     })
 }
 
+/// The gang engine (`--gang-engine`): the embedded API serves no native gang objects; on a
+/// cluster, `auto` asks its discovery. Logged and exported as `tephra_gang_engine`.
+async fn choose_engine(
+    args: &ServeArgs,
+    base: &Base,
+    connected: &Connected,
+) -> Result<Engine, AppError> {
+    let flag = args.engine.gang_engine;
+    let engine = if connected.embedded.is_some() {
+        engine::choose(flag, false, "the embedded API")?
+    } else if flag == crate::cli::GangEngine::Extender {
+        Engine::Extender
+    } else {
+        let serves = engine::cluster_serves_native(&connected.client).await?;
+        engine::choose(flag, serves, "the cluster")?
+    };
+    engine::export(engine, base.metrics.registry())?;
+    match engine {
+        Engine::Native => tracing::info!(
+            engine = engine.name(),
+            scheduler = %args.engine.native_scheduler_name,
+            place_timeout = ?args.engine.native_place_timeout,
+            "gang engine: native (kube-scheduler's own gang scheduling places gangs that tephra admits)"
+        ),
+        Engine::Extender => tracing::info!(
+            engine = engine.name(),
+            "gang engine: extender (kube-scheduler calls tephra's /scheduler verbs)"
+        ),
+    }
+    Ok(engine)
+}
+
 /// The shared watch caches and what decides from them.
 struct Core {
     caches: Caches,
@@ -433,6 +474,7 @@ fn start_core(
     client: &kube::Client,
     scheduler_conf: crate::scheduler::SchedulerConf,
     discovery: Option<Arc<DiscoveryFile>>,
+    engine: Engine,
 ) -> Result<Core, AppError> {
     let (caches, mut feeds) = Caches::new();
     let scheduler = Scheduler::new(
@@ -447,15 +489,8 @@ fn start_core(
         base.metrics.registry(),
     )?;
     scheduler.subscribe(&mut feeds);
-    let controllers = start_controllers(
-        args,
-        client,
-        &caches,
-        &mut feeds,
-        &base.metrics,
-        &base.leadership,
-        discovery,
-    )?;
+    let controllers =
+        start_controllers(args, client, &caches, &mut feeds, base, discovery, engine)?;
     let feeds = if args.embedded {
         Some(feeds)
     } else {
@@ -491,10 +526,13 @@ async fn start_http(
     base: &Base,
     client: &kube::Client,
     core: &Core,
+    engine: Engine,
 ) -> Result<Http, AppError> {
     let admission = Arc::new(AdmissionContext {
         config: AdmissionConfig {
             scheduler_names: args.scheduler_names.clone(),
+            native_scheduler: (engine == Engine::Native)
+                .then(|| args.engine.native_scheduler_name.clone()),
             ..AdmissionConfig::default()
         },
         view: Arc::new(core.caches.clone()),
@@ -950,30 +988,33 @@ fn track_default_queues(caches: Caches, state: ServerState) {
 }
 
 /// The PodGroup, Queue and Job controllers, as one unit on the shared caches (their subscribers
-/// go on `feeds` before the watches start); their workers run while `leadership` is held.
+/// go on `feeds` before the watches start); their workers run while this replica leads.
 fn start_controllers(
     args: &ServeArgs,
     client: &kube::Client,
     caches: &Caches,
     feeds: &mut CacheFeeds,
-    metrics: &Metrics,
-    leadership: &Leadership,
+    base: &Base,
     discovery: Option<Arc<DiscoveryFile>>,
+    engine: Engine,
 ) -> Result<crate::controllers::Controllers, AppError> {
+    let native = engine == Engine::Native;
     let config = crate::controllers::ControllerConfig {
         scheduler_names: args.scheduler_names.clone(),
         inherit_owner_annotations: args.inherit_owner_annotations,
+        native,
         job: crate::controllers::job::JobConfig {
             workers: usize::from(args.job_workers),
             max_requeue: args.max_requeue,
-            plan_gate_schedulers: if args.extender.gate_until_placed {
+            // The native engine admits a gang by removing this gate: it is never left off.
+            plan_gate_schedulers: if args.extender.gate_until_placed || native {
                 args.scheduler_names.clone()
             } else {
                 Vec::new()
             },
         },
         hypernode_discovery: discovery,
-        leadership: leadership.clone(),
+        leadership: base.leadership.clone(),
         ..crate::controllers::ControllerConfig::default()
     };
     Ok(crate::controllers::start(
@@ -981,7 +1022,7 @@ fn start_controllers(
         caches,
         feeds,
         config,
-        metrics.registry(),
-        leadership.token(),
+        base.metrics.registry(),
+        base.leadership.token(),
     )?)
 }

@@ -167,6 +167,30 @@ fn strip_unread<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
+/// A store of `K` (cluster-wide) fed by a watch of its own, with `subscriber` run after each
+/// event: for what only one configuration reads (the native gang engine's objects), which the
+/// shared caches must not watch on clusters that do not serve it.
+pub fn own_store<K>(
+    client: &Client,
+    subscriber: Subscriber<K>,
+    shutdown: &CancellationToken,
+) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (store, writer) = reflector::store();
+    let warn = Arc::new(std::sync::Mutex::new(WarnEvery::new(WARN_EVERY)));
+    spawn_reflector(
+        writer,
+        vec![subscriber],
+        Api::all(client.clone()),
+        warn,
+        shutdown.clone(),
+    );
+    store
+}
+
 /// Runs one reflector until `shutdown`, feeding the store and then every subscriber, and
 /// logging (not failing on) watch errors: the watcher's default backoff retries them, and the
 /// store keeps serving the last known state meanwhile.

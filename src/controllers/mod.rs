@@ -17,6 +17,8 @@
 //! * [`queue`]: every Queue's `status.state` and PodGroup counts; queue Commands.
 //! * [`job`]: vcJobs; [`cronjob`]: vcJobs made on a schedule from CronJobs.
 //! * [`hypernode`]: every HyperNode's `status.nodeCount`.
+//! * [`native`]: with the native gang engine, the `scheduling.k8s.io` Workload and PodGroup
+//!   of every PodGroup.
 //!
 //! [`start`] starts both as one unit whose [`Controllers`] handle stops them (what leader
 //! election will switch on and off).
@@ -24,6 +26,7 @@
 pub mod cronjob;
 pub mod hypernode;
 pub mod job;
+pub mod native;
 pub mod podgroup;
 pub mod queue;
 pub mod workqueue;
@@ -62,6 +65,8 @@ pub struct ControllerConfig {
     /// Workers reconcile only while this replica leads (always, without leader election);
     /// subscribers keep queueing keys meanwhile, so a new leader starts with every key.
     pub leadership: Leadership,
+    /// The native gang engine runs: mirror every PodGroup into `scheduling.k8s.io` objects.
+    pub native: bool,
 }
 
 impl Default for ControllerConfig {
@@ -74,6 +79,7 @@ impl Default for ControllerConfig {
             job: job::JobConfig::default(),
             hypernode_discovery: None,
             leadership: Leadership::default(),
+            native: false,
         }
     }
 }
@@ -215,6 +221,14 @@ pub fn start(
     tasks.extend(hypernode::start(
         client, caches, feeds, &config, &metrics, &token,
     ));
+    if config.native {
+        metrics
+            .errors
+            .with_label_values(&[native::NAME, native::NativeError::FIRST]);
+        tasks.extend(native::start(
+            client, caches, feeds, &config, &metrics, &token,
+        ));
+    }
     tracing::info!(
         workers = config.workers,
         inherit_owner_annotations = config.inherit_owner_annotations,

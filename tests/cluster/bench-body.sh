@@ -113,7 +113,7 @@ wait_count() { # WHAT WANT SECONDS CMD...: polls CMD's number until >= WANT
   return 1
 }
 count_pods() { k get pods -n "$1" -o name 2>/dev/null | wc -l || true; }
-count_podgroups() { k get podgroups -n "$1" -o name 2>/dev/null | wc -l || true; }
+count_podgroups() { k get podgroups.scheduling.volcano.sh -n "$1" -o name 2>/dev/null | wc -l || true; }
 
 alone_config=$work/scheduler-alone.yaml
 cat >"$alone_config" <<SC
@@ -176,5 +176,5 @@ echo "bench: $bench_gangs vcJobs and their pods created in $(($(date +%s) - star
 start_scheduler "$tephra_config"
 measure "gangs of $gang_size (vcJobs), kube-scheduler + tephra extender" bench-gang-tephra "$((bench_gangs * gang_size))"
 
-echo "== benchmark: $(k get nodes --no-headers | wc -l) kwok nodes, kube-scheduler v1.36.3 (client qps ${TEPHRA_SCHEDULER_QPS:-5000} for both)"
+echo "== benchmark: $(k get nodes --no-headers | wc -l) kwok nodes, kube-scheduler $k8s_version (client qps ${TEPHRA_SCHEDULER_QPS:-5000} for both)"
 printf '%s\n' "${results[@]}"

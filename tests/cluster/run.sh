@@ -40,6 +40,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The scenarios run first with the extender engine (kube-scheduler's profile `volcano` calls
+# tephra), then with the native one (the cluster's default profile schedules gangs itself):
+# a second kube-scheduler with the default profile runs beside the first.
+tephra_serve_args=(--gang-engine extender)
+export TEPHRA_DEFAULT_SCHEDULER=1
 # shellcheck source=tests/cluster/tephra-up.sh
 . "$cluster_dir/tephra-up.sh"
 
@@ -162,40 +167,43 @@ s_invalid_refused() {
 # Two gangs of 3 pods of 6 cpu on 8-cpu nodes: each gang needs 3 of the 4
 # nodes to itself, so they cannot both run; each must run whole, one after
 # the other.
-s_gangs_in_turn() {
+# gangs_in_turn A B: the two gangs of the scenario, by name.
+gangs_in_turn() {
+  local ga=$1 gb=$2
   if [ "$nodes" -ne 4 ]; then why="sized for 4 nodes (TEPHRA_CLUSTER_NODES=$nodes)"; return 2; fi
-  vcjob gang-a 3 6 6s | k apply -f - >/dev/null || { why="apply gang-a"; return 1; }
-  vcjob gang-b 3 6 6s | k apply -f - >/dev/null || { why="apply gang-b"; return 1; }
+  vcjob "$ga" 3 6 6s | k apply -f - >/dev/null || { why="apply $ga"; return 1; }
+  vcjob "$gb" 3 6 6s | k apply -f - >/dev/null || { why="apply $gb"; return 1; }
   # Each pod needs 6 of a node's 8 cpu: at most one per node, 4 in all. The second gang may
   # start while the first's last pod is finishing (kwok ends them one by one), never beside
   # the whole first gang.
   local i a b max_a=0 max_b=0 max_sum=0 both=0
   for ((i = 0; i < 240; i++)); do
-    a=$(k get pods -l volcano.sh/job-name=gang-a --field-selector=status.phase=Running -o name | wc -l)
-    b=$(k get pods -l volcano.sh/job-name=gang-b --field-selector=status.phase=Running -o name | wc -l)
+    a=$(k get pods -l volcano.sh/job-name=$ga --field-selector=status.phase=Running -o name | wc -l)
+    b=$(k get pods -l volcano.sh/job-name=$gb --field-selector=status.phase=Running -o name | wc -l)
     [ "$a" -gt "$max_a" ] && max_a=$a
     [ "$b" -gt "$max_b" ] && max_b=$b
     [ $((a + b)) -gt "$max_sum" ] && max_sum=$((a + b))
     if [ "$a" -gt 0 ] && [ "$b" -gt 0 ]; then both=1; fi
-    phase_is gang-a Completed && phase_is gang-b Completed && break
+    phase_is "$ga" Completed && phase_is "$gb" Completed && break
     sleep 0.5
   done
-  if ! phase_is gang-a Completed || ! phase_is gang-b Completed; then
-    why="gang-a '$(k get vcjob gang-a -o jsonpath='{.status.state.phase}')', gang-b '$(k get vcjob gang-b -o jsonpath='{.status.state.phase}')' after 120 s"
+  if ! phase_is "$ga" Completed || ! phase_is "$gb" Completed; then
+    why="$ga '$(k get vcjob "$ga" -o jsonpath='{.status.state.phase}')', $gb '$(k get vcjob "$gb" -o jsonpath='{.status.state.phase}')' after 120 s"
     return 1
   fi
   [ "$max_sum" -le 4 ] || { why="$max_sum pods of 6 cpu ran at once on 4 nodes of 8 cpu"; return 1; }
   # Every pod of each gang must have started before any finished.
   local job starts ends
-  for job in gang-a gang-b; do
+  for job in "$ga" "$gb"; do
     starts=$(k get pods -l "volcano.sh/job-name=$job" -o jsonpath='{range .items[*]}{.status.startTime}{"\n"}{end}' | sort | tail -n 1)
     ends=$(k get pods -l "volcano.sh/job-name=$job" -o jsonpath='{range .items[*]}{.status.containerStatuses[0].state.terminated.finishedAt}{"\n"}{end}' | sort | head -n 1)
     [[ ! "$ends" < "$starts" ]] || { why="$job did not run whole: a pod started at $starts, after another finished at $ends"; return 1; }
   done
   local overlap="never both"
   [ "$both" = 0 ] || overlap="both only while the first's last pods finished"
-  echo "#   at most $max_a of gang-a and $max_b of gang-b running, $max_sum in all; $overlap"
+  echo "#   at most $max_a of $ga and $max_b of $gb running, $max_sum in all; $overlap"
 }
+s_gangs_in_turn() { gangs_in_turn gang-a gang-b; }
 
 web_gang_running() { [ "$(k get pods -l app=web-gang --field-selector=status.phase=Running -o name | wc -l)" -eq 2 ]; }
 s_deployment_podgroup() {
@@ -208,18 +216,18 @@ s_deployment_podgroup() {
     return 1
   fi
   pg=$groups
-  min=$(k get podgroup "$pg" -o jsonpath='{.spec.minMember}' 2>&1) || { why="podgroup $pg: $min"; return 1; }
+  min=$(k get podgroups.scheduling.volcano.sh "$pg" -o jsonpath='{.spec.minMember}' 2>&1) || { why="podgroup $pg: $min"; return 1; }
   [ "$min" = 2 ] || { why="podgroup $pg minMember '$min', not 2"; return 1; }
   echo "#   ReplicaSet pods in PodGroup $pg (minMember 2)"
   k delete deployment web-gang --wait=false >/dev/null
 }
 
-doomed_gone() { [ "$(job_pods doomed)" = 0 ] && ! k get podgroups -o name | grep -q doomed; }
+doomed_gone() { [ "$(job_pods doomed)" = 0 ] && ! k get podgroups.scheduling.volcano.sh -o name | grep -q doomed; }
 s_delete_gc() {
   vcjob doomed 2 500m 1h | k apply -f - >/dev/null || { why="apply"; return 1; }
   wait_phase doomed Running 60 || return 1
   k delete vcjob doomed --wait=false >/dev/null || { why="delete"; return 1; }
-  wait_until 60 doomed_gone || { why="after 60 s: pods $(job_pods doomed), podgroups $(k get podgroups -o name | grep -c doomed)"; return 1; }
+  wait_until 60 doomed_gone || { why="after 60 s: pods $(job_pods doomed), podgroups $(k get podgroups.scheduling.volcano.sh -o name | grep -c doomed)"; return 1; }
 }
 
 s_restart_mid_job() {
@@ -322,6 +330,50 @@ s_dra_gang() {
   k delete vcjob dra-a dra-b --wait=false >/dev/null
 }
 
+# --- the native engine ---------------------------------------------------------
+# native_objects NAME: how many of tephra's native Workloads and PodGroups are named NAME
+# (or, for a vcJob's name, start with it).
+native_objects() { k get "workloads.scheduling.k8s.io,podgroups.scheduling.k8s.io" -l app.kubernetes.io/managed-by=tephra -o name 2>/dev/null | grep -c "/$1" || true; }
+engine_in_use() {
+  curl -sf "http://127.0.0.1:$metrics_port/metrics" | awk '/^tephra_gang_engine\{/ && $NF == 1 { sub(/.*engine="/, ""); sub(/".*/, ""); print }'
+}
+s_native_job_completes() {
+  [ "$(engine_in_use)" = native ] || { why="tephra_gang_engine says '$(engine_in_use)', not native"; return 1; }
+  local before_filter pg
+  before_filter=$(extender_calls filter)
+  vcjob native-a 3 500m 8s | k apply -f - >/dev/null || { why="apply"; return 1; }
+  wait_phase native-a Running 60 || return 1
+  pg=$(k get pods -l volcano.sh/job-name=native-a -o jsonpath='{.items[0].metadata.annotations.scheduling\.k8s\.io/group-name}')
+  [ -n "$pg" ] || { why="the pods name no PodGroup"; return 1; }
+  local min sched group
+  min=$(k get podgroups.scheduling.k8s.io "$pg" -o jsonpath='{.spec.schedulingPolicy.gang.minCount}' 2>&1) \
+    || { why="no native PodGroup $pg: $min"; return 1; }
+  [ "$min" = 3 ] || { why="native PodGroup $pg has minCount '$min', not 3"; return 1; }
+  k get workloads.scheduling.k8s.io "$pg" >/dev/null 2>&1 || { why="no native Workload $pg"; return 1; }
+  sched=$(k get pods -l volcano.sh/job-name=native-a -o jsonpath='{range .items[*]}{.spec.schedulerName}{"\n"}{end}' | sort -u)
+  group=$(k get pods -l volcano.sh/job-name=native-a -o jsonpath='{range .items[*]}{.spec.schedulingGroup.podGroupName}{"\n"}{end}' | sort -u)
+  [ "$sched" = default-scheduler ] && [ "$group" = "$pg" ] \
+    || { why="pods scheduled by '$sched' in scheduling group '$group'"; return 1; }
+  wait_phase native-a Completed 90 || return 1
+  [ "$(extender_calls filter)" = "$before_filter" ] \
+    || { why="kube-scheduler called tephra's filter ($before_filter -> $(extender_calls filter))"; return 1; }
+  echo "#   Workload and PodGroup $pg (minCount 3); pods placed by default-scheduler's gang cycle, no extender call"
+}
+s_native_gangs_in_turn() { gangs_in_turn native-b native-c; }
+native_gone() { [ "$(native_objects "$1")" = 0 ]; }
+s_native_delete_gc() {
+  # A finished vcJob's PodGroup goes, and its native objects with it.
+  local pg
+  wait_until 30 native_gone native-a || { why="native objects of the finished native-a left: $(native_objects native-a)"; return 1; }
+  vcjob native-d 2 500m 1h | k apply -f - >/dev/null || { why="apply"; return 1; }
+  wait_phase native-d Running 60 || return 1
+  pg=$(k get podgroups.scheduling.volcano.sh -o name | grep native-d | head -n 1)
+  pg=${pg##*/}
+  [ "$(native_objects "$pg")" = 2 ] || { why="$(native_objects "$pg") native objects for $pg, not 2"; return 1; }
+  k delete vcjob native-d --wait=false >/dev/null || { why="delete"; return 1; }
+  wait_until 60 native_gone "$pg" || { why="native objects of $pg left 60 s after the vcJob's deletion: $(native_objects "$pg")"; return 1; }
+}
+
 scenario "a vcJob applied with kubectl runs to Completed through kube-scheduler's extender calls" s_job_completes
 scenario "an invalid vcJob is refused by kube-apiserver with tephra's message" s_invalid_refused
 scenario "two gangs that cannot both fit run one after the other, each whole" s_gangs_in_turn
@@ -329,6 +381,18 @@ scenario "a Deployment with group-min-member gets its PodGroup through the Repli
 scenario "deleting a vcJob removes its pods through the garbage collector" s_delete_gc
 scenario "tephra restarted mid-job finishes it" s_restart_mid_job
 scenario "a gang claiming devices through DRA runs whole where the devices are, and the next waits for them" s_dra_gang
+
+echo "# the native engine: tephra restarted with --gang-engine native"
+stop_tephra
+tephra_serve_args=(--gang-engine native)
+if start_tephra; then
+  scenario "native: a vcJob runs to Completed through kube-scheduler's own gang scheduling" s_native_job_completes
+  scenario "native: two gangs that cannot both fit run one after the other, each whole" s_native_gangs_in_turn
+  scenario "native: a vcJob finished or deleted takes its Workload and PodGroup with it" s_native_delete_gc
+else
+  failed=$((failed + 1))
+  echo "not ok - tephra did not start with --gang-engine native"
+fi
 
 if [ "$failed" -gt 0 ]; then
   echo "--- last lines of tephra's log" >&2

@@ -20,6 +20,9 @@
 #   TEPHRA_SCHEDULER_QPS   kube-scheduler's client qps and burst (benchmarks)
 #   TEPHRA_KWOK_EXTRA_CONFIG  a further kwok configuration file (more Stages),
 #                          read after kwok-stages.yaml
+#   TEPHRA_K8S_FEATURE_GATES  --feature-gates of kube-apiserver, kube-controller-manager
+#                          and kube-scheduler (default GenericWorkload=true: Kubernetes'
+#                          own gang scheduling, with scheduling.k8s.io/v1beta1 served)
 # Prints the state folder on its last line; $DIR/env holds KUBECONFIG and the
 # ports (sourceable), $DIR/logs the components' logs.
 set -euo pipefail
@@ -153,11 +156,19 @@ wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health"
 # --- kube-apiserver ------------------------------------------------------------
 # --advertise-address: the machine may have no default route, from which the
 # API server would otherwise pick the address it publishes in `kubernetes`.
+# Since 1.37 the endpoint reconciler refuses a loopback address, and nothing
+# here reaches the API through the `kubernetes` Service: no reconciler.
 # --requestheader-*: published in extension-apiserver-authentication, which
 # kube-controller-manager and kube-scheduler read (they log errors without it).
+# Kubernetes' own gang scheduling (Workload and PodGroup, scheduling.k8s.io/v1beta1) is beta
+# and off by default in 1.37: on here, for tephra's native engine. The extender profile runs
+# on the same build.
+feature_gates=${TEPHRA_K8S_FEATURE_GATES:-GenericWorkload=true}
 start kube-apiserver "$bin_dir/kube-apiserver" \
+  --feature-gates "$feature_gates" --runtime-config scheduling.k8s.io/v1beta1=true \
   --etcd-servers "http://127.0.0.1:$etcd_port" \
-  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --endpoint-reconciler-type none \
+  --secure-port "$api_port" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
   --client-ca-file "$pki/ca.crt" --token-auth-file "$pki/tokens.csv" \
   --requestheader-client-ca-file "$pki/ca.crt" --requestheader-allowed-names front-proxy-client \
@@ -175,7 +186,7 @@ wait_for kube-apiserver 90 kubectl_ get --raw /readyz
 # Every default controller; each with its own service account, as kubeadm
 # sets it up, so RBAC is exercised.
 start kube-controller-manager "$bin_dir/kube-controller-manager" \
-  --kubeconfig "$kubeconfig" \
+  --feature-gates "$feature_gates" --kubeconfig "$kubeconfig" \
   --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
   --bind-address 127.0.0.1 --secure-port "$kcm_port" \
   --leader-elect=false --use-service-account-credentials \
@@ -206,7 +217,7 @@ printf 'clientConnection:\n  kubeconfig: %s\n' "$kubeconfig" >>"$sched_config"
 if [ -n "${TEPHRA_SCHEDULER_QPS:-}" ]; then
   printf '  qps: %s\n  burst: %s\n' "$TEPHRA_SCHEDULER_QPS" "$TEPHRA_SCHEDULER_QPS" >>"$sched_config"
 fi
-start kube-scheduler "$bin_dir/kube-scheduler" --config "$sched_config" \
+start kube-scheduler "$bin_dir/kube-scheduler" --feature-gates "$feature_gates" --config "$sched_config" \
   --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
   --bind-address 127.0.0.1 --secure-port "$sched_port"
 wait_for kube-scheduler 60 curl -skf "https://127.0.0.1:$sched_port/healthz"
@@ -218,7 +229,7 @@ leaderElection: {leaderElect: false}
 clientConnection:
   kubeconfig: $kubeconfig
 SC
-  start kube-scheduler-default "$bin_dir/kube-scheduler" --config "$dir/default-scheduler-config.yaml" \
+  start kube-scheduler-default "$bin_dir/kube-scheduler" --feature-gates "$feature_gates" --config "$dir/default-scheduler-config.yaml" \
     --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$default_sched_port"
   wait_for kube-scheduler-default 60 curl -skf "https://127.0.0.1:$default_sched_port/healthz"

@@ -321,7 +321,7 @@ echo "cpu_window_s=$(awk -v a="$t0" -v b="$t_end" 'BEGIN { printf "%.3f", b - a 
 
 # Where things stand, for a NOT DONE run and for reading the figures.
 k get jobs.batch.volcano.sh -n "$ns" -o wide >"$tout/vcjobs.txt" 2>&1 || true
-k get podgroups -n "$ns" -o wide >"$tout/podgroups.txt" 2>&1 || true
+k get podgroups.scheduling.volcano.sh -n "$ns" -o wide >"$tout/podgroups.txt" 2>&1 || true
 cp "$events" "$tout/pod-events.txt"
 vc_bench_metrics "$target" "$tout"
 if [ "$result" != DONE ]; then

@@ -192,7 +192,7 @@ CONF
 vc_bench_up() {
   local target=$1 vc_src=$2 sched_conf=$3 me=${0##*/}
   if [ "$target" = tephra ]; then
-    tephra_serve_args=(--config "$sched_conf" --leader-elect=false)
+    tephra_serve_args=(--config "$sched_conf" --leader-elect=false --gang-engine "${vc_bench_engine:-extender}")
     # shellcheck source=tests/cluster/tephra-up.sh
     . "$cluster_dir/tephra-up.sh"
     # kube-scheduler too runs one replica without leader election (tephra's configuration has

@@ -3,11 +3,14 @@
 # the baseline, on the loopback control plane of tests/cluster (etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes).
 #
-# Usage: run.sh [--target tephra|volcano] [SUITE...]
+# Usage: run.sh [--target tephra|volcano] [--engine extender|native] [SUITE...]
 #   SUITE: admission vcctl jobp jobseq schedulingbase schedulingaction cronjob hypernode stress
-#          (default: all)
+#          dra (default: all)
 #   --target tephra   (default) kube-scheduler with tephra as its extender,
 #                     tephra installed as tests/cluster/tephra-up.sh does (the README's way)
+#   --engine extender (default) tephra's gang engine: kube-scheduler's extender calls;
+#   --engine native   kube-scheduler's own gang scheduling in its default profile
+#                     (tephra --gang-engine native; only with --target tephra)
 #   --target volcano  Volcano's vc-scheduler, vc-controller-manager and
 #                     vc-webhook-manager out of cluster, webhooks by URL; kube-scheduler
 #                     keeps its default profile only
@@ -49,17 +52,21 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
 target=tephra
+engine=extender
 suites=()
 while [ $# -gt 0 ]; do
   case $1 in
     --target) target=${2:-}; shift 2 ;;
     --target=*) target=${1#--target=}; shift ;;
+    --engine) engine=${2:-}; shift 2 ;;
+    --engine=*) engine=${1#--engine=}; shift ;;
     -h | --help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) suites+=("$1"); shift ;;
   esac
 done
 case $target in tephra | volcano) ;; *) echo "run.sh: --target must be tephra or volcano" >&2; exit 2 ;; esac
+case $engine in extender | native) ;; *) echo "run.sh: --engine must be extender or native" >&2; exit 2 ;; esac
 [ "${#suites[@]}" -gt 0 ] || suites=("${vc_suites[@]}")
 for s in "${suites[@]}"; do
   case " ${vc_suites[*]} " in *" $s "*) ;; *) echo "run.sh: unknown suite $s (known: ${vc_suites[*]})" >&2; exit 2 ;; esac
@@ -125,7 +132,9 @@ if [ "$target" = tephra ]; then
     (cd "$repo_dir" && cargo build -q --bin tephra)
     TEPHRA_BIN="${CARGO_TARGET_DIR:-$repo_dir/target}/debug/tephra"
   fi
-  tephra_serve_args=(--config "$sched_conf")
+  tephra_serve_args=(--config "$sched_conf" --gang-engine "$engine")
+  # The native engine sends gang pods to the cluster's default profile.
+  if [ "$engine" = native ]; then export TEPHRA_DEFAULT_SCHEDULER=1; fi
   # shellcheck source=tests/cluster/tephra-up.sh
   . "$cluster_dir/tephra-up.sh"
   # Volcano's CRDs for the kinds tephra does not serve (HyperNode, JobFlow,

@@ -143,6 +143,9 @@ pub struct AdmissionConfig {
     pub queue_allocation_gate: bool,
     /// Volcano's `--admission-conf` resource groups for pod mutation (empty: none).
     pub resource_groups: Vec<pods::ResourceGroup>,
+    /// With the native gang engine: the kube-scheduler profile gang pods are sent to
+    /// (`--native-scheduler-name`); `None` with the extender.
+    pub native_scheduler: Option<String>,
 }
 
 impl Default for AdmissionConfig {
@@ -154,6 +157,7 @@ impl Default for AdmissionConfig {
             root_queue_protection: true,
             queue_allocation_gate: false,
             resource_groups: Vec::new(),
+            native_scheduler: None,
         }
     }
 }

@@ -7,6 +7,13 @@
 //! later, so for a moment the scheduler sees a pod without its gang; naming the group at
 //! admission closes that window (departure from Volcano, also in the README). The PodGroup
 //! controller derives the same name from the same owner, so both agree.
+//!
+//! With the native gang engine (`--native-scheduler-name` set), a gang pod of ours is then
+//! handed to kube-scheduler's own gang scheduling: `spec.schedulingGroup.podGroupName` names
+//! the native PodGroup mirroring its Volcano PodGroup (same name; the field can only be set at
+//! creation), `spec.schedulerName` becomes the cluster's profile with the name asked for kept
+//! in `scheduling.tephra.io/scheduler-name`, and the plan gate holds the pod until a session
+//! admits its gang to its queue.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -98,6 +105,9 @@ struct PodSpecView<'a> {
     #[serde(borrow, default)]
     scheduler_name: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
+    node_name: Option<Cow<'a, str>>,
+    scheduling_group: Option<IgnoredAny>,
+    #[serde(borrow, default)]
     scheduling_gates: Option<Vec<GateView<'a>>>,
     #[serde(borrow, default)]
     node_selector: Option<BTreeMap<Cow<'a, str>, Cow<'a, str>>>,
@@ -169,23 +179,82 @@ pub fn mutate(req: &Request, cfg: &AdmissionConfig) -> Decision {
         }
     }
 
-    if cfg.serves(scheduler_name) && meta.annotation(GROUP_NAME).is_none() {
-        let controller = meta.owner_references.iter().flatten().find(|o| {
-            o.controller == Some(true) && o.uid.as_deref().is_some_and(|u| !u.is_empty())
-        });
-        if let Some(uid) = controller.and_then(|o| o.uid.as_deref()) {
-            let name = Value::String(keys::workload_pod_group_name(Some(uid), ""));
-            // Owner references were read from `metadata`, so it is an object.
-            if meta.annotations.is_some() {
-                ops.add(&["metadata", "annotations", GROUP_NAME], name);
-            } else {
-                let mut map = serde_json::Map::new();
-                map.insert(GROUP_NAME.to_string(), name);
-                ops.add(&["metadata", "annotations"], Value::Object(map));
+    if !cfg.serves(scheduler_name) {
+        return Decision::patch(ops);
+    }
+    let mut annotations = serde_json::Map::new();
+    let group = match meta.annotation(GROUP_NAME) {
+        Some(g) => Some(g.to_string()),
+        None => {
+            let controller = meta.owner_references.iter().flatten().find(|o| {
+                o.controller == Some(true) && o.uid.as_deref().is_some_and(|u| !u.is_empty())
+            });
+            let derived = controller
+                .and_then(|o| o.uid.as_deref())
+                .map(|uid| keys::workload_pod_group_name(Some(uid), ""));
+            if let Some(name) = &derived {
+                annotations.insert(GROUP_NAME.to_string(), Value::String(name.clone()));
             }
+            derived
+        }
+    };
+    if let (Some(native), Some(group)) = (cfg.native_scheduler.as_deref(), group) {
+        to_native(&mut ops, &mut spec_made, spec, &group, native);
+        annotations.insert(
+            keys::SCHEDULER_NAME_ANNOTATION.to_string(),
+            Value::String(scheduler_name.to_string()),
+        );
+    }
+    if !annotations.is_empty() {
+        if meta.annotations.is_some() {
+            for (k, v) in annotations {
+                ops.add(&["metadata", "annotations", &k], v);
+            }
+        } else {
+            // Something was read from `metadata` (owner references, a group name), so it is an
+            // object.
+            ops.add(&["metadata", "annotations"], Value::Object(annotations));
         }
     }
     Decision::patch(ops)
+}
+
+/// Hands a gang pod to kube-scheduler's own gang scheduling (see the module head): its native
+/// PodGroup `group`, the profile `native`, and the plan gate (a pod that names its node is not
+/// scheduled, and the API refuses gates on it).
+fn to_native(
+    ops: &mut Ops,
+    spec_made: &mut bool,
+    spec: &PodSpecView<'_>,
+    group: &str,
+    native: &str,
+) {
+    ensure_spec(ops, spec_made);
+    if spec.scheduling_group.is_none() {
+        ops.add(&["spec", "schedulingGroup"], json!({"podGroupName": group}));
+    }
+    if spec.scheduler_name.as_deref() != Some(native) {
+        ops.add(
+            &["spec", "schedulerName"],
+            Value::String(native.to_string()),
+        );
+    }
+    if spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
+        return;
+    }
+    let gates = spec.scheduling_gates.as_deref();
+    let gated = gates
+        .into_iter()
+        .flatten()
+        .any(|g| g.name.as_deref() == Some(keys::PLAN_GATE));
+    if !gated {
+        let gate = json!({"name": keys::PLAN_GATE});
+        if gates.is_some() {
+            ops.add(&["spec", "schedulingGates", "-"], gate);
+        } else {
+            ops.add(&["spec", "schedulingGates"], Value::Array(vec![gate]));
+        }
+    }
 }
 
 /// Adds an empty `spec` before the first operation below it, when the pod has none.
@@ -291,12 +360,8 @@ pub fn validate(req: &Request, cfg: &AdmissionConfig) -> Decision {
         Ok(p) => p,
         Err(d) => return d,
     };
-    let scheduler = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.scheduler_name.as_deref())
-        .unwrap_or_default();
-    if !cfg.serves(scheduler) {
+    // After `/pods/mutate` with the native engine, the scheduler asked for is in an annotation.
+    if !cfg.serves(keys::served_scheduler(&pod)) {
         return Decision::allow();
     }
     let Some(annotations) = pod.metadata.annotations.as_ref() else {
@@ -394,6 +459,69 @@ mod tests {
             mutated(&d)["metadata"]["annotations"][GROUP_NAME],
             "podgroup-rs-uid"
         );
+    }
+
+    #[test]
+    fn the_native_engine_hands_a_gang_pod_to_kube_schedulers_gang_cycle() {
+        let cfg = AdmissionConfig {
+            native_scheduler: Some("default-scheduler".into()),
+            ..AdmissionConfig::default()
+        };
+        // A vcJob's pod: its group named by the Job controller.
+        let p = pod("volcano", json!({GROUP_NAME: "train-uid"}), json!([]));
+        let out = mutated(&mutate(&request("Pod", "CREATE", p), &cfg)).clone();
+        assert_eq!(out["spec"]["schedulingGroup"]["podGroupName"], "train-uid");
+        assert_eq!(out["spec"]["schedulerName"], "default-scheduler");
+        assert_eq!(
+            out["metadata"]["annotations"][keys::SCHEDULER_NAME_ANNOTATION],
+            "volcano"
+        );
+        assert_eq!(
+            out["spec"]["schedulingGates"],
+            json!([{"name": keys::PLAN_GATE}])
+        );
+        // A workload's pod: the group derived from its owner is the one named.
+        let out = mutated(&mutate(
+            &request("Pod", "CREATE", pod("volcano", json!({}), rs_owner())),
+            &cfg,
+        ))
+        .clone();
+        assert_eq!(
+            out["metadata"]["annotations"][GROUP_NAME],
+            "podgroup-rs-uid"
+        );
+        assert_eq!(
+            out["spec"]["schedulingGroup"]["podGroupName"],
+            "podgroup-rs-uid"
+        );
+        // Another scheduler's pod, and a pod of ours in no gang, are left alone.
+        for p in [
+            pod("default-scheduler", json!({GROUP_NAME: "g"}), json!([])),
+            pod("volcano", json!({}), json!([])),
+        ] {
+            assert_eq!(
+                mutated(&mutate(&request("Pod", "CREATE", p.clone()), &cfg)),
+                &p
+            );
+        }
+        // The gate is added once, after gates already there; a pod naming its node gets none.
+        let mut p = pod("volcano", json!({GROUP_NAME: "g"}), json!([]));
+        p["spec"]["schedulingGates"] =
+            json!([{"name": "example.com/quota"}, {"name": keys::PLAN_GATE}]);
+        let out = mutated(&mutate(&request("Pod", "CREATE", p), &cfg)).clone();
+        assert_eq!(
+            out["spec"]["schedulingGates"],
+            json!([{"name": "example.com/quota"}, {"name": keys::PLAN_GATE}])
+        );
+        let mut p = pod("volcano", json!({GROUP_NAME: "g"}), json!([]));
+        p["spec"]["nodeName"] = json!("n1");
+        let out = mutated(&mutate(&request("Pod", "CREATE", p), &cfg)).clone();
+        assert!(out["spec"].get("schedulingGates").is_none());
+        assert_eq!(out["spec"]["schedulingGroup"]["podGroupName"], "g");
+        // The disruption-budget check still applies to the pod as mutated.
+        let mut p = out;
+        p["metadata"]["annotations"][JDB_MIN_AVAILABLE] = json!("0");
+        assert!(!validate(&request("Pod", "CREATE", p), &cfg).is_allowed());
     }
 
     #[test]

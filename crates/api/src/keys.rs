@@ -53,6 +53,32 @@ pub const QUEUE_ALLOCATION_GATE: &str = "scheduling.volcano.sh/queue-allocation-
 /// once a session has placed the pod, so kube-scheduler asks about a gang pod only when the
 /// plan has a node for it (no turned-down attempts, no backoff between room and bind).
 pub const PLAN_GATE: &str = "scheduling.tephra.io/gang-plan";
+/// A on a pod sent to kube-scheduler's own gang scheduling (`--gang-engine native`): the
+/// scheduler name the pod asked for before `/pods/mutate` pointed `spec.schedulerName` at the
+/// cluster's kube-scheduler profile. Whoever decides whether tephra serves a pod reads this
+/// first ([`served_scheduler`]), so a Volcano pod stays tephra's in either engine.
+pub const SCHEDULER_NAME_ANNOTATION: &str = "scheduling.tephra.io/scheduler-name";
+
+/// The scheduler a pod asked for: [`SCHEDULER_NAME_ANNOTATION`] when the native engine moved it
+/// to kube-scheduler's profile, else `spec.schedulerName` (`default-scheduler` when unset).
+pub fn served_scheduler(pod: &k8s_openapi::api::core::v1::Pod) -> &str {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SCHEDULER_NAME_ANNOTATION))
+        .map(String::as_str)
+        .filter(|n| !n.is_empty())
+        .or_else(|| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.scheduler_name.as_deref())
+                .filter(|n| !n.is_empty())
+        })
+        .unwrap_or(KUBE_DEFAULT_SCHEDULER)
+}
+
+/// kube-scheduler's default profile, the scheduler of a pod that names none.
+pub const KUBE_DEFAULT_SCHEDULER: &str = "default-scheduler";
 /// A on a PodGroup: `true` when its pods come from a StatefulSet with `podManagementPolicy:
 /// OrderedReady`, which makes each pod only once the one before is Ready. Written by the
 /// PodGroup controller; the scheduler names it as the cause when such a gang waits for pods.

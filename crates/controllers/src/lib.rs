@@ -4,6 +4,7 @@
 //! ```text
 //!   cronjob:   schedule:: cron expressions and their next times; plan:: what a CronJob is due
 //!   hypernode: the node counts HyperNodes hold
+//!   native:    the scheduling.k8s.io Workload and PodGroup mirroring a Volcano PodGroup
 //!   job:       request ─▶ policy::apply_policies ─▶ (action, delay) ─▶ state::step ─▶ Step
 //!              build:: pods, PodGroup, PVCs of a vcJob; plugins:: (env, svc, ssh, mpi,
 //!              pytorch, tensorflow, ray, hcclrank) edit them; status:: counts and conditions
@@ -20,5 +21,6 @@
 pub mod cronjob;
 pub mod hypernode;
 pub mod job;
+pub mod native;
 pub mod podgroup;
 pub mod queue;

@@ -395,9 +395,7 @@ impl ClusterIndex {
         let annotations = meta.annotations.as_ref();
         let labels = meta.labels.as_ref();
         let spec = pod.spec.as_ref();
-        let scheduler = spec
-            .and_then(|s| s.scheduler_name.as_deref())
-            .unwrap_or("default-scheduler");
+        let scheduler = keys::served_scheduler(pod);
         let ours = self.scheduler_names.iter().any(|n| n == scheduler);
         let group = annotations
             .and_then(|a| a.get(keys::KUBE_GROUP_NAME_ANNOTATION))

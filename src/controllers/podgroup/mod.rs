@@ -290,11 +290,7 @@ fn has_foreign_group(pod: &Pod) -> bool {
 
 impl Context {
     fn serves(&self, pod: &Pod) -> bool {
-        let name = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.scheduler_name.as_deref())
-            .unwrap_or("default-scheduler");
+        let name = crate::api::keys::served_scheduler(pod);
         self.config.scheduler_names.iter().any(|s| s == name)
     }
 
@@ -744,11 +740,7 @@ pub(crate) fn start(
                 idx.take_fresh()
             };
             let served = |p: &Pod| {
-                let s = p
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.scheduler_name.as_deref())
-                    .unwrap_or("default-scheduler");
+                let s = crate::api::keys::served_scheduler(p);
                 names.iter().any(|n| n == s)
             };
             // New pods, and served pods still without a group name, bring their gang up.

@@ -1,0 +1,446 @@
+//! The native gang engine's bridge (`--gang-engine native`, Kubernetes 1.37+): for each Volcano
+//! PodGroup, the `scheduling.k8s.io/v1beta1` Workload and PodGroup that kube-scheduler's own
+//! gang cycle reads, and what the native PodGroup's condition says back.
+//!
+//! ```text
+//!   Volcano PodGroup ─▶ mirror() ─▶ Mirror { Workload, PodGroup }   (same namespace and name)
+//!   desired + stored  ─▶ pod_group_change() / workload_change() ─▶ create, patch minCount, keep
+//!   native status     ─▶ placement() ─▶ Placed | Unplaceable(message) | Pending
+//! ```
+//!
+//! Both native objects are owned by the Volcano PodGroup (itself owned by its vcJob or
+//! workload), so the garbage collector removes them with it; the Workload names the vcJob
+//! (or the workload, or the PodGroup made by hand) as its `controllerRef`. A native PodGroup's
+//! gang policy, priority and topology are immutable once created; only `minCount` follows a
+//! changed `minMember`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::scheduling::v1beta1 as native;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde_json::{Value, json};
+
+use tephra_api::scheduling::{API_VERSION, PodGroup};
+
+/// The one template of every mirrored Workload.
+pub const TEMPLATE: &str = "gang";
+/// The condition kube-scheduler sets on a native PodGroup after its gang cycle.
+pub const SCHEDULED_CONDITION: &str = "PodGroupInitiallyScheduled";
+/// Label on the native objects tephra keeps.
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "tephra");
+
+/// The native objects for one Volcano PodGroup.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mirror {
+    /// The Workload: one gang template, the controller named.
+    pub workload: native::Workload,
+    /// The PodGroup kube-scheduler places whole: `spec.schedulingGroup.podGroupName` of the
+    /// gang's pods names it.
+    pub pod_group: native::PodGroup,
+}
+
+/// The native objects for `pg`, or `None` while it has no name, namespace or uid (not stored
+/// yet). `topology_key` is the node-label key a hard network-topology constraint of the gang
+/// maps to, when the cluster places by it.
+pub fn mirror(pg: &PodGroup, topology_key: Option<&str>) -> Option<Mirror> {
+    let name = pg.metadata.name.clone().filter(|n| !n.is_empty())?;
+    let namespace = pg.metadata.namespace.clone().filter(|n| !n.is_empty())?;
+    let uid = pg.metadata.uid.clone().filter(|u| !u.is_empty())?;
+    let owner = OwnerReference {
+        api_version: API_VERSION.to_string(),
+        kind: "PodGroup".to_string(),
+        name: name.clone(),
+        uid,
+        controller: Some(true),
+        block_owner_deletion: Some(false),
+    };
+    let meta = ObjectMeta {
+        name: Some(name.clone()),
+        namespace: Some(namespace),
+        labels: Some(BTreeMap::from([(
+            MANAGED_BY.0.to_string(),
+            MANAGED_BY.1.to_string(),
+        )])),
+        owner_references: Some(vec![owner]),
+        ..ObjectMeta::default()
+    };
+    let policy = native::PodGroupSchedulingPolicy {
+        gang: Some(native::GangSchedulingPolicy {
+            min_count: min_count(pg),
+        }),
+        basic: None,
+    };
+    let constraints = topology_key.map(|key| native::PodGroupSchedulingConstraints {
+        topology: Some(vec![native::TopologyConstraint {
+            key: key.to_string(),
+        }]),
+    });
+    let priority_class_name = pg
+        .spec
+        .priority_class_name
+        .clone()
+        .filter(|p| !p.is_empty());
+    let workload = native::Workload {
+        metadata: meta.clone(),
+        spec: native::WorkloadSpec {
+            controller_ref: Some(controller_ref(pg, &name)),
+            pod_group_templates: Some(vec![native::PodGroupTemplate {
+                name: TEMPLATE.to_string(),
+                scheduling_policy: policy.clone(),
+                scheduling_constraints: constraints.clone(),
+                priority_class_name: priority_class_name.clone(),
+                ..native::PodGroupTemplate::default()
+            }]),
+            ..native::WorkloadSpec::default()
+        },
+    };
+    let pod_group = native::PodGroup {
+        metadata: meta,
+        spec: native::PodGroupSpec {
+            scheduling_policy: policy,
+            scheduling_constraints: constraints,
+            priority_class_name,
+            workload_ref: Some(native::WorkloadReference {
+                template_name: TEMPLATE.to_string(),
+                workload_name: name,
+            }),
+            ..native::PodGroupSpec::default()
+        },
+        status: None,
+    };
+    Some(Mirror {
+        workload,
+        pod_group,
+    })
+}
+
+/// The gang's `minCount`: the PodGroup's `minMember`, at least 1 (the native API requires a
+/// positive count; Volcano treats an unset or zero `minMember` as a gang of one).
+fn min_count(pg: &PodGroup) -> i32 {
+    pg.spec.min_member.unwrap_or(1).max(1)
+}
+
+/// What the Workload points back to: the PodGroup's controller owner (a vcJob, a workload),
+/// else the PodGroup itself (one made by hand).
+fn controller_ref(pg: &PodGroup, name: &str) -> native::TypedLocalObjectReference {
+    let owner = pg
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    match owner {
+        Some(o) => {
+            let group = o.api_version.rsplit_once('/').map(|(g, _)| g.to_string());
+            native::TypedLocalObjectReference {
+                api_group: group,
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+            }
+        }
+        None => native::TypedLocalObjectReference {
+            api_group: Some(tephra_api::scheduling::GROUP.to_string()),
+            kind: "PodGroup".to_string(),
+            name: name.to_string(),
+        },
+    }
+}
+
+/// What to write to bring a stored native object in line with the desired one.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// Nothing stored yet: create the desired object.
+    Create,
+    /// A JSON merge patch of the stored object (only `minCount` may change).
+    Patch(Value),
+    /// In line, or differing only in what cannot change after creation.
+    Keep,
+}
+
+/// The write that brings `stored` to `desired`'s gang size.
+pub fn pod_group_change(desired: &native::PodGroup, stored: Option<&native::PodGroup>) -> Change {
+    let Some(stored) = stored else {
+        return Change::Create;
+    };
+    let want = gang_min(&desired.spec.scheduling_policy);
+    let have = gang_min(&stored.spec.scheduling_policy);
+    match (want, have) {
+        (Some(w), Some(h)) if w != h => Change::Patch(json!({
+            "spec": {"schedulingPolicy": {"gang": {"minCount": w}}}
+        })),
+        _ => Change::Keep,
+    }
+}
+
+/// The write that brings `stored` to `desired`'s gang size (the template's `minCount`; the
+/// templates themselves cannot be added or removed).
+pub fn workload_change(desired: &native::Workload, stored: Option<&native::Workload>) -> Change {
+    let Some(stored) = stored else {
+        return Change::Create;
+    };
+    let template = |w: &native::Workload| {
+        w.spec
+            .pod_group_templates
+            .iter()
+            .flatten()
+            .find(|t| t.name == TEMPLATE)
+            .cloned()
+    };
+    let (Some(want), Some(have)) = (template(desired), template(stored)) else {
+        return Change::Keep;
+    };
+    if gang_min(&want.scheduling_policy) == gang_min(&have.scheduling_policy) {
+        return Change::Keep;
+    }
+    // A merge patch replaces a list whole: send every stored template, ours changed.
+    let templates: Vec<native::PodGroupTemplate> = stored
+        .spec
+        .pod_group_templates
+        .iter()
+        .flatten()
+        .map(|t| {
+            if t.name == TEMPLATE {
+                native::PodGroupTemplate {
+                    scheduling_policy: want.scheduling_policy.clone(),
+                    ..t.clone()
+                }
+            } else {
+                t.clone()
+            }
+        })
+        .collect();
+    Change::Patch(json!({"spec": {"podGroupTemplates": templates}}))
+}
+
+fn gang_min(policy: &native::PodGroupSchedulingPolicy) -> Option<i32> {
+    policy.gang.as_ref().map(|g| g.min_count)
+}
+
+/// What kube-scheduler has said of a native PodGroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Not tried yet (no condition).
+    Pending,
+    /// Placed whole (the condition is True).
+    Placed,
+    /// Its gang cycle could not place the group: kube-scheduler's reason and message.
+    Unplaceable {
+        /// `Unschedulable` or `SchedulerError`.
+        reason: String,
+        /// kube-scheduler's words.
+        message: String,
+    },
+}
+
+/// Reads kube-scheduler's [`SCHEDULED_CONDITION`] of a native PodGroup.
+pub fn placement(pg: &native::PodGroup) -> Placement {
+    let condition = pg
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == SCHEDULED_CONDITION));
+    match condition {
+        None => Placement::Pending,
+        Some(c) if c.status == "True" => Placement::Placed,
+        Some(c) => Placement::Unplaceable {
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use tephra_api::scheduling::PodGroupSpec;
+
+    fn volcano_pg(min: Option<i32>, owner: Option<(&str, &str, &str)>) -> PodGroup {
+        let mut pg = PodGroup::new(
+            "train",
+            PodGroupSpec {
+                min_member: min,
+                priority_class_name: Some("high".into()),
+                ..PodGroupSpec::default()
+            },
+        );
+        pg.metadata.namespace = Some("ml".into());
+        pg.metadata.uid = Some("pg-uid".into());
+        pg.metadata.owner_references = owner.map(|(api_version, kind, name)| {
+            vec![OwnerReference {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: name.into(),
+                uid: "owner-uid".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]
+        });
+        pg
+    }
+
+    #[test]
+    fn a_vcjob_gang_becomes_a_workload_and_a_pod_group_owned_by_its_podgroup() {
+        let pg = volcano_pg(Some(4), Some(("batch.volcano.sh/v1alpha1", "Job", "train")));
+        let m = mirror(&pg, None).unwrap();
+        let owner = &m.pod_group.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+            ("PodGroup", "train", "pg-uid")
+        );
+        assert_eq!(owner.api_version, "scheduling.volcano.sh/v1beta1");
+        assert_eq!(
+            m.workload.metadata.owner_references,
+            m.pod_group.metadata.owner_references
+        );
+        let cref = m.workload.spec.controller_ref.as_ref().unwrap();
+        assert_eq!(
+            (
+                cref.api_group.as_deref(),
+                cref.kind.as_str(),
+                cref.name.as_str()
+            ),
+            (Some("batch.volcano.sh"), "Job", "train")
+        );
+        let spec = &m.pod_group.spec;
+        assert_eq!(spec.scheduling_policy.gang.as_ref().unwrap().min_count, 4);
+        assert_eq!(spec.priority_class_name.as_deref(), Some("high"));
+        let wref = spec.workload_ref.as_ref().unwrap();
+        assert_eq!(
+            (wref.workload_name.as_str(), wref.template_name.as_str()),
+            ("train", TEMPLATE)
+        );
+        let templates = m.workload.spec.pod_group_templates.as_ref().unwrap();
+        assert_eq!(templates.len(), 1);
+        assert_eq!(templates[0].scheduling_policy, spec.scheduling_policy);
+        assert!(spec.scheduling_constraints.is_none());
+        assert_eq!(m.pod_group.metadata.namespace.as_deref(), Some("ml"));
+    }
+
+    #[test]
+    fn a_hand_made_podgroup_is_its_own_controller_and_a_gang_of_at_least_one() {
+        let m = mirror(&volcano_pg(None, None), None).unwrap();
+        let cref = m.workload.spec.controller_ref.unwrap();
+        assert_eq!(
+            (
+                cref.api_group.as_deref(),
+                cref.kind.as_str(),
+                cref.name.as_str()
+            ),
+            (Some("scheduling.volcano.sh"), "PodGroup", "train")
+        );
+        assert_eq!(
+            m.pod_group.spec.scheduling_policy.gang.unwrap().min_count,
+            1
+        );
+        let m = mirror(&volcano_pg(Some(0), None), None).unwrap();
+        assert_eq!(
+            m.pod_group.spec.scheduling_policy.gang.unwrap().min_count,
+            1
+        );
+        // A Deployment's gang names its ReplicaSet, core-group owners have no group.
+        let m = mirror(
+            &volcano_pg(Some(2), Some(("apps/v1", "ReplicaSet", "web-1"))),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            m.workload.spec.controller_ref.unwrap().api_group.as_deref(),
+            Some("apps")
+        );
+        let m = mirror(&volcano_pg(Some(2), Some(("v1", "Pod", "p"))), None).unwrap();
+        assert_eq!(m.workload.spec.controller_ref.unwrap().api_group, None);
+    }
+
+    #[test]
+    fn a_podgroup_not_stored_yet_has_no_mirror() {
+        let mut pg = volcano_pg(Some(2), None);
+        pg.metadata.uid = None;
+        assert_eq!(mirror(&pg, None), None);
+    }
+
+    #[test]
+    fn a_topology_key_becomes_the_gang_constraint() {
+        let m = mirror(&volcano_pg(Some(2), None), Some("example.com/rack")).unwrap();
+        let key = |c: Option<native::PodGroupSchedulingConstraints>| {
+            c.and_then(|c| c.topology).map(|t| t[0].key.clone())
+        };
+        assert_eq!(
+            key(m.pod_group.spec.scheduling_constraints).as_deref(),
+            Some("example.com/rack")
+        );
+        let template = m.workload.spec.pod_group_templates.unwrap().remove(0);
+        assert_eq!(
+            key(template.scheduling_constraints).as_deref(),
+            Some("example.com/rack")
+        );
+    }
+
+    #[test]
+    fn only_the_gang_size_follows_the_podgroup() {
+        let desired = mirror(&volcano_pg(Some(4), None), None).unwrap();
+        assert_eq!(pod_group_change(&desired.pod_group, None), Change::Create);
+        assert_eq!(workload_change(&desired.workload, None), Change::Create);
+        assert_eq!(
+            pod_group_change(&desired.pod_group, Some(&desired.pod_group)),
+            Change::Keep
+        );
+        let mut stored = mirror(&volcano_pg(Some(2), None), None).unwrap();
+        assert_eq!(
+            pod_group_change(&desired.pod_group, Some(&stored.pod_group)),
+            Change::Patch(json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}))
+        );
+        let Change::Patch(patch) = workload_change(&desired.workload, Some(&stored.workload))
+        else {
+            panic!("the Workload's template must follow the new minMember");
+        };
+        assert_eq!(
+            patch["spec"]["podGroupTemplates"][0]["schedulingPolicy"]["gang"]["minCount"],
+            4
+        );
+        assert_eq!(patch["spec"]["podGroupTemplates"][0]["name"], TEMPLATE);
+        // An immutable field that differs (the priority class) is kept as stored.
+        stored.pod_group.spec.scheduling_policy = desired.pod_group.spec.scheduling_policy.clone();
+        stored.pod_group.spec.priority_class_name = Some("low".into());
+        assert_eq!(
+            pod_group_change(&desired.pod_group, Some(&stored.pod_group)),
+            Change::Keep
+        );
+    }
+
+    #[test]
+    fn kube_schedulers_condition_reads_as_a_placement() {
+        let mut pg = mirror(&volcano_pg(Some(2), None), None).unwrap().pod_group;
+        assert_eq!(placement(&pg), Placement::Pending);
+        let condition = |status: &str, reason: &str, message: &str| Condition {
+            type_: SCHEDULED_CONDITION.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
+            observed_generation: None,
+        };
+        pg.status = Some(native::PodGroupStatus {
+            conditions: Some(vec![condition(
+                "False",
+                "Unschedulable",
+                "0/4 nodes are available: 4 Insufficient cpu.",
+            )]),
+            ..native::PodGroupStatus::default()
+        });
+        assert_eq!(
+            placement(&pg),
+            Placement::Unplaceable {
+                reason: "Unschedulable".into(),
+                message: "0/4 nodes are available: 4 Insufficient cpu.".into()
+            }
+        );
+        pg.status = Some(native::PodGroupStatus {
+            conditions: Some(vec![condition("True", "Scheduled", "")]),
+            ..native::PodGroupStatus::default()
+        });
+        assert_eq!(placement(&pg), Placement::Placed);
+    }
+}
