@@ -2,8 +2,8 @@
 //! for the columns of priority 1), after k8s.io/kubernetes `pkg/printers/internalversion`:
 //! pods, nodes, namespaces, services, endpoints, configmaps, secrets, service accounts, events,
 //! deployments, replicasets, statefulsets, daemonsets, jobs, leases, priorityclasses, webhook
-//! configurations; every other built-in kind (CRDs, roles, ...) gets kube-apiserver's default
-//! table (`NAME`, `CREATED AT`). Pure functions of the object; the REST layer wraps them in a
+//! configurations, and CustomResourceDefinitions as apiextensions-apiserver prints them; every
+//! other built-in kind (roles, ...) gets kube-apiserver's default table (`NAME`, `CREATED AT`). Pure functions of the object; the REST layer wraps them in a
 //! `meta.k8s.io/v1` Table.
 //!
 //! Each column carries the function that prints its cell, so a column shared by several kinds
@@ -81,6 +81,60 @@ const WEBHOOKS: &[Column] = &[
 ];
 /// kube-apiserver's default table, for kinds without a printer.
 const DEFAULT: &[Column] = &[NAME, CREATED_AT];
+/// apiextensions-apiserver's table of CustomResourceDefinitions (since 1.37).
+const CRD: &[Column] = &[
+    NAME,
+    text!("Scope", "/spec/scope"),
+    col("Versions", "string", |r| json!(served_versions(r.v))),
+    CREATED_AT,
+    wide("Group", |r| json!(str_at(r.v, "/spec/group"))),
+    wide("Kind", |r| json!(str_at(r.v, "/spec/names/kind"))),
+    wide("ShortNames", |r| {
+        let names: Vec<&str> =
+            r.v.pointer("/spec/names/shortNames")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+        json!(names.join(","))
+    }),
+    Column {
+        name: "Established",
+        kind: "boolean",
+        priority: 1,
+        cell: |r| {
+            let established =
+                r.v.pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True");
+            json!(established)
+        },
+    },
+];
+
+/// A CRD's served versions, sorted, the storage one marked `(storage)`, comma-separated.
+fn served_versions(v: &Value) -> String {
+    let mut versions: Vec<String> = v
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v["served"] == true)
+        .map(|v| {
+            let name = v["name"].as_str().unwrap_or_default();
+            if v["storage"] == true {
+                format!("{name}(storage)")
+            } else {
+                name.to_string()
+            }
+        })
+        .collect();
+    versions.sort();
+    versions.join(",")
+}
 
 const POD: &[Column] = &[
     NAME,
@@ -312,6 +366,7 @@ pub fn columns_for(group: &str, kind: &str, custom: bool) -> Option<&'static [Co
         ("batch", "Job") => JOB,
         ("coordination.k8s.io", "Lease") => LEASE,
         ("scheduling.k8s.io", "PriorityClass") => PRIORITY_CLASS,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => CRD,
         (
             "admissionregistration.k8s.io",
             "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration",
@@ -828,6 +883,37 @@ mod tests {
         assert_eq!(headers("", "ConfigMap", false), ["NAME", "DATA", "AGE"]);
     }
 
+    #[test]
+    fn a_crd_row_reads_as_apiextensions_prints_it() {
+        let crd = json!({
+            "metadata": {"name": "jobs.batch.volcano.sh", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"group": "batch.volcano.sh", "scope": "Namespaced",
+                "names": {"kind": "Job", "shortNames": ["vcjob", "vj"]},
+                "versions": [{"name": "v1alpha1", "served": true, "storage": true},
+                             {"name": "v0", "served": false, "storage": false}]},
+            "status": {"conditions": [{"type": "Established", "status": "True"}]}
+        });
+        assert_eq!(
+            cells(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                &crd,
+                "1d",
+                0
+            ),
+            vec![
+                json!("jobs.batch.volcano.sh"),
+                json!("Namespaced"),
+                json!("v1alpha1(storage)"),
+                json!("2026-01-01T00:00:00Z"),
+                json!("batch.volcano.sh"),
+                json!("Job"),
+                json!("vcjob,vj"),
+                json!(true),
+            ]
+        );
+    }
+
     /// Headers of every kind with a printer, narrow and `-o wide`, as kube-apiserver's
     /// printers.go declares them.
     #[test]
@@ -890,8 +976,8 @@ mod tests {
             (
                 "apiextensions.k8s.io",
                 "CustomResourceDefinition",
-                "NAME CREATED AT",
-                "",
+                "NAME SCOPE VERSIONS CREATED AT",
+                "GROUP KIND SHORTNAMES ESTABLISHED",
             ),
             (
                 "rbac.authorization.k8s.io",
@@ -975,15 +1061,9 @@ mod tests {
             cells("scheduling.k8s.io", "PriorityClass", &pc, "1s", 0)[1..3],
             [json!(1000), json!(true)]
         );
-        let crd = json!({"metadata": {"name": "x", "creationTimestamp": "2024-01-01T00:00:00Z"}});
+        let role = json!({"metadata": {"name": "x", "creationTimestamp": "2024-01-01T00:00:00Z"}});
         assert_eq!(
-            cells(
-                "apiextensions.k8s.io",
-                "CustomResourceDefinition",
-                &crd,
-                "1s",
-                0
-            ),
+            cells("rbac.authorization.k8s.io", "ClusterRole", &role, "1s", 0),
             vec![json!("x"), json!("2024-01-01T00:00:00Z")]
         );
     }
