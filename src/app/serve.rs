@@ -489,8 +489,12 @@ fn start_core(
         base.metrics.registry(),
     )?;
     scheduler.subscribe(&mut feeds);
+    let native = (engine == Engine::Native).then(|| crate::controllers::native::NativeConfig {
+        scheduler: scheduler.clone(),
+        place_timeout: args.engine.native_place_timeout,
+    });
     let controllers =
-        start_controllers(args, client, &caches, &mut feeds, base, discovery, engine)?;
+        start_controllers(args, client, &caches, &mut feeds, base, discovery, native)?;
     let feeds = if args.embedded {
         Some(feeds)
     } else {
@@ -996,9 +1000,9 @@ fn start_controllers(
     feeds: &mut CacheFeeds,
     base: &Base,
     discovery: Option<Arc<DiscoveryFile>>,
-    engine: Engine,
+    native: Option<crate::controllers::native::NativeConfig>,
 ) -> Result<crate::controllers::Controllers, AppError> {
-    let native = engine == Engine::Native;
+    let gate_always = native.is_some();
     let config = crate::controllers::ControllerConfig {
         scheduler_names: args.scheduler_names.clone(),
         inherit_owner_annotations: args.inherit_owner_annotations,
@@ -1007,7 +1011,7 @@ fn start_controllers(
             workers: usize::from(args.job_workers),
             max_requeue: args.max_requeue,
             // The native engine admits a gang by removing this gate: it is never left off.
-            plan_gate_schedulers: if args.extender.gate_until_placed || native {
+            plan_gate_schedulers: if args.extender.gate_until_placed || gate_always {
                 args.scheduler_names.clone()
             } else {
                 Vec::new()

@@ -65,8 +65,8 @@ pub struct ControllerConfig {
     /// Workers reconcile only while this replica leads (always, without leader election);
     /// subscribers keep queueing keys meanwhile, so a new leader starts with every key.
     pub leadership: Leadership,
-    /// The native gang engine runs: mirror every PodGroup into `scheduling.k8s.io` objects.
-    pub native: bool,
+    /// With the native gang engine: mirror every PodGroup into `scheduling.k8s.io` objects.
+    pub native: Option<native::NativeConfig>,
 }
 
 impl Default for ControllerConfig {
@@ -79,7 +79,7 @@ impl Default for ControllerConfig {
             job: job::JobConfig::default(),
             hypernode_discovery: None,
             leadership: Leadership::default(),
-            native: false,
+            native: None,
         }
     }
 }
@@ -221,12 +221,12 @@ pub fn start(
     tasks.extend(hypernode::start(
         client, caches, feeds, &config, &metrics, &token,
     ));
-    if config.native {
+    if let Some(settings) = &config.native {
         metrics
             .errors
             .with_label_values(&[native::NAME, native::NativeError::FIRST]);
         tasks.extend(native::start(
-            client, caches, feeds, &config, &metrics, &token,
+            client, caches, feeds, &config, settings, &metrics, &token,
         ));
     }
     tracing::info!(

@@ -7,14 +7,22 @@
 //!   native Workload / PodGroup events ──────┴▶ WorkQueue<"ns/name">
 //!        ▼
 //!   reconcile: mirror() ─▶ workload_change / pod_group_change ─▶ create or merge-patch
+//!              admission() ─▶ hold back (annotate, native minCount out of reach, release
+//!                             the session's placements) or readmit (clear, minCount back)
 //! ```
+//!
+//! A gang kube-scheduler has said it cannot place for `--native-place-timeout`, none of its
+//! pods bound, is held back ([`Admission`]); the sessions then see it as any waiting gang,
+//! and once one that started after the hold places it, it is sent to kube-scheduler again.
 //!
 //! The native objects are watched here, not in the shared caches: a cluster without the API
 //! would fail those watches forever. A native object deleted by hand is made again from its
 //! event; when the Volcano PodGroup goes, the garbage collector removes both (they are owned
 //! by it).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::scheduling::v1beta1 as native;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -28,8 +36,28 @@ use tokio_util::sync::CancellationToken;
 
 use super::workqueue::WorkQueue;
 use super::{Action, ControllerConfig, ControllerMetrics, KubeOp, MetricLabel};
+use crate::api::PodGroup;
+use crate::cluster::events::{EventRecorder, EventType, object_ref};
 use crate::cluster::{CacheFeeds, Caches};
-use tephra_controllers::native::{Change, mirror, pod_group_change, workload_change};
+use crate::scheduler::Scheduler;
+use crate::scheduler::outcome::Verdict;
+use crate::sync::lock;
+use tephra_controllers::native::{
+    Admission, Change, GangState, HELD, admission, hold, mirror, placement, pod_group_change,
+    unplaceable_since, workload_change,
+};
+
+/// The native engine's settings, when it runs.
+#[derive(Clone, Debug)]
+pub struct NativeConfig {
+    /// The session: its plan says which gangs it places, its index what it assumed.
+    pub scheduler: Scheduler,
+    /// `--native-place-timeout`.
+    pub place_timeout: Duration,
+}
+
+/// How often a held-back gang looks for a session that placed it again.
+const HELD_RECHECK: Duration = Duration::from_secs(2);
 
 /// The controller's name (metrics).
 pub const NAME: &str = "native-bridge";
@@ -61,6 +89,13 @@ struct Context {
     caches: Caches,
     workloads: Store<native::Workload>,
     pod_groups: Store<native::PodGroup>,
+    config: NativeConfig,
+    events: EventRecorder,
+    /// Gang → the session count when it was held back, and when it was last sent again (Unix
+    /// seconds: kube-scheduler's condition still says it could not place the gang from before).
+    /// Lost on restart: a held gang then goes back at the next session that places it.
+    held_at: Mutex<HashMap<String, u64>>,
+    sent_at: Mutex<HashMap<String, i64>>,
 }
 
 /// `namespace/name` of an object.
@@ -97,7 +132,7 @@ async fn reconcile(ctx: Arc<Context>, key: String) -> Result<Action, NativeError
     let Some(Ok(pg)) = cached.as_ref().map(|g| g.0.as_ref()) else {
         return Ok(Action::AwaitChange);
     };
-    let Some(want) = mirror(pg, None) else {
+    let Some(mut want) = mirror(pg, None) else {
         return Ok(Action::AwaitChange);
     };
     // The Workload first: the PodGroup names it.
@@ -105,9 +140,135 @@ async fn reconcile(ctx: Arc<Context>, key: String) -> Result<Action, NativeError
     let change = workload_change(&want.workload, stored.as_deref());
     write(&ctx.client, namespace, &want.workload, change, "workload").await?;
     let stored = ctx.pod_groups.get(&ObjectRef::new(name).within(namespace));
+    let gang = gang_state(&ctx, &key, pg, stored.as_deref());
+    let next = match admission(&gang, ctx.config.place_timeout.as_secs()) {
+        Admission::Wait => {
+            hold(&mut want.pod_group);
+            Action::RequeueAfter(HELD_RECHECK)
+        }
+        Admission::HoldBack => {
+            hold_back(&ctx, &key, pg, stored.as_deref()).await?;
+            hold(&mut want.pod_group);
+            Action::RequeueAfter(HELD_RECHECK)
+        }
+        Admission::Readmit => {
+            set_held(&ctx.client, namespace, name, None).await?;
+            lock(&ctx.held_at).remove(&key);
+            lock(&ctx.sent_at).insert(key.clone(), k8s_openapi::jiff::Timestamp::now().as_second());
+            tracing::info!(gang = %key, "native engine: a session placed the held-back gang; sent to kube-scheduler again");
+            Action::AwaitChange
+        }
+        Admission::SendAndRecheck(after) => Action::RequeueAfter(after),
+        Admission::Send => Action::AwaitChange,
+    };
     let change = pod_group_change(&want.pod_group, stored.as_deref());
     write(&ctx.client, namespace, &want.pod_group, change, "podgroup").await?;
-    Ok(Action::AwaitChange)
+    Ok(next)
+}
+
+/// What [`admission`] reads of gang `key`, from its Volcano and native PodGroups and the
+/// session.
+fn gang_state(
+    ctx: &Context,
+    key: &str,
+    pg: &PodGroup,
+    stored: Option<&native::PodGroup>,
+) -> GangState {
+    let held = pg
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(HELD));
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let scheduler = &ctx.config.scheduler;
+    let bound = {
+        let idx = scheduler.index();
+        idx.job_tasks(key)
+            .filter(|t| t.node.is_some() && !t.assumed)
+            .count()
+    };
+    let placed_since_hold = held && {
+        let held_at = lock(&ctx.held_at).get(key).copied().unwrap_or(0);
+        // The session running at the hold may still have counted the old placements.
+        scheduler.session_count() > held_at + 1
+            && scheduler.plan().gangs.get(key) == Some(&Verdict::Ready)
+    };
+    GangState {
+        held,
+        placement: stored.map_or(tephra_controllers::native::Placement::Pending, placement),
+        unplaceable_for: stored.and_then(unplaceable_since).map(|since| {
+            let sent = lock(&ctx.sent_at).get(key).copied().unwrap_or(since);
+            u64::try_from(now - since.max(sent)).unwrap_or(0)
+        }),
+        bound: i32::try_from(bound).unwrap_or(i32::MAX),
+        placed_since_hold,
+    }
+}
+
+/// Holds gang `key` back: marks its Volcano PodGroup (the caller then puts its native
+/// PodGroup's `minCount` out of reach, and kube-scheduler leaves its pods waiting), releases
+/// the placements the session assumed for it, and says why in an Event.
+async fn hold_back(
+    ctx: &Context,
+    key: &str,
+    pg: &PodGroup,
+    stored: Option<&native::PodGroup>,
+) -> Result<(), NativeError> {
+    let (namespace, name) = key.split_once('/').unwrap_or_default();
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    set_held(&ctx.client, namespace, name, Some(&now)).await?;
+    let scheduler = &ctx.config.scheduler;
+    {
+        let mut idx = scheduler.index();
+        let uids: Vec<String> = idx.job_tasks(key).map(|t| t.uid.clone()).collect();
+        for uid in uids {
+            idx.forget(&uid);
+        }
+    }
+    lock(&ctx.held_at).insert(key.to_string(), scheduler.session_count());
+    let said = match stored.map(placement) {
+        Some(tephra_controllers::native::Placement::Unplaceable { message, .. }) => message,
+        _ => String::new(),
+    };
+    let message = format!(
+        "kube-scheduler could not place the gang within {:?} ({said}); held back, its room released until a session finds room again",
+        ctx.config.place_timeout
+    );
+    tracing::info!(gang = %key, %message, "native engine: gang held back");
+    let object = object_ref(
+        crate::api::scheduling::API_VERSION,
+        "PodGroup",
+        Some(namespace),
+        name,
+        pg.metadata.uid.as_deref(),
+    );
+    if let Err(e) = ctx
+        .events
+        .record(&object, EventType::Warning, "NotPlaced", &message)
+        .await
+    {
+        tracing::debug!(gang = %key, error = %crate::report::report(&e), "event not recorded");
+    }
+    Ok(())
+}
+
+/// Sets (or, with `None`, removes) the [`HELD`] annotation of a Volcano PodGroup.
+async fn set_held(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    at: Option<&str>,
+) -> Result<(), NativeError> {
+    let api: Api<PodGroup> = Api::namespaced(client.clone(), namespace);
+    let patch = serde_json::json!({"metadata": {"annotations": {HELD: at}}});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if crate::cluster::status_code(&e) == Some(404) => Ok(()),
+        Err(e) => Err(KubeOp::new("patch-held", format!("{namespace}/{name}"), e).into()),
+    }
 }
 
 /// Applies one [`Change`] of `obj`. A create answered 409 means the cache had not seen the
@@ -183,6 +344,7 @@ pub(crate) fn start(
     caches: &Caches,
     feeds: &mut CacheFeeds,
     config: &ControllerConfig,
+    native: &NativeConfig,
     metrics: &ControllerMetrics,
     shutdown: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
@@ -219,6 +381,10 @@ pub(crate) fn start(
         caches: caches.clone(),
         workloads,
         pod_groups,
+        config: native.clone(),
+        events: EventRecorder::new(client.clone(), "tephra-native-bridge"),
+        held_at: Mutex::new(HashMap::new()),
+        sent_at: Mutex::new(HashMap::new()),
     });
     super::spawn_workers(
         NAME,

@@ -280,10 +280,11 @@ spec:
 YAML
   done
 }
-# gpu_vcjob NAME REPLICAS SUCCEED_AFTER: a gang whose pods each claim one device.
+# gpu_vcjob NAME REPLICAS SUCCEED_AFTER [TEMPLATE]: a gang whose pods each claim one device
+# (from the ResourceClaimTemplate TEMPLATE, default one-gpu).
 gpu_vcjob() {
   vcjob "$1" "$2" 500m "$3" | sed \
-    -e 's|^        spec:$|        spec:\n          resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]|' \
+    -e "s|^        spec:\$|        spec:\n          resourceClaims: [{name: gpu, resourceClaimTemplateName: ${4:-one-gpu}}]|" \
     -e 's|^                requests: {cpu: "500m", memory: 128Mi}$|&\n                claims: [{name: gpu}]|'
 }
 pods_on() { k get pods -l "volcano.sh/job-name=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c . || true; }
@@ -360,6 +361,62 @@ s_native_job_completes() {
   echo "#   Workload and PodGroup $pg (minCount 3); pods placed by default-scheduler's gang cycle, no extender call"
 }
 s_native_gangs_in_turn() { gangs_in_turn native-b native-c; }
+# A gang tephra admits but kube-scheduler cannot place (each pod claims a device of a class
+# no node has yet) is held back after --native-place-timeout (5 s here): its native PodGroup
+# removed, its Volcano PodGroup marked, a NotPlaced Event saying why; once devices are
+# published, a later admission places it and it runs whole.
+nodev_objects() {
+  cat <<YAML
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: nodev.tephra.test}
+spec:
+  selectors:
+    - cel: {expression: 'device.driver == "nodev.tephra.test"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-nodev}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly: {deviceClassName: nodev.tephra.test}
+YAML
+}
+nodev_slices() {
+  local n
+  for n in kwok-node-0 kwok-node-1; do
+    cat <<YAML
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: $n-nodev}
+spec:
+  driver: nodev.tephra.test
+  nodeName: $n
+  pool: {name: $n-nodev, generation: 1, resourceSliceCount: 1}
+  devices:
+    - name: dev-0
+YAML
+  done
+}
+held_back() {
+  k get events --field-selector reason=NotPlaced -o jsonpath='{range .items[*]}{.involvedObject.name}{"\n"}{end}' | grep -q "^$1"
+}
+s_native_hold_back() {
+  nodev_objects | k apply -f - >/dev/null || { why="apply DeviceClass and ResourceClaimTemplate"; return 1; }
+  gpu_vcjob native-e 2 5s one-nodev | k apply -f - >/dev/null || { why="apply native-e"; return 1; }
+  wait_until 60 held_back native-e || { why="no NotPlaced Event for native-e within 60 s"; return 1; }
+  local pg message
+  message=$(k get events --field-selector reason=NotPlaced -o jsonpath='{.items[0].message}')
+  [ "$(pods_on native-e)" = 0 ] || { why="native-e has $(pods_on native-e) pod(s) bound while held"; return 1; }
+  nodev_slices | k apply -f - >/dev/null || { why="apply ResourceSlices"; return 1; }
+  wait_phase native-e Completed 90 || return 1
+  echo "#   held back: $message"
+}
+
 native_gone() { [ "$(native_objects "$1")" = 0 ]; }
 s_native_delete_gc() {
   # A finished vcJob's PodGroup goes, and its native objects with it.
@@ -384,10 +441,11 @@ scenario "a gang claiming devices through DRA runs whole where the devices are, 
 
 echo "# the native engine: tephra restarted with --gang-engine native"
 stop_tephra
-tephra_serve_args=(--gang-engine native)
+tephra_serve_args=(--gang-engine native --native-place-timeout 5s)
 if start_tephra; then
   scenario "native: a vcJob runs to Completed through kube-scheduler's own gang scheduling" s_native_job_completes
   scenario "native: two gangs that cannot both fit run one after the other, each whole" s_native_gangs_in_turn
+  scenario "native: a gang kube-scheduler cannot place is held back, then runs once it can be placed" s_native_hold_back
   scenario "native: a vcJob finished or deleted takes its Workload and PodGroup with it" s_native_delete_gc
 else
   failed=$((failed + 1))

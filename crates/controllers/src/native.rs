@@ -232,6 +232,17 @@ pub enum Placement {
     },
 }
 
+/// When kube-scheduler first said it cannot place the group (the condition's last transition),
+/// as a Unix time in seconds.
+pub fn unplaceable_since(pg: &native::PodGroup) -> Option<i64> {
+    let c = pg
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == SCHEDULED_CONDITION))?;
+    (c.status != "True").then(|| c.last_transition_time.0.as_second())
+}
+
 /// Reads kube-scheduler's [`SCHEDULED_CONDITION`] of a native PodGroup.
 pub fn placement(pg: &native::PodGroup) -> Placement {
     let condition = pg
@@ -246,6 +257,81 @@ pub fn placement(pg: &native::PodGroup) -> Placement {
             reason: c.reason.clone(),
             message: c.message.clone(),
         },
+    }
+}
+
+/// `minCount` of a held-back gang's native PodGroup: more pods than any gang has, so
+/// kube-scheduler leaves them waiting for the rest of their gang.
+pub const HELD_MIN_COUNT: i32 = i32::MAX;
+
+/// Holds `pod_group` back (see [`Admission`]): its gang's `minCount` becomes
+/// [`HELD_MIN_COUNT`].
+pub fn hold(pod_group: &mut native::PodGroup) {
+    if let Some(gang) = pod_group.spec.scheduling_policy.gang.as_mut() {
+        gang.min_count = HELD_MIN_COUNT;
+    }
+}
+
+/// Whether a gang is sent to kube-scheduler's gang cycle or held back. A scheduling gate
+/// cannot be put back on a pod (the API only lets gates be removed), and a native PodGroup
+/// cannot go while pods name it (kube-apiserver's PodGroupProtection finalizer), so a gang
+/// admitted once is held back through its native PodGroup's `minCount` (the one field that
+/// may change): at [`HELD_MIN_COUNT`] kube-scheduler leaves its pods waiting for the rest of
+/// the gang, and a gang waiting there holds no room.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Keep the native PodGroup (make it if missing).
+    Send,
+    /// As `Send`, and look again after this long (when the place timeout would run out).
+    SendAndRecheck(std::time::Duration),
+    /// kube-scheduler could not place the gang within the place timeout: hold it back
+    /// ([`hold`], and release what the session assumed for it).
+    HoldBack,
+    /// Held back and a session since has found room for it again: send it anew.
+    Readmit,
+    /// Held back, no room found since: keep waiting (look again after a session).
+    Wait,
+}
+
+/// What [`admission`] reads of one gang.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GangState {
+    /// Held back (the annotation [`HELD`] is on its Volcano PodGroup).
+    pub held: bool,
+    /// What kube-scheduler said of its native PodGroup.
+    pub placement: Placement,
+    /// Seconds since kube-scheduler said it cannot place the gang (since the condition's last
+    /// transition, or since the gang was last sent, whichever is later), when it says so.
+    pub unplaceable_for: Option<u64>,
+    /// Pods of the gang bound to a node.
+    pub bound: i32,
+    /// A session that started after the hold placed the gang.
+    pub placed_since_hold: bool,
+}
+
+/// Annotation on a Volcano PodGroup whose gang the native engine holds back: when (RFC 3339).
+pub const HELD: &str = "scheduling.tephra.io/native-held";
+
+/// Whether the gang goes to kube-scheduler now (see [`Admission`]); `timeout` is
+/// `--native-place-timeout` in seconds.
+pub fn admission(gang: &GangState, timeout: u64) -> Admission {
+    if gang.held {
+        return if gang.placed_since_hold {
+            Admission::Readmit
+        } else {
+            Admission::Wait
+        };
+    }
+    // A gang kube-scheduler has started to bind is never pulled back.
+    if gang.bound > 0 {
+        return Admission::Send;
+    }
+    match (&gang.placement, gang.unplaceable_for) {
+        (Placement::Unplaceable { .. }, Some(age)) if age >= timeout => Admission::HoldBack,
+        (Placement::Unplaceable { .. }, Some(age)) => {
+            Admission::SendAndRecheck(std::time::Duration::from_secs(timeout - age))
+        }
+        _ => Admission::Send,
     }
 }
 
@@ -405,6 +491,73 @@ mod tests {
         assert_eq!(
             pod_group_change(&desired.pod_group, Some(&stored.pod_group)),
             Change::Keep
+        );
+    }
+
+    #[test]
+    fn a_gang_kube_scheduler_cannot_place_is_held_back_after_the_timeout_and_readmitted_later() {
+        let unplaceable = Placement::Unplaceable {
+            reason: "Unschedulable".into(),
+            message: "0/4 nodes are available".into(),
+        };
+        let gang = GangState {
+            held: false,
+            placement: unplaceable.clone(),
+            unplaceable_for: Some(30),
+            bound: 0,
+            placed_since_hold: false,
+        };
+        assert_eq!(
+            admission(&gang, 120),
+            Admission::SendAndRecheck(std::time::Duration::from_secs(90))
+        );
+        let late = GangState {
+            unplaceable_for: Some(120),
+            ..gang.clone()
+        };
+        assert_eq!(admission(&late, 120), Admission::HoldBack);
+        // Not tried yet, or placed: sent.
+        for placement in [Placement::Pending, Placement::Placed] {
+            let g = GangState {
+                placement,
+                unplaceable_for: None,
+                ..gang.clone()
+            };
+            assert_eq!(admission(&g, 120), Admission::Send);
+        }
+        // Binding has started: never pulled back.
+        let binding = GangState {
+            bound: 1,
+            ..late.clone()
+        };
+        assert_eq!(admission(&binding, 120), Admission::Send);
+        // Held: waits until a session after the hold finds room.
+        let held = GangState {
+            held: true,
+            ..late.clone()
+        };
+        assert_eq!(admission(&held, 120), Admission::Wait);
+        let room = GangState {
+            placed_since_hold: true,
+            ..held
+        };
+        assert_eq!(admission(&room, 120), Admission::Readmit);
+    }
+
+    #[test]
+    fn a_held_gang_asks_for_more_pods_than_it_has_and_gets_its_size_back() {
+        let sent = mirror(&volcano_pg(Some(3), None), None).unwrap().pod_group;
+        let mut held = sent.clone();
+        hold(&mut held);
+        assert_eq!(
+            pod_group_change(&held, Some(&sent)),
+            Change::Patch(
+                json!({"spec": {"schedulingPolicy": {"gang": {"minCount": HELD_MIN_COUNT}}}})
+            )
+        );
+        assert_eq!(
+            pod_group_change(&sent, Some(&held)),
+            Change::Patch(json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}}))
         );
     }
 
