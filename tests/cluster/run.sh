@@ -230,14 +230,16 @@ s_delete_gc() {
   wait_until 60 doomed_gone || { why="after 60 s: pods $(job_pods doomed), podgroups $(k get podgroups.scheduling.volcano.sh -o name | grep -c doomed)"; return 1; }
 }
 
-s_restart_mid_job() {
-  vcjob survivor 2 500m 20s | k apply -f - >/dev/null || { why="apply"; return 1; }
-  wait_phase survivor Running 60 || return 1
+# restart_mid_job NAME: tephra stopped and started while the vcJob NAME runs.
+restart_mid_job() {
+  vcjob "$1" 2 500m 20s | k apply -f - >/dev/null || { why="apply"; return 1; }
+  wait_phase "$1" Running 60 || return 1
   stop_tephra
   sleep 2
   start_tephra || { why="tephra did not restart"; return 1; }
-  wait_phase survivor Completed 90 || return 1
+  wait_phase "$1" Completed 90 || return 1
 }
+s_restart_mid_job() { restart_mid_job survivor; }
 
 # Devices through Dynamic Resource Allocation, published the way a driver would
 # (ResourceSlices; kwok has no kubelet plugin to prepare them): one device on
@@ -417,6 +419,58 @@ s_native_hold_back() {
   echo "#   held back: $message"
 }
 
+s_native_deployment() {
+  k apply -f "$repo_dir/tests/data/manifests/deployment.yaml" >/dev/null || { why="apply"; return 1; }
+  wait_until 90 web_gang_running || { why="web-gang pods not Running: $(k get pods -l app=web-gang --no-headers 2>&1 | tr '\n' ';')"; return 1; }
+  local groups native_groups
+  groups=$(k get pods -l app=web-gang -o jsonpath='{range .items[*]}{.metadata.annotations.scheduling\.k8s\.io/group-name}{"\n"}{end}' | sort -u)
+  native_groups=$(k get pods -l app=web-gang -o jsonpath='{range .items[*]}{.spec.schedulingGroup.podGroupName}{"\n"}{end}' | sort -u)
+  local mirrored
+  mirrored=$(native_objects "$groups")
+  k delete deployment web-gang --wait=false >/dev/null
+  [ -n "$groups" ] && [ "$groups" = "$native_groups" ] && [ "$mirrored" = 2 ] \
+    || { why="the pods name PodGroup '$groups' and scheduling group '$native_groups' ($mirrored native objects)"; return 1; }
+  echo "#   ReplicaSet pods in PodGroup $groups, placed by kube-scheduler's gang cycle"
+}
+s_native_restart_mid_job() { restart_mid_job native-survivor; }
+# Two queues of weights 1 and 3, each with more small gangs than its share (four nodes of
+# 8 cpu; 14 gangs of 2 pods of 1 cpu per queue, running for an hour): whichever queue got
+# ahead while the gangs arrived, gangreclaim takes whole gangs back until the cpu in use is
+# 1:3 (8 and 24 of 32, give or take a gang).
+queue_cpu() {
+  k get pods -l "share-test=$1" --field-selector=status.phase=Running -o name | wc -l | tr -d ' '
+}
+s_native_queues_share() {
+  local q
+  for q in 1 3; do
+    cat <<YAML | k apply -f - >/dev/null || { why="apply queue w$q"; return 1; }
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: w$q}
+spec: {weight: $q, reclaimable: true}
+YAML
+  done
+  local i
+  for i in $(seq 1 14); do
+    for q in 1 3; do
+      vcjob "share-w$q-$i" 2 1 1h | sed -e "s|^  schedulerName: volcano$|  schedulerName: volcano\n  queue: w$q|" \
+        -e "s|^          annotations: {kwok.tephra.test/succeed-after: \"1h\"}$|          annotations: {kwok.tephra.test/succeed-after: \"1h\"}\n          labels: {share-test: w$q}|" \
+        | k apply -f - >/dev/null || { why="apply share-w$q-$i"; return 1; }
+    done
+  done
+  # Settled near 1:3 and unchanged over 5 s, at most 150 s.
+  local a b last="" t
+  for ((t = 0; t < 30; t++)); do
+    a=$(queue_cpu w1) b=$(queue_cpu w3)
+    [ "$a $b" = "$last" ] && [ "$b" -ge 22 ] && break
+    last="$a $b"
+    sleep 5
+  done
+  for i in $(seq 1 14); do k delete vcjob "share-w1-$i" "share-w3-$i" --wait=false >/dev/null 2>&1; done
+  [ "$a" -ge 6 ] && [ "$a" -le 10 ] && [ "$b" -ge 22 ] && [ "$b" -le 26 ] \
+    || { why="cpu in use by queue w1 $a, w3 $b; want about 8 and 24"; return 1; }
+  echo "#   cpu in use: queue w1 (weight 1) $a, queue w3 (weight 3) $b"
+}
 native_gone() { [ "$(native_objects "$1")" = 0 ]; }
 s_native_delete_gc() {
   # A finished vcJob's PodGroup goes, and its native objects with it.
@@ -441,11 +495,22 @@ scenario "a gang claiming devices through DRA runs whole where the devices are, 
 
 echo "# the native engine: tephra restarted with --gang-engine native"
 stop_tephra
-tephra_serve_args=(--gang-engine native --native-place-timeout 5s)
+# Volcano's default configuration with gangreclaim, which the queues' shares need: every gang
+# of the share scenario runs exactly minAvailable pods, so only whole gangs can be taken back.
+cat >"$work/reclaim.conf" <<'CONF'
+actions: "enqueue, allocate, gangreclaim, backfill"
+tiers:
+  - plugins: [{name: priority}, {name: gang}, {name: conformance}]
+  - plugins: [{name: drf}, {name: predicates}, {name: proportion}, {name: nodeorder}, {name: binpack}]
+CONF
+tephra_serve_args=(--gang-engine native --native-place-timeout 5s --config "$work/reclaim.conf")
 if start_tephra; then
   scenario "native: a vcJob runs to Completed through kube-scheduler's own gang scheduling" s_native_job_completes
   scenario "native: two gangs that cannot both fit run one after the other, each whole" s_native_gangs_in_turn
   scenario "native: a gang kube-scheduler cannot place is held back, then runs once it can be placed" s_native_hold_back
+  scenario "native: a Deployment with group-min-member runs as a gang" s_native_deployment
+  scenario "native: tephra restarted mid-job finishes it" s_native_restart_mid_job
+  scenario "native: two queues of weights 1 and 3 share the cluster 1:3" s_native_queues_share
   scenario "native: a vcJob finished or deleted takes its Workload and PodGroup with it" s_native_delete_gc
 else
   failed=$((failed + 1))
