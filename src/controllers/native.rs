@@ -44,7 +44,7 @@ use crate::scheduler::outcome::Verdict;
 use crate::sync::lock;
 use tephra_controllers::native::{
     Admission, Change, GangState, HELD, admission, hold, mirror, placement, pod_group_change,
-    unplaceable_since, workload_change,
+    topology_key, unplaceable_since, workload_change,
 };
 
 /// The native engine's settings, when it runs.
@@ -96,6 +96,10 @@ struct Context {
     /// Lost on restart: a held gang then goes back at the next session that places it.
     held_at: Mutex<HashMap<String, u64>>,
     sent_at: Mutex<HashMap<String, i64>>,
+    /// `--controller-config`'s label discovery: a hard tier's label key.
+    discovery: Option<Arc<super::hypernode::discovery::DiscoveryFile>>,
+    /// The warning that the cluster drops topology constraints was logged.
+    said_no_topology: std::sync::atomic::AtomicBool,
 }
 
 /// `namespace/name` of an object.
@@ -132,14 +136,26 @@ async fn reconcile(ctx: Arc<Context>, key: String) -> Result<Action, NativeError
     let Some(Ok(pg)) = cached.as_ref().map(|g| g.0.as_ref()) else {
         return Ok(Action::AwaitChange);
     };
-    let Some(mut want) = mirror(pg, None) else {
+    let labels = ctx.discovery.as_ref().and_then(|d| d.current());
+    let key_of_tier = labels.and_then(|l| topology_key(pg, &l));
+    let Some(mut want) = mirror(pg, key_of_tier.as_deref()) else {
         return Ok(Action::AwaitChange);
     };
     // The Workload first: the PodGroup names it.
     let stored = ctx.workloads.get(&ObjectRef::new(name).within(namespace));
     let change = workload_change(&want.workload, stored.as_deref());
-    write(&ctx.client, namespace, &want.workload, change, "workload").await?;
+    write(&ctx.client, namespace, &want.workload, change, WORKLOAD_OPS).await?;
     let stored = ctx.pod_groups.get(&ObjectRef::new(name).within(namespace));
+    if let Some(stored) = &stored
+        && want.pod_group.spec.scheduling_constraints.is_some()
+        && stored.spec.scheduling_constraints.is_none()
+        && !ctx
+            .said_no_topology
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        // kube-apiserver drops a field whose feature gate is off.
+        tracing::warn!(gang = %key, "native engine: the cluster dropped the PodGroup's topology constraint (feature gate TopologyAwareWorkloadScheduling off): kube-scheduler places gangs without their networkTopology");
+    }
     let gang = gang_state(&ctx, &key, pg, stored.as_deref());
     let next = match admission(&gang, ctx.config.place_timeout.as_secs()) {
         Admission::Wait => {
@@ -162,7 +178,14 @@ async fn reconcile(ctx: Arc<Context>, key: String) -> Result<Action, NativeError
         Admission::Send => Action::AwaitChange,
     };
     let change = pod_group_change(&want.pod_group, stored.as_deref());
-    write(&ctx.client, namespace, &want.pod_group, change, "podgroup").await?;
+    write(
+        &ctx.client,
+        namespace,
+        &want.pod_group,
+        change,
+        POD_GROUP_OPS,
+    )
+    .await?;
     Ok(next)
 }
 
@@ -271,6 +294,11 @@ async fn set_held(
     }
 }
 
+/// The names (errors metric, logs) of creating and of patching one kind.
+type Ops = (&'static str, &'static str);
+const WORKLOAD_OPS: Ops = ("create-workload", "patch-workload");
+const POD_GROUP_OPS: Ops = ("create-podgroup", "patch-podgroup");
+
 /// Applies one [`Change`] of `obj`. A create answered 409 means the cache had not seen the
 /// object yet (its event queues the key again); a patch answered 404 means it was deleted
 /// meanwhile (its delete event does).
@@ -279,7 +307,7 @@ async fn write<K>(
     namespace: &str,
     obj: &K,
     change: Change,
-    what: &'static str,
+    (create, patch_op): Ops,
 ) -> Result<(), KubeOp>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
@@ -298,19 +326,15 @@ where
                 field_manager: Some(FIELD_MANAGER.to_string()),
                 ..PostParams::default()
             };
-            (create_op(what), api.create(&params, obj).await.map(drop))
+            (create, api.create(&params, obj).await.map(drop))
         }
         Change::Patch(patch) => {
             let params = PatchParams {
                 field_manager: Some(FIELD_MANAGER.to_string()),
                 ..PatchParams::default()
             };
-            (
-                patch_op(what),
-                api.patch(&name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map(drop),
-            )
+            let patched = api.patch(&name, &params, &Patch::Merge(&patch)).await;
+            (patch_op, patched.map(drop))
         }
     };
     match result {
@@ -320,22 +344,6 @@ where
         }
         Err(e) if matches!(crate::cluster::status_code(&e), Some(404 | 409)) => Ok(()),
         Err(e) => Err(KubeOp::new(op, format!("{namespace}/{name}"), e)),
-    }
-}
-
-fn create_op(what: &str) -> &'static str {
-    if what == "workload" {
-        "create-workload"
-    } else {
-        "create-podgroup"
-    }
-}
-
-fn patch_op(what: &str) -> &'static str {
-    if what == "workload" {
-        "patch-workload"
-    } else {
-        "patch-podgroup"
     }
 }
 
@@ -385,6 +393,8 @@ pub(crate) fn start(
         events: EventRecorder::new(client.clone(), "tephra-native-bridge"),
         held_at: Mutex::new(HashMap::new()),
         sent_at: Mutex::new(HashMap::new()),
+        discovery: config.hypernode_discovery.clone(),
+        said_no_topology: std::sync::atomic::AtomicBool::new(false),
     });
     super::spawn_workers(
         NAME,

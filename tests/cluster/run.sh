@@ -247,38 +247,44 @@ s_restart_mid_job() { restart_mid_job survivor; }
 # whole on those three nodes, one pod per node; a second gang that needs two
 # devices while none is free waits with nothing bound, then runs whole once the
 # first has finished and its claims are gone.
-dra_objects() {
+# device_class DRIVER TEMPLATE: a DeviceClass of DRIVER's devices and a ResourceClaimTemplate
+# TEMPLATE claiming one of them.
+device_class() {
   cat <<YAML
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
-metadata: {name: gpu.tephra.test}
+metadata: {name: $1}
 spec:
   selectors:
-    - cel: {expression: 'device.driver == "gpu.tephra.test"'}
+    - cel: {expression: 'device.driver == "$1"'}
 ---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
-metadata: {name: one-gpu}
+metadata: {name: $2}
 spec:
   spec:
     devices:
       requests:
         - name: gpu
-          exactly: {deviceClassName: gpu.tephra.test}
+          exactly: {deviceClassName: $1}
 YAML
-  local n
+}
+# device_slices DRIVER NODE...: one device of DRIVER on each NODE, published as a driver would.
+device_slices() {
+  local driver=$1 n
+  shift
   for n in "$@"; do
     cat <<YAML
 ---
 apiVersion: resource.k8s.io/v1
 kind: ResourceSlice
-metadata: {name: $n-gpu}
+metadata: {name: $n-$driver}
 spec:
-  driver: gpu.tephra.test
+  driver: $driver
   nodeName: $n
-  pool: {name: $n, generation: 1, resourceSliceCount: 1}
+  pool: {name: $n-$driver, generation: 1, resourceSliceCount: 1}
   devices:
-    - name: gpu-0
+    - name: dev-0
 YAML
   done
 }
@@ -294,7 +300,8 @@ running_pods() { k get pods -l "volcano.sh/job-name=$1" --field-selector=status.
 s_dra_gang() {
   if [ "$nodes" -lt 4 ]; then why="needs 4 nodes (TEPHRA_CLUSTER_NODES=$nodes)"; return 2; fi
   local with_devices=(kwok-node-0 kwok-node-1 kwok-node-2)
-  dra_objects "${with_devices[@]}" | k apply -f - >/dev/null || { why="apply DeviceClass, ResourceClaimTemplate, ResourceSlices"; return 1; }
+  { device_class gpu.tephra.test one-gpu; device_slices gpu.tephra.test "${with_devices[@]}"; } \
+    | k apply -f - >/dev/null || { why="apply DeviceClass, ResourceClaimTemplate, ResourceSlices"; return 1; }
   gpu_vcjob dra-a 3 25s | k apply -f - >/dev/null || { why="apply dra-a"; return 1; }
   wait_until 90 bash -c "[ \"\$(kubectl get pods -l volcano.sh/job-name=dra-a --field-selector=status.phase=Running -o name | wc -l)\" = 3 ]" \
     || { why="dra-a: $(running_pods dra-a) of 3 pods Running after 90 s: $(k get pods -l volcano.sh/job-name=dra-a -o wide --no-headers 2>&1 | tr -s ' ' | tr '\n' ';')"; return 1; }
@@ -309,7 +316,7 @@ s_dra_gang() {
     node=$(k get "$pod" -o jsonpath='{.spec.nodeName}')
     claim=$(k get "$pod" -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}')
     pool=$(k get resourceclaim "$claim" -o jsonpath='{.status.allocation.devices.results[0].pool}' 2>/dev/null)
-    [ "$pool" = "$node" ] || { why="$pod on $node, its claim '$claim' allocated from pool '$pool'"; return 1; }
+    [ "$pool" = "$node-gpu.tephra.test" ] || { why="$pod on $node, its claim '$claim' allocated from pool '$pool'"; return 1; }
   done
   # No device is free: the second gang must wait whole.
   gpu_vcjob dra-b 2 2s | k apply -f - >/dev/null || { why="apply dra-b"; return 1; }
@@ -367,54 +374,17 @@ s_native_gangs_in_turn() { gangs_in_turn native-b native-c; }
 # no node has yet) is held back after --native-place-timeout (5 s here): its native PodGroup
 # removed, its Volcano PodGroup marked, a NotPlaced Event saying why; once devices are
 # published, a later admission places it and it runs whole.
-nodev_objects() {
-  cat <<YAML
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: nodev.tephra.test}
-spec:
-  selectors:
-    - cel: {expression: 'device.driver == "nodev.tephra.test"'}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-nodev}
-spec:
-  spec:
-    devices:
-      requests:
-        - name: gpu
-          exactly: {deviceClassName: nodev.tephra.test}
-YAML
-}
-nodev_slices() {
-  local n
-  for n in kwok-node-0 kwok-node-1; do
-    cat <<YAML
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: $n-nodev}
-spec:
-  driver: nodev.tephra.test
-  nodeName: $n
-  pool: {name: $n-nodev, generation: 1, resourceSliceCount: 1}
-  devices:
-    - name: dev-0
-YAML
-  done
-}
 held_back() {
   k get events --field-selector reason=NotPlaced -o jsonpath='{range .items[*]}{.involvedObject.name}{"\n"}{end}' | grep -q "^$1"
 }
 s_native_hold_back() {
-  nodev_objects | k apply -f - >/dev/null || { why="apply DeviceClass and ResourceClaimTemplate"; return 1; }
+  device_class nodev.tephra.test one-nodev | k apply -f - >/dev/null || { why="apply DeviceClass and ResourceClaimTemplate"; return 1; }
   gpu_vcjob native-e 2 5s one-nodev | k apply -f - >/dev/null || { why="apply native-e"; return 1; }
   wait_until 60 held_back native-e || { why="no NotPlaced Event for native-e within 60 s"; return 1; }
   local pg message
   message=$(k get events --field-selector reason=NotPlaced -o jsonpath='{.items[0].message}')
   [ "$(pods_on native-e)" = 0 ] || { why="native-e has $(pods_on native-e) pod(s) bound while held"; return 1; }
-  nodev_slices | k apply -f - >/dev/null || { why="apply ResourceSlices"; return 1; }
+  device_slices nodev.tephra.test kwok-node-0 kwok-node-1 | k apply -f - >/dev/null || { why="apply ResourceSlices"; return 1; }
   wait_phase native-e Completed 90 || return 1
   echo "#   held back: $message"
 }
@@ -471,6 +441,34 @@ YAML
     || { why="cpu in use by queue w1 $a, w3 $b; want about 8 and 24"; return 1; }
   echo "#   cpu in use: queue w1 (weight 1) $a, queue w3 (weight 3) $b"
 }
+# Racks from node labels (tephra's --controller-config discovers them as tier-1 HyperNodes):
+# kwok-node-0 and -1 in rack a, -2 and -3 in rack b. A gang in hard mode at tier 1 gets the
+# native topology constraint on the rack label and runs inside one rack; a gang no rack can
+# hold waits with nothing bound.
+topo_vcjob() {
+  vcjob "$1" "$2" 5 1h | sed -e "s|^  schedulerName: volcano$|  schedulerName: volcano\n  networkTopology: {mode: hard, highestTierAllowed: 1}|"
+}
+s_native_topology() {
+  local n
+  for n in 0 1 2 3; do
+    k label node "kwok-node-$n" --overwrite "topology.tephra.test/rack=$([ "$n" -lt 2 ] && echo a || echo b)" >/dev/null \
+      || { why="label kwok-node-$n"; return 1; }
+  done
+  topo_vcjob native-topo 2 | k apply -f - >/dev/null || { why="apply native-topo"; return 1; }
+  wait_phase native-topo Running 60 || return 1
+  local pg key racks
+  pg=$(k get pods -l volcano.sh/job-name=native-topo -o jsonpath='{.items[0].spec.schedulingGroup.podGroupName}')
+  key=$(k get podgroups.scheduling.k8s.io "$pg" -o jsonpath='{.spec.schedulingConstraints.topology[0].key}')
+  [ "$key" = topology.tephra.test/rack ] || { why="native PodGroup $pg has topology key '$key'"; return 1; }
+  racks=$(for n in $(k get pods -l volcano.sh/job-name=native-topo -o jsonpath='{range .items[*]}{.spec.nodeName}{" "}{end}'); do
+    k get node "$n" -o jsonpath='{.metadata.labels.topology\.tephra\.test/rack}{"\n"}'; done | sort -u | tr '\n' ' ')
+  [ "$(echo "$racks" | wc -w)" = 1 ] || { why="native-topo's pods span racks: $racks"; return 1; }
+  topo_vcjob native-topo-big 3 | k apply -f - >/dev/null || { why="apply native-topo-big"; return 1; }
+  sleep 10
+  [ "$(pods_on native-topo-big)" = 0 ] || { why="native-topo-big (3 pods of 5 cpu, racks of two 8-cpu nodes) got $(pods_on native-topo-big) pod(s) bound"; return 1; }
+  k delete vcjob native-topo native-topo-big --wait=false >/dev/null
+  echo "#   native-topo inside rack $racks(constraint on $key); native-topo-big waits with nothing bound"
+}
 native_gone() { [ "$(native_objects "$1")" = 0 ]; }
 s_native_delete_gc() {
   # A finished vcJob's PodGroup goes, and its native objects with it.
@@ -503,7 +501,18 @@ tiers:
   - plugins: [{name: priority}, {name: gang}, {name: conformance}]
   - plugins: [{name: drf}, {name: predicates}, {name: proportion}, {name: nodeorder}, {name: binpack}]
 CONF
-tephra_serve_args=(--gang-engine native --native-place-timeout 5s --config "$work/reclaim.conf")
+cat >"$work/controller.conf" <<'CONF'
+networkTopologyDiscovery:
+  - source: label
+    enabled: true
+    config:
+      networkTopologyTypes:
+        rack:
+          - nodeLabel: topology.tephra.test/rack
+          - nodeLabel: kubernetes.io/hostname
+CONF
+tephra_serve_args=(--gang-engine native --native-place-timeout 5s --config "$work/reclaim.conf"
+  --controller-config "$work/controller.conf")
 if start_tephra; then
   scenario "native: a vcJob runs to Completed through kube-scheduler's own gang scheduling" s_native_job_completes
   scenario "native: two gangs that cannot both fit run one after the other, each whole" s_native_gangs_in_turn
@@ -511,6 +520,7 @@ if start_tephra; then
   scenario "native: a Deployment with group-min-member runs as a gang" s_native_deployment
   scenario "native: tephra restarted mid-job finishes it" s_native_restart_mid_job
   scenario "native: two queues of weights 1 and 3 share the cluster 1:3" s_native_queues_share
+  scenario "native: a gang in hard network-topology mode runs inside one rack, one no rack holds waits" s_native_topology
   scenario "native: a vcJob finished or deleted takes its Workload and PodGroup with it" s_native_delete_gc
 else
   failed=$((failed + 1))

@@ -21,8 +21,10 @@
 #   TEPHRA_KWOK_EXTRA_CONFIG  a further kwok configuration file (more Stages),
 #                          read after kwok-stages.yaml
 #   TEPHRA_K8S_FEATURE_GATES  --feature-gates of kube-apiserver, kube-controller-manager
-#                          and kube-scheduler (default GenericWorkload=true: Kubernetes'
-#                          own gang scheduling, with scheduling.k8s.io/v1beta1 served)
+#                          and kube-scheduler (default GenericWorkload=true and
+#                          TopologyAwareWorkloadScheduling=true: Kubernetes' own gang
+#                          scheduling, with scheduling.k8s.io/v1beta1 served, and its
+#                          topology constraints)
 # Prints the state folder on its last line; $DIR/env holds KUBECONFIG and the
 # ports (sourceable), $DIR/logs the components' logs.
 set -euo pipefail
@@ -161,9 +163,9 @@ wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health"
 # --requestheader-*: published in extension-apiserver-authentication, which
 # kube-controller-manager and kube-scheduler read (they log errors without it).
 # Kubernetes' own gang scheduling (Workload and PodGroup, scheduling.k8s.io/v1beta1) is beta
-# and off by default in 1.37: on here, for tephra's native engine. The extender profile runs
-# on the same build.
-feature_gates=${TEPHRA_K8S_FEATURE_GATES:-GenericWorkload=true}
+# and off by default in 1.37, its topology constraints alpha: on here, for tephra's native
+# engine. The extender profile runs on the same build.
+feature_gates=${TEPHRA_K8S_FEATURE_GATES:-GenericWorkload=true,TopologyAwareWorkloadScheduling=true}
 start kube-apiserver "$bin_dir/kube-apiserver" \
   --feature-gates "$feature_gates" --runtime-config scheduling.k8s.io/v1beta1=true \
   --etcd-servers "http://127.0.0.1:$etcd_port" \

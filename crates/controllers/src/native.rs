@@ -20,7 +20,8 @@ use k8s_openapi::api::scheduling::v1beta1 as native;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::{Value, json};
 
-use tephra_api::scheduling::{API_VERSION, PodGroup};
+use crate::hypernode::discovery::LabelDiscovery;
+use tephra_api::scheduling::{API_VERSION, NetworkTopologyMode, PodGroup};
 
 /// The one template of every mirrored Workload.
 pub const TEMPLATE: &str = "gang";
@@ -112,6 +113,22 @@ pub fn mirror(pg: &PodGroup, topology_key: Option<&str>) -> Option<Mirror> {
         workload,
         pod_group,
     })
+}
+
+/// The node-label key a gang's hard network-topology constraint maps to, for the native
+/// PodGroup's topology constraint: `highestTierAllowed` N is the N-th tier (from the nodes up)
+/// of the label discovery's first topology type (by name) that has one. `None` for a soft or
+/// absent constraint, a constraint by tier name, or HyperNodes not discovered from labels;
+/// the session's own topology placement still decides the gang's admission.
+pub fn topology_key(pg: &PodGroup, labels: &LabelDiscovery) -> Option<String> {
+    let nt = pg.spec.network_topology.as_ref()?;
+    if nt.mode == Some(NetworkTopologyMode::Soft) {
+        return None;
+    }
+    let tier = usize::try_from(nt.highest_tier_allowed?)
+        .ok()?
+        .checked_sub(1)?;
+    labels.types.iter().find_map(|t| t.tiers.get(tier)).cloned()
 }
 
 /// The gang's `minCount`: the PodGroup's `minMember`, at least 1 (the native API requires a
@@ -460,6 +477,37 @@ mod tests {
             key(template.scheduling_constraints).as_deref(),
             Some("example.com/rack")
         );
+    }
+
+    #[test]
+    fn a_hard_tier_maps_to_its_label_key() {
+        use crate::hypernode::discovery::TopologyType;
+        use tephra_api::scheduling::NetworkTopologySpec;
+        let labels = LabelDiscovery {
+            types: vec![TopologyType {
+                name: "fabric".into(),
+                tiers: vec!["example.com/rack".into(), "example.com/spine".into()],
+            }],
+        };
+        let with = |mode: Option<NetworkTopologyMode>, tier: Option<i32>| {
+            let mut pg = volcano_pg(Some(2), None);
+            pg.spec.network_topology = Some(NetworkTopologySpec {
+                mode,
+                highest_tier_allowed: tier,
+                highest_tier_name: None,
+            });
+            topology_key(&pg, &labels)
+        };
+        assert_eq!(with(None, Some(1)).as_deref(), Some("example.com/rack"));
+        assert_eq!(
+            with(Some(NetworkTopologyMode::Hard), Some(2)).as_deref(),
+            Some("example.com/spine")
+        );
+        assert_eq!(with(Some(NetworkTopologyMode::Soft), Some(1)), None);
+        assert_eq!(with(None, Some(3)), None, "no such tier");
+        assert_eq!(with(None, Some(0)), None);
+        assert_eq!(with(None, None), None);
+        assert_eq!(topology_key(&volcano_pg(Some(2), None), &labels), None);
     }
 
     #[test]
