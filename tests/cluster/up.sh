@@ -231,6 +231,9 @@ leaderElection: {leaderElect: false}
 clientConnection:
   kubeconfig: $kubeconfig
 SC
+  if [ -n "${TEPHRA_SCHEDULER_QPS:-}" ]; then
+    printf '  qps: %s\n  burst: %s\n' "$TEPHRA_SCHEDULER_QPS" "$TEPHRA_SCHEDULER_QPS" >>"$dir/default-scheduler-config.yaml"
+  fi
   start kube-scheduler-default "$bin_dir/kube-scheduler" --feature-gates "$feature_gates" --config "$dir/default-scheduler-config.yaml" \
     --authentication-kubeconfig "$kubeconfig" --authorization-kubeconfig "$kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$default_sched_port"

@@ -4,7 +4,8 @@
 # kube-scheduler, each on a fresh loopback control plane of tests/cluster, one
 # after the other in one run of this script.
 #
-# Usage: bench.sh [TARGET...]     TARGET: volcano tephra (default: both, in that order)
+# Usage: bench.sh [TARGET...]     TARGET: volcano tephra tephra-native (default: volcano
+#                                 tephra, in that order)
 #
 # The case: kwok nodes (Volcano's default 100 × 32 cpu, 256Gi, 110 pods), the
 # case's scheduler configuration (actions enqueue, allocate, backfill; plugins
@@ -19,6 +20,9 @@
 #            extender, installed as `run.sh --target tephra` does (kube-scheduler
 #            client qps = burst = VC_BENCH_QPS); like Volcano's three here, one
 #            replica with --leader-elect=false
+#   tephra-native: the same tephra with --gang-engine native: the cluster's
+#            kube-scheduler (default profile, same client limits) places the gangs
+#            with Kubernetes 1.37's gang scheduling, no extender
 # Measured per target, from the submission of the vcJobs: when every pod
 # exists, when the first and the last pod is bound to a node (a watch on the
 # pods, stamped as each event arrives), pods/s (pods bound over the time to the
@@ -66,7 +70,7 @@ if [ "${1:-}" != --one ]; then
   targets=("$@")
   [ "${#targets[@]}" -gt 0 ] || targets=(volcano tephra)
   for t in "${targets[@]}"; do
-    case $t in volcano | tephra) ;; *) echo "bench.sh: unknown target $t (volcano or tephra)" >&2; exit 2 ;; esac
+    case $t in volcano | tephra | tephra-native) ;; *) echo "bench.sh: unknown target $t (volcano, tephra or tephra-native)" >&2; exit 2 ;; esac
   done
   "$here/build.sh" >&2
   vc_bench_tephra_bin "${targets[@]}"
@@ -182,6 +186,11 @@ fi
 # --- one target -------------------------------------------------------------------
 target=$2 tout=$3
 mkdir -p "$tout"
+if [ "$target" = tephra-native ]; then
+  # tephra with the native engine; a second kube-scheduler runs the default profile.
+  target=tephra vc_bench_engine=native
+  export TEPHRA_DEFAULT_SCHEDULER=1
+fi
 vc_src=$(vc_source_dir)
 work=$(mktemp -d "${TMPDIR:-/tmp}/volcano-bench-work.XXXXXX")
 tephra_pid="" cluster_up=0 watch_pid=""

@@ -149,7 +149,7 @@ vc_extra_crds_for_tephra() {
 # vc_bench_tephra_bin TARGET...: when tephra is among TARGETs and TEPHRA_BIN is unset,
 # a release build of this checkout (the benchmarks measure the binary as shipped).
 vc_bench_tephra_bin() {
-  if [ -z "${TEPHRA_BIN:-}" ] && [[ " $* " == *" tephra "* ]]; then
+  if [ -z "${TEPHRA_BIN:-}" ] && [[ " $* " == *" tephra"* ]]; then
     (cd "$repo_dir" && cargo build -q --release --bin tephra)
     TEPHRA_BIN="${CARGO_TARGET_DIR:-$repo_dir/target}/release/tephra"
   fi
@@ -233,7 +233,11 @@ vc_bench_up() {
 vc_bench_procs() {
   local n
   procs=()
-  if [ "$1" = tephra ]; then
+  if [ "$1" = tephra ] && [ "${vc_bench_engine:-extender}" = native ]; then
+    # The default profile places the gangs; the extender profile idles.
+    procs+=("tephra:$tephra_pid" "kube-scheduler:$(cat "$work/cluster/pids/kube-scheduler-default.pid")"
+      "kube-scheduler(idle):$(cat "$work/cluster/pids/kube-scheduler.pid")")
+  elif [ "$1" = tephra ]; then
     procs+=("tephra:$tephra_pid" "kube-scheduler:$(cat "$work/cluster/pids/kube-scheduler.pid")")
   else
     for n in vc-scheduler vc-controller-manager vc-webhook-manager; do procs+=("$n:${vc_pid_of[$n]}"); done
