@@ -101,25 +101,26 @@ if first:
     print(f"== Volcano's gang case: {first['jobs']} vcJobs x {first['replicas']} pods (minAvailable "
           f"{first['min_available']}, {first['pod_cpu']} cpu, {first['pod_memory']} each) on "
           f"{first['nodes']} kwok nodes x {first['node_cpu']} cpu, {first['node_memory']}")
-print(f"{'target':8} {'result':9} {'bound':>11} {'all created':>12} {'first bound':>12} {'all bound':>10} {'pods/s':>7}  load average (start / end)")
+print(f"{'target':13} {'result':9} {'bound':>11} {'all created':>12} {'first bound':>12} {'all bound':>10} {'pods/s':>7}  load average (start / end)")
 def secs(r, k):
     v = r.get(k, "")
     return f"{float(v):.1f} s" if v else "-"
 for t in targets:
     r = res[t]
     if not r:
-        print(f"{t:8} FAILED    (no result; see {os.path.join(out, t)})")
+        print(f"{t:13} FAILED    (no result; see {os.path.join(out, t)})")
         continue
     rate = f"{float(r['rate']):.0f}" if r.get("rate") else "-"
-    print(f"{t:8} {r['result']:9} {r['bound'] + '/' + r['total']:>11} {secs(r, 'created_s'):>12} "
+    print(f"{t:13} {r['result']:9} {r['bound'] + '/' + r['total']:>11} {secs(r, 'created_s'):>12} "
           f"{secs(r, 'first_bound_s'):>12} {secs(r, 'all_bound_s'):>10} {rate:>7}  {r['load_start']} / {r['load_end']}")
 for t in targets:
     if res[t]:
         print(f"{t}: API identity {res[t].get('identity', '?')}")
 print()
-print(f"{'target':8} {'process':24} {'CPU s':>7} {'peak RSS MiB':>13} {'RSS at end MiB':>15} {'of which file-backed':>21}")
+print(f"{'target':13} {'process':24} {'CPU s':>7} {'peak RSS MiB':>13} {'RSS at end MiB':>15} {'of which file-backed':>21}")
 groups = {"volcano": ("vc-scheduler", "vc-controller-manager", "vc-webhook-manager"),
-          "tephra": ("tephra", "kube-scheduler")}
+          "tephra": ("tephra", "kube-scheduler"),
+          "tephra-native": ("tephra", "kube-scheduler")}
 for t in targets:
     r = res[t]
     if not r:
@@ -128,16 +129,16 @@ for t in targets:
     has_file = False  # results written before the file-backed column have none
     for name, cpu, hwm, rss, *file in r["proc"]:
         if cpu == "exited":
-            print(f"{t:8} {name:24} {'(exited before the end)':>37}")
+            print(f"{t:13} {name:24} {'(exited before the end)':>37}")
             continue
         filed = f"{float(file[0]):21.0f}" if file and file[0] != "-" else f"{'-':>21}"
-        print(f"{t:8} {name:24} {float(cpu):7.2f} {float(hwm):13.0f} {float(rss):15.0f} {filed}")
+        print(f"{t:13} {name:24} {float(cpu):7.2f} {float(hwm):13.0f} {float(rss):15.0f} {filed}")
         if name in groups.get(t, ()):
             fb = float(file[0]) if file and file[0] != "-" else 0.0
             has_file = has_file or bool(file and file[0] != "-")
             sums = [sums[0] + float(cpu), sums[1] + float(hwm), sums[2] + float(rss), sums[3] + fb]
     label = " + ".join(groups.get(t, ()))
-    print(f"{t:8} {'= ' + ('Volcano' if t == 'volcano' else 'tephra side'):24} {sums[0]:7.2f} {sums[1]:13.0f} {sums[2]:15.0f} {(f'{sums[3]:.0f}' if has_file else '-'):>21}   ({label})")
+    print(f"{t:13} {'= ' + ('Volcano' if t == 'volcano' else 'tephra side'):24} {sums[0]:7.2f} {sums[1]:13.0f} {sums[2]:15.0f} {(f'{sums[3]:.0f}' if has_file else '-'):>21}   ({label})")
 for t in targets:
     r = res[t]
     if r and r.get("notes"):
