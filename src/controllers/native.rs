@@ -42,9 +42,10 @@ use crate::cluster::{CacheFeeds, Caches};
 use crate::scheduler::Scheduler;
 use crate::scheduler::outcome::Verdict;
 use crate::sync::lock;
+use tephra_api::keys::NATIVE_UNPLACED;
 use tephra_controllers::native::{
     Admission, Change, GangState, HELD, admission, hold, mirror, placement, pod_group_change,
-    topology_key, unplaceable_since, workload_change,
+    topology_key, unplaceable_since, unplaced_note, workload_change,
 };
 
 /// The native engine's settings, when it runs.
@@ -157,6 +158,17 @@ async fn reconcile(ctx: Arc<Context>, key: String) -> Result<Action, NativeError
         tracing::warn!(gang = %key, "native engine: the cluster dropped the PodGroup's topology constraint (feature gate TopologyAwareWorkloadScheduling off): kube-scheduler places gangs without their networkTopology");
     }
     let gang = gang_state(&ctx, &key, pg, stored.as_deref());
+    if let Some(note) = unplaced_note(&gang) {
+        let current = pg
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(NATIVE_UNPLACED))
+            .map(String::as_str);
+        if current != note {
+            annotate(&ctx.client, namespace, name, NATIVE_UNPLACED, note).await?;
+        }
+    }
     let next = match admission(&gang, ctx.config.place_timeout.as_secs()) {
         Admission::Wait => {
             hold(&mut want.pod_group);
@@ -168,7 +180,7 @@ async fn reconcile(ctx: Arc<Context>, key: String) -> Result<Action, NativeError
             Action::RequeueAfter(HELD_RECHECK)
         }
         Admission::Readmit => {
-            set_held(&ctx.client, namespace, name, None).await?;
+            annotate(&ctx.client, namespace, name, HELD, None).await?;
             lock(&ctx.held_at).remove(&key);
             lock(&ctx.sent_at).insert(key.clone(), k8s_openapi::jiff::Timestamp::now().as_second());
             tracing::info!(gang = %key, "native engine: a session placed the held-back gang; sent to kube-scheduler again");
@@ -239,7 +251,7 @@ async fn hold_back(
 ) -> Result<(), NativeError> {
     let (namespace, name) = key.split_once('/').unwrap_or_default();
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    set_held(&ctx.client, namespace, name, Some(&now)).await?;
+    annotate(&ctx.client, namespace, name, HELD, Some(&now)).await?;
     let scheduler = &ctx.config.scheduler;
     {
         let mut idx = scheduler.index();
@@ -275,22 +287,24 @@ async fn hold_back(
     Ok(())
 }
 
-/// Sets (or, with `None`, removes) the [`HELD`] annotation of a Volcano PodGroup.
-async fn set_held(
+/// Sets (or, with `None`, removes) annotation `key` of a Volcano PodGroup ([`HELD`],
+/// [`NATIVE_UNPLACED`]).
+async fn annotate(
     client: &Client,
     namespace: &str,
     name: &str,
-    at: Option<&str>,
+    key: &str,
+    value: Option<&str>,
 ) -> Result<(), NativeError> {
     let api: Api<PodGroup> = Api::namespaced(client.clone(), namespace);
-    let patch = serde_json::json!({"metadata": {"annotations": {HELD: at}}});
+    let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
     match api
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(_) => Ok(()),
         Err(e) if crate::cluster::status_code(&e) == Some(404) => Ok(()),
-        Err(e) => Err(KubeOp::new("patch-held", format!("{namespace}/{name}"), e).into()),
+        Err(e) => Err(KubeOp::new("annotate-podgroup", format!("{namespace}/{name}"), e).into()),
     }
 }
 

@@ -371,21 +371,37 @@ s_native_job_completes() {
 }
 s_native_gangs_in_turn() { gangs_in_turn native-b native-c; }
 # A gang tephra admits but kube-scheduler cannot place (each pod claims a device of a class
-# no node has yet) is held back after --native-place-timeout (5 s here): its native PodGroup
-# removed, its Volcano PodGroup marked, a NotPlaced Event saying why; once devices are
-# published, a later admission places it and it runs whole.
+# no node has yet) says so in its Volcano PodGroup's Unschedulable condition (reason
+# NotPlaced, kube-scheduler's words), and is held back after --native-place-timeout (5 s
+# here): its native PodGroup's minCount out of reach, its Volcano PodGroup marked, a NotPlaced
+# Event saying why; once devices are published, a later admission places it and it runs whole,
+# the condition settled.
 held_back() {
   k get events --field-selector reason=NotPlaced -o jsonpath='{range .items[*]}{.involvedObject.name}{"\n"}{end}' | grep -q "^$1"
 }
+# unschedulable_of JOB: "status reason: message" of the Unschedulable condition of the vcJob's PodGroup.
+unschedulable_of() {
+  local pg
+  pg=$(k get pods -l "volcano.sh/job-name=$1" -o jsonpath='{.items[0].metadata.annotations.scheduling\.k8s\.io/group-name}' 2>/dev/null)
+  [ -n "$pg" ] || return 0
+  k get podgroups.scheduling.volcano.sh "$pg" -o jsonpath='{range .status.conditions[?(@.type=="Unschedulable")]}{.status} {.reason}: {.message}{end}'
+}
+not_placed_said() { case $(unschedulable_of "$1") in "True NotPlaced: kube-scheduler could not place the gang: "?*) return 0 ;; esac; return 1; }
 s_native_hold_back() {
   device_class nodev.tephra.test one-nodev | k apply -f - >/dev/null || { why="apply DeviceClass and ResourceClaimTemplate"; return 1; }
   gpu_vcjob native-e 2 5s one-nodev | k apply -f - >/dev/null || { why="apply native-e"; return 1; }
+  wait_until 60 not_placed_said native-e || { why="native-e's PodGroup condition is '$(unschedulable_of native-e)', not kube-scheduler's refusal"; return 1; }
+  local condition message
+  condition=$(unschedulable_of native-e)
   wait_until 60 held_back native-e || { why="no NotPlaced Event for native-e within 60 s"; return 1; }
-  local pg message
   message=$(k get events --field-selector reason=NotPlaced -o jsonpath='{.items[0].message}')
   [ "$(pods_on native-e)" = 0 ] || { why="native-e has $(pods_on native-e) pod(s) bound while held"; return 1; }
   device_slices nodev.tephra.test kwok-node-0 kwok-node-1 | k apply -f - >/dev/null || { why="apply ResourceSlices"; return 1; }
   wait_phase native-e Completed 90 || return 1
+  case $(unschedulable_of native-e) in
+    "True "*) why="native-e Completed with its condition still '$(unschedulable_of native-e)'"; return 1 ;;
+  esac
+  echo "#   condition: $condition"
   echo "#   held back: $message"
 }
 

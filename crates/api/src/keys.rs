@@ -59,6 +59,12 @@ pub const PLAN_GATE: &str = "scheduling.tephra.io/gang-plan";
 /// first ([`served_scheduler`]), so a Volcano pod stays tephra's in either engine.
 pub const SCHEDULER_NAME_ANNOTATION: &str = "scheduling.tephra.io/scheduler-name";
 
+/// A on a Volcano PodGroup the native engine sent to kube-scheduler's gang cycle: what
+/// kube-scheduler said when it could not place the gang, while none of its pods is bound. The
+/// session writes it into the PodGroup's `Unschedulable` condition where it would otherwise
+/// call the gang scheduled (it placed the gang; kube-scheduler's snapshot disagreed).
+pub const NATIVE_UNPLACED: &str = "scheduling.tephra.io/native-unplaced";
+
 /// The scheduler a pod asked for: [`SCHEDULER_NAME_ANNOTATION`] when the native engine moved it
 /// to kube-scheduler's profile, else `spec.schedulerName` (`default-scheduler` when unset).
 pub fn served_scheduler(pod: &k8s_openapi::api::core::v1::Pod) -> &str {
@@ -255,6 +261,9 @@ pub mod podgroup_reasons {
     pub const POD_DELETED: &str = "PodDeleted";
     /// Not enough resources for the gang.
     pub const NOT_ENOUGH_RESOURCES: &str = "NotEnoughResources";
+    /// tephra's: the native engine sent the gang to kube-scheduler, which could not place it
+    /// (the condition carries [`NATIVE_UNPLACED`](super::NATIVE_UNPLACED)).
+    pub const NOT_PLACED: &str = "NotPlaced";
     /// Fewer pods than `minMember` exist.
     pub const NOT_ENOUGH_TASKS: &str = "NotEnoughTasks";
     /// Fewer pods of a task than its `minTaskMember`.

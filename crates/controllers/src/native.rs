@@ -6,6 +6,7 @@
 //!   Volcano PodGroup ─▶ mirror() ─▶ Mirror { Workload, PodGroup }   (same namespace and name)
 //!   desired + stored  ─▶ pod_group_change() / workload_change() ─▶ create, patch minCount, keep
 //!   native status     ─▶ placement() ─▶ Placed | Unplaceable(message) | Pending
+//!                     ─▶ unplaced_note() ─▶ kube-scheduler's words on the Volcano PodGroup
 //! ```
 //!
 //! Both native objects are owned by the Volcano PodGroup (itself owned by its vcJob or
@@ -352,6 +353,21 @@ pub fn admission(gang: &GangState, timeout: u64) -> Admission {
     }
 }
 
+/// What [`keys::NATIVE_UNPLACED`](tephra_api::keys::NATIVE_UNPLACED) on the gang's Volcano
+/// PodGroup should say: `Some(Some(words))` kube-scheduler's message while it says it cannot
+/// place the gang and none of its pods is bound, `Some(None)` nothing, `None` leave it as it
+/// is — a held gang's native PodGroup asks for more pods than exist, and what kube-scheduler
+/// says of that is not why the gang waits.
+pub fn unplaced_note(gang: &GangState) -> Option<Option<&str>> {
+    if gang.held {
+        return None;
+    }
+    match &gang.placement {
+        Placement::Unplaceable { message, .. } if gang.bound == 0 => Some(Some(message)),
+        _ => Some(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -590,6 +606,35 @@ mod tests {
             ..held
         };
         assert_eq!(admission(&room, 120), Admission::Readmit);
+    }
+
+    #[test]
+    fn kube_schedulers_refusal_is_noted_until_a_pod_binds_and_kept_while_held() {
+        let gang = GangState {
+            held: false,
+            placement: Placement::Unplaceable {
+                reason: "Unschedulable".into(),
+                message: "0/4 nodes are available".into(),
+            },
+            unplaceable_for: Some(5),
+            bound: 0,
+            placed_since_hold: false,
+        };
+        assert_eq!(unplaced_note(&gang), Some(Some("0/4 nodes are available")));
+        let binding = GangState {
+            bound: 1,
+            ..gang.clone()
+        };
+        assert_eq!(unplaced_note(&binding), Some(None));
+        for placement in [Placement::Pending, Placement::Placed] {
+            let g = GangState {
+                placement,
+                ..gang.clone()
+            };
+            assert_eq!(unplaced_note(&g), Some(None));
+        }
+        let held = GangState { held: true, ..gang };
+        assert_eq!(unplaced_note(&held), None);
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub mod testing;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_native;
+#[cfg(test)]
 mod tests_reclaim;
 #[cfg(test)]
 mod tests_topology;

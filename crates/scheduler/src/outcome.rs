@@ -456,6 +456,32 @@ struct GangClose {
     reword_at: Option<i64>,
 }
 
+/// kube-scheduler's refusal of a gang the session placed (native engine): the condition that
+/// replaces the gang plugin's `Scheduled` while the PodGroup carries [`keys::NATIVE_UNPLACED`]
+/// and none of the gang's pods is bound. A gang the session itself cannot place keeps the
+/// session's reason, which says what is missing in tephra's view of the cluster.
+fn native_refusal(st: &State, j: JobIx) -> Option<(String, String, String)> {
+    let job = &st.jobs[j];
+    let said = job
+        .podgroup
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(keys::NATIVE_UNPLACED)?;
+    let placed_here = st.job_state[j]
+        .condition
+        .as_ref()
+        .is_some_and(|(type_, _, _)| type_ == "Scheduled");
+    let bound = job.tasks.iter().any(|&t| st.tasks[t].status.is_scheduled());
+    (placed_here && !bound).then(|| {
+        (
+            "Unschedulable".into(),
+            keys::podgroup_reasons::NOT_PLACED.into(),
+            format!("kube-scheduler could not place the gang: {said}"),
+        )
+    })
+}
+
 /// Works out one gang's [`GangClose`].
 fn close_gang(st: &State, j: JobIx, now: &Time) -> GangClose {
     let unschedulable = st.job_state[j]
@@ -464,7 +490,9 @@ fn close_gang(st: &State, j: JobIx, now: &Time) -> GangClose {
         .is_some_and(|(type_, _, _)| type_ == "Unschedulable");
     let phase = phase_of(st, j, unschedulable);
     let verdict = gang_verdict(st, j);
-    let (status, reword_at) = podgroup_status(st, j, &phase, now);
+    let refusal = native_refusal(st, j);
+    let condition = refusal.as_ref().or(st.job_state[j].condition.as_ref());
+    let (status, reword_at) = podgroup_status(st, j, &phase, condition, now);
     let changed = status.is_some();
     GangClose {
         phase,
@@ -501,6 +529,7 @@ fn podgroup_status(
     st: &State,
     j: JobIx,
     phase: &PodGroupPhase,
+    condition: Option<&(String, String, String)>,
     now: &Time,
 ) -> (Option<PodGroupStatus>, Option<i64>) {
     let job = &st.jobs[j];
@@ -515,14 +544,10 @@ fn podgroup_status(
     let not_enqueued =
         not_enqueued_condition(job.tasks.is_empty() && *phase == PodGroupPhase::Pending, js);
     clear_not_enqueued(&mut status, not_enqueued.is_none());
-    if js
-        .condition
-        .as_ref()
-        .is_some_and(|(type_, _, _)| type_ == "Scheduled")
-    {
+    if condition.is_some_and(|(type_, _, _)| type_ == "Scheduled") {
         settle_unschedulable(&mut status, now);
     }
-    if let Some((type_, reason, message)) = js.condition.as_ref().or(not_enqueued.as_ref()) {
+    if let Some((type_, reason, message)) = condition.or(not_enqueued.as_ref()) {
         let message = if type_ == "Unschedulable" {
             format!("{message}{}", ordered_cause(st, j))
         } else {

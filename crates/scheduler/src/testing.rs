@@ -165,6 +165,19 @@ impl World {
         self
     }
 
+    /// Sets annotation `key` of the PodGroup `ns/name`.
+    pub fn annotate(mut self, ns: &str, name: &str, key: &str, value: &str) -> Self {
+        if let Some(pg) = self.index.podgroup(&format!("{ns}/{name}")) {
+            let mut pg = (**pg).clone();
+            pg.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(key.into(), value.into());
+            self.index.apply_podgroup(&pg);
+        }
+        self
+    }
+
     /// A queue.
     pub fn queue(mut self, name: &str, weight: i32) -> Self {
         self.index.apply_queue(&queue(name, weight));
