@@ -1016,6 +1016,7 @@ fn start_controllers(
             } else {
                 Vec::new()
             },
+            mark_elastic: gate_always,
         },
         hypernode_discovery: discovery,
         leadership: base.leadership.clone(),

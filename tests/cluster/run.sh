@@ -84,15 +84,16 @@ bound_ahead() {
   curl -sf "http://127.0.0.1:$metrics_port/metrics" \
     | awk '/^tephra_extender_gang_binds_total\{/ && index($0, "outcome=\"ahead\"") { s += $NF } END { print s + 0 }'
 }
-# vcjob NAME REPLICAS CPU SUCCEED_AFTER: a one-task gang of REPLICAS pods that
-# all end Succeeded SUCCEED_AFTER after they start.
+# vcjob NAME REPLICAS CPU SUCCEED_AFTER [MIN_AVAILABLE]: a one-task gang of REPLICAS pods
+# (needing MIN_AVAILABLE of them, default all) that all end Succeeded SUCCEED_AFTER after
+# they start.
 vcjob() {
   cat <<YAML
 apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
 metadata: {name: $1}
 spec:
-  minAvailable: $2
+  minAvailable: ${5:-$2}
   schedulerName: volcano
   tasks:
     - name: work
@@ -464,6 +465,28 @@ YAML
 topo_vcjob() {
   vcjob "$1" "$2" 5 1h | sed -e "s|^  schedulerName: volcano$|  schedulerName: volcano\n  networkTopology: {mode: hard, highestTierAllowed: 1}|"
 }
+# Three gangs of 8 × 2 cpu needing 2 each (48 cpu asked of 32): kube-scheduler holds a native
+# PodGroup while any of its pods is gated, so only each gang's minimum is in its native group
+# (the rest marked elastic, placed one by one); all three start, none waits for the others.
+elastic_all_running() {
+  local j
+  for j in elastic-a elastic-b elastic-c; do [ "$(running_pods "$j")" -ge 2 ] || return 1; done
+}
+s_native_elastic() {
+  local j
+  for j in elastic-a elastic-b elastic-c; do
+    vcjob "$j" 8 2 20s 2 | k apply -f - >/dev/null || { why="apply $j"; return 1; }
+  done
+  wait_until 90 elastic_all_running \
+    || { why="not all three gangs started: $(for j in elastic-a elastic-b elastic-c; do printf '%s=%s ' "$j" "$(running_pods "$j")"; done)"; return 1; }
+  local members elastic
+  members=$(k get pods -l volcano.sh/job-name=elastic-a -o jsonpath='{range .items[?(@.spec.schedulingGroup)]}{.metadata.name}{"\n"}{end}' | sort | tr '\n' ' ')
+  elastic=$(k get pods -l volcano.sh/job-name=elastic-a -o jsonpath='{range .items[*]}{.metadata.annotations.scheduling\.tephra\.io/elastic}{"\n"}{end}' | grep -c true || true)
+  [ "$members" = "elastic-a-work-0 elastic-a-work-1 " ] && [ "$elastic" = 6 ] \
+    || { why="elastic-a: native members '$members', $elastic pods marked elastic (want work-0 and work-1, 6)"; return 1; }
+  for j in elastic-a elastic-b elastic-c; do wait_phase "$j" Completed 180 || return 1; done
+  echo "#   each gang's 2 core pods in its native PodGroup, 6 elastic; all three ran to Completed"
+}
 s_native_topology() {
   local n
   for n in 0 1 2 3; do
@@ -537,6 +560,7 @@ if start_tephra; then
   scenario "native: tephra restarted mid-job finishes it" s_native_restart_mid_job
   scenario "native: two queues of weights 1 and 3 share the cluster 1:3" s_native_queues_share
   scenario "native: a gang in hard network-topology mode runs inside one rack, one no rack holds waits" s_native_topology
+  scenario "native: three gangs larger than their minimum all start on a cluster that holds none whole" s_native_elastic
   scenario "native: a vcJob finished or deleted takes its Workload and PodGroup with it" s_native_delete_gc
 else
   failed=$((failed + 1))

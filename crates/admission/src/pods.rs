@@ -199,7 +199,14 @@ pub fn mutate(req: &Request, cfg: &AdmissionConfig) -> Decision {
         }
     };
     if let (Some(native), Some(group)) = (cfg.native_scheduler.as_deref(), group) {
-        to_native(&mut ops, &mut spec_made, spec, &group, native);
+        let member = meta.annotation(keys::ELASTIC) != Some("true");
+        to_native(
+            &mut ops,
+            &mut spec_made,
+            spec,
+            member.then_some(&*group),
+            native,
+        );
         annotations.insert(
             keys::SCHEDULER_NAME_ANNOTATION.to_string(),
             Value::String(scheduler_name.to_string()),
@@ -220,17 +227,20 @@ pub fn mutate(req: &Request, cfg: &AdmissionConfig) -> Decision {
 }
 
 /// Hands a gang pod to kube-scheduler's own gang scheduling (see the module head): its native
-/// PodGroup `group`, the profile `native`, and the plan gate (a pod that names its node is not
-/// scheduled, and the API refuses gates on it).
+/// PodGroup `group` (none for a pod beyond the gang's minimum, [`keys::ELASTIC`], which
+/// kube-scheduler places on its own), the profile `native`, and the plan gate (a pod that
+/// names its node is not scheduled, and the API refuses gates on it).
 fn to_native(
     ops: &mut Ops,
     spec_made: &mut bool,
     spec: &PodSpecView<'_>,
-    group: &str,
+    group: Option<&str>,
     native: &str,
 ) {
     ensure_spec(ops, spec_made);
-    if spec.scheduling_group.is_none() {
+    if let Some(group) = group
+        && spec.scheduling_group.is_none()
+    {
         ops.add(&["spec", "schedulingGroup"], json!({"podGroupName": group}));
     }
     if spec.scheduler_name.as_deref() != Some(native) {
@@ -493,6 +503,20 @@ mod tests {
         assert_eq!(
             out["spec"]["schedulingGroup"]["podGroupName"],
             "podgroup-rs-uid"
+        );
+        // A pod beyond its gang's minimum goes to the same profile behind the same gate, in
+        // no native group: kube-scheduler places it on its own.
+        let p = pod(
+            "volcano",
+            json!({GROUP_NAME: "train-uid", keys::ELASTIC: "true"}),
+            json!([]),
+        );
+        let out = mutated(&mutate(&request("Pod", "CREATE", p), &cfg)).clone();
+        assert_eq!(out["spec"].get("schedulingGroup"), None);
+        assert_eq!(out["spec"]["schedulerName"], "default-scheduler");
+        assert_eq!(
+            out["spec"]["schedulingGates"],
+            json!([{"name": keys::PLAN_GATE}])
         );
         // Another scheduler's pod, and a pod of ours in no gang, are left alone.
         for p in [

@@ -65,6 +65,13 @@ pub const SCHEDULER_NAME_ANNOTATION: &str = "scheduling.tephra.io/scheduler-name
 /// call the gang scheduled (it placed the gang; kube-scheduler's snapshot disagreed).
 pub const NATIVE_UNPLACED: &str = "scheduling.tephra.io/native-unplaced";
 
+/// A on a gang pod beyond its gang's minimum (`true`), written by the Job controller when the
+/// native engine runs: `/pods/mutate` leaves such a pod out of the native PodGroup, so
+/// kube-scheduler's gang scheduling places the minimum whole and the rest one by one. (A
+/// native PodGroup is held back while any of its pods is gated, so a gang larger than its
+/// minimum would otherwise wait until every pod had room.)
+pub const ELASTIC: &str = "scheduling.tephra.io/elastic";
+
 /// The scheduler a pod asked for: [`SCHEDULER_NAME_ANNOTATION`] when the native engine moved it
 /// to kube-scheduler's profile, else `spec.schedulerName` (`default-scheduler` when unset).
 pub fn served_scheduler(pod: &k8s_openapi::api::core::v1::Pod) -> &str {

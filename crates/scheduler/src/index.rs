@@ -108,6 +108,9 @@ struct PodEntry {
     /// Carries [`keys::PLAN_GATE`]: kube-scheduler will not ask about it until the gate is
     /// removed (the task's own `gated` counts only the other gates).
     plan_gated: bool,
+    /// Names a native PodGroup (`spec.schedulingGroup`): kube-scheduler places it with its
+    /// group, and holds the whole group while any member is gated.
+    native_member: bool,
 }
 
 /// What changed since the last session, so the runner can decide whether an on-demand session
@@ -521,6 +524,10 @@ impl ClusterIndex {
         }
         let parked = is_parked(pod);
         let plan_gated = has_plan_gate(pod);
+        let native_member = pod
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.scheduling_group.is_some());
         self.pods.insert(
             task.uid.clone(),
             PodEntry {
@@ -528,6 +535,7 @@ impl ClusterIndex {
                 ours,
                 parked,
                 plan_gated,
+                native_member,
             },
         );
     }
@@ -721,17 +729,74 @@ impl ClusterIndex {
             .collect()
     }
 
-    /// Pods a session has placed that still carry [`keys::PLAN_GATE`]:
-    /// `(uid, namespace, name)`. Their gate is due to be removed (see the extender's nudger).
+    /// Pods whose [`keys::PLAN_GATE`] is due to be removed (see the extender's nudger):
+    /// `(uid, namespace, name)`, what sessions placed and the index still sees gated.
+    ///
+    /// kube-scheduler holds back a native PodGroup (`spec.schedulingGroup`) while any of its
+    /// pods is gated, so a gang's gated native members go together: all of them once the
+    /// session has placed as many of the gang's pods, with that many fewer of the placed
+    /// elastic pods (pods of one task are alike, so the room counted is the same), or, for a
+    /// gang whose native group is larger than its minimum (a Deployment's, say), all of them
+    /// once the placed pods and the members already through reach `minMember`: kube-scheduler
+    /// then places whatever fits beyond the minimum. Fewer placed: none, since ungating part
+    /// of a group starts nothing.
     pub fn placed_plan_gated(&self) -> Vec<(String, String, String)> {
-        self.assumed
-            .keys()
-            .filter_map(|uid| {
-                let e = self.pods.get(uid)?;
-                (e.plan_gated && e.task.assumed)
-                    .then(|| (uid.clone(), e.task.namespace.clone(), e.task.name.clone()))
-            })
-            .collect()
+        let row = |uid: &String, e: &PodEntry| {
+            (uid.clone(), e.task.namespace.clone(), e.task.name.clone())
+        };
+        let mut by_gang: BTreeMap<Option<&JobId>, Vec<(&String, &PodEntry)>> = BTreeMap::new();
+        for uid in self.assumed.keys() {
+            if let Some(e) = self.pods.get(uid)
+                && e.plan_gated
+                && e.task.assumed
+            {
+                by_gang
+                    .entry(e.task.job.as_ref())
+                    .or_default()
+                    .push((uid, e));
+            }
+        }
+        let mut out = Vec::new();
+        for (gang, placed) in by_gang {
+            let members: Vec<(&String, &PodEntry)> = gang
+                .and_then(|g| self.job_tasks.get(g))
+                .into_iter()
+                .flatten()
+                .filter_map(|uid| self.pods.get_key_value(uid))
+                .filter(|(_, e)| e.native_member && e.plan_gated)
+                .collect();
+            if members.is_empty() {
+                out.extend(placed.into_iter().map(|(u, e)| row(u, e)));
+                continue;
+            }
+            if placed.len() >= members.len() {
+                let extra = placed.len() - members.len();
+                out.extend(members.iter().map(|(u, e)| row(u, e)));
+                out.extend(
+                    placed
+                        .into_iter()
+                        .filter(|(_, e)| !e.native_member)
+                        .take(extra)
+                        .map(|(u, e)| row(u, e)),
+                );
+                continue;
+            }
+            let through = gang
+                .and_then(|g| self.job_tasks.get(g))
+                .into_iter()
+                .flatten()
+                .filter_map(|uid| self.pods.get(uid))
+                .filter(|e| e.native_member && !e.plan_gated && !e.task.status.is_completed())
+                .count();
+            let min_member = gang
+                .and_then(|g| self.podgroups.get(g))
+                .and_then(|pg| pg.spec.min_member)
+                .unwrap_or(1);
+            if i64::try_from(placed.len() + through).unwrap_or(i64::MAX) >= i64::from(min_member) {
+                out.extend(members.iter().map(|(u, e)| row(u, e)));
+            }
+        }
+        out
     }
 
     /// `true` while the pod carries [`keys::PLAN_GATE`] as the index last saw it.

@@ -357,6 +357,7 @@ async fn sync_job(
         forwarding,
         plugins: &plugins,
         plan_gate_schedulers: &ctx.config.plan_gate_schedulers,
+        mark_elastic: ctx.config.mark_elastic,
     };
     let SyncPlan {
         create: to_create,

@@ -74,6 +74,9 @@ pub struct JobConfig {
     /// one of them is created behind the plan gate ([`build::gate_until_placed`]), which the
     /// extender removes once a session places it. Empty: pods are created ungated.
     pub plan_gate_schedulers: Vec<String>,
+    /// The native engine runs: pods beyond their gang's minimum are marked elastic
+    /// ([`build::gang_core`]).
+    pub mark_elastic: bool,
 }
 
 impl Default for JobConfig {
@@ -82,6 +85,7 @@ impl Default for JobConfig {
             workers: 8,
             max_requeue: 15,
             plan_gate_schedulers: Vec::new(),
+            mark_elastic: false,
         }
     }
 }

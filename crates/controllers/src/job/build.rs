@@ -139,6 +139,46 @@ pub fn gate_until_placed(pod: &mut Pod, schedulers: &[String]) {
     }
 }
 
+/// How many replicas of each task (in the job's order) make up the gang's minimum: the pods
+/// kube-scheduler's own gang scheduling must place together (native engine); the others are
+/// elastic and placed one by one as room allows.
+///
+/// The gang needs `minAvailable` pods, and each task its `minAvailable` when the job's
+/// minimum covers them all (Volcano's scheduler checks task minimums only then): the first
+/// replicas of each task by index fill those, and what the job needs beyond them comes from
+/// the tasks in order. Replica `i` of task `t` is in the minimum when `i < gang_core(job)[t]`;
+/// a replica recreated under the same index stays what it was.
+pub fn gang_core(job: &Job) -> Vec<i32> {
+    let tasks = job.tasks();
+    let replicas: Vec<i32> = tasks.iter().map(|t| t.replicas().max(0)).collect();
+    let task_mins: Vec<i32> = tasks
+        .iter()
+        .zip(&replicas)
+        .map(|(t, r)| min_task_member(t).clamp(0, *r))
+        .collect();
+    let job_min = job.spec.min_available().max(0);
+    let mut core = if task_mins.iter().sum::<i32>() <= job_min {
+        task_mins
+    } else {
+        vec![0; tasks.len()]
+    };
+    let mut rest = job_min - core.iter().sum::<i32>();
+    for (c, r) in core.iter_mut().zip(&replicas) {
+        let more = rest.min(r - *c).max(0);
+        *c += more;
+        rest -= more;
+    }
+    core
+}
+
+/// Marks `pod` as beyond its gang's minimum ([`keys::ELASTIC`]; see [`gang_core`]).
+pub fn mark_elastic(pod: &mut Pod) {
+    pod.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(keys::ELASTIC.to_string(), "true".to_string());
+}
+
 /// The pod for replica `index` of `task`, as Volcano's job controller makes it.
 ///
 /// - name `{job}-{task}-{index}` in the job's namespace, one controller ownerReference to the
@@ -882,6 +922,44 @@ status:
 
     fn job_from(value: serde_json::Value) -> Job {
         serde_json::from_value(value).expect("test job parses")
+    }
+
+    fn gang(min: i32, tasks: &[(i32, Option<i32>)]) -> Job {
+        let tasks: Vec<serde_json::Value> = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, (replicas, min))| {
+                let mut t = serde_json::json!({"name": format!("t{i}"), "replicas": replicas});
+                if let Some(m) = min {
+                    t["minAvailable"] = serde_json::json!(m);
+                }
+                t
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "ns", "uid": "u"},
+            "spec": {"minAvailable": min, "tasks": tasks}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_gang_core_is_the_first_replicas_that_make_up_the_minimum() {
+        // One task of 16 needing 2: replicas 0 and 1.
+        assert_eq!(gang_core(&gang(2, &[(16, Some(2))])), vec![2]);
+        // The job's minimum covers the tasks' minimums: each task its own, the rest in order.
+        assert_eq!(
+            gang_core(&gang(5, &[(2, Some(1)), (8, Some(2))])),
+            vec![2, 3]
+        );
+        // It does not (task minimums default to replicas): the job's minimum, tasks in order.
+        assert_eq!(gang_core(&gang(3, &[(2, None), (8, None)])), vec![2, 1]);
+        // A minimum as large as the job: every replica.
+        assert_eq!(gang_core(&gang(10, &[(2, None), (8, None)])), vec![2, 8]);
+        assert_eq!(gang_core(&gang(50, &[(2, None)])), vec![2]);
+        // No minimum: nothing to place whole.
+        assert_eq!(gang_core(&gang(0, &[(4, Some(0))])), vec![0]);
     }
 
     #[test]

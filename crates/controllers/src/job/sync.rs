@@ -45,6 +45,9 @@ pub struct PodMaking<'a> {
     pub plugins: &'a [Box<dyn JobPlugin>],
     /// Schedulers whose pods wait behind the plan gate until a session placed them.
     pub plan_gate_schedulers: &'a [String],
+    /// Pods beyond the gang's minimum are marked elastic ([`build::gang_core`]): the native
+    /// engine keeps them out of the gang kube-scheduler places whole.
+    pub mark_elastic: bool,
 }
 
 /// What one sync does to a job's pods.
@@ -75,7 +78,12 @@ pub fn plan_sync(
     if admitted {
         let name = job.name_any();
         let by_name: HashMap<String, &Pod> = pods.iter().map(|p| (p.name_any(), p)).collect();
-        for task in job.tasks() {
+        let core = if making.mark_elastic {
+            build::gang_core(job)
+        } else {
+            Vec::new()
+        };
+        for (t, task) in job.tasks().iter().enumerate() {
             let tname = task.name();
             let mut expected = HashSet::new();
             let mut ready = None;
@@ -89,6 +97,9 @@ pub fn plan_sync(
                         p.on_pod_create(job, &mut pod)?;
                     }
                     build::gate_until_placed(&mut pod, making.plan_gate_schedulers);
+                    if core.get(t).is_some_and(|c| i >= *c) {
+                        build::mark_elastic(&mut pod);
+                    }
                     plan.create.push((tname.to_string(), pod));
                 }
                 expected.insert(pn);
@@ -221,9 +232,41 @@ mod tests {
             forwarding: false,
             plugins: &plugins,
             plan_gate_schedulers: gate,
+            mark_elastic: false,
         };
         let lookup = |n: &str| pods.iter().find(|p| p.name_any() == n).cloned();
         plan_sync(job, pods, admitted, &lookup, &making).unwrap()
+    }
+
+    #[test]
+    fn pods_beyond_the_gangs_minimum_are_marked_elastic_when_asked() {
+        // minAvailable 4 covers the tasks' minimums (ps 1, worker 3 by default): nothing is
+        // elastic; at 2, ps's one pod and worker-0 form the minimum.
+        let mut job = job(false, json!({}));
+        let plugins = plugins_for(&job).unwrap();
+        let elastic = |job: &Job| {
+            let making = PodMaking {
+                forwarding: false,
+                plugins: &plugins,
+                plan_gate_schedulers: &[],
+                mark_elastic: true,
+            };
+            let plan = plan_sync(job, &[], true, &|_| None, &making).unwrap();
+            let mut marked: Vec<String> = plan
+                .create
+                .iter()
+                .filter(|(_, p)| {
+                    p.annotations().get(keys::ELASTIC).map(String::as_str) == Some("true")
+                })
+                .map(|(_, p)| p.name_any())
+                .collect();
+            marked.sort();
+            marked
+        };
+        assert!(elastic(&job).is_empty());
+        job.spec.min_available = Some(2);
+        job.spec.tasks.as_mut().unwrap()[1].min_available = Some(1);
+        assert_eq!(elastic(&job), vec!["train-worker-1", "train-worker-2"]);
     }
 
     fn killed(job: &Job, pods: &[Pod], scope: &Scope) -> (Vec<String>, Counts) {
