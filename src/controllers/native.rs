@@ -139,7 +139,9 @@ async fn reconcile(ctx: Arc<Context>, key: String) -> Result<Action, NativeError
     };
     let labels = ctx.discovery.as_ref().and_then(|d| d.current());
     let key_of_tier = labels.and_then(|l| topology_key(pg, &l));
-    let Some(mut want) = mirror(pg, key_of_tier.as_deref()) else {
+    let members_class = vcjob_of(&ctx.caches, pg)
+        .and_then(|job| tephra_controllers::job::build::gang_core_priority_class(&job));
+    let Some(mut want) = mirror(pg, key_of_tier.as_deref(), members_class.as_deref()) else {
         return Ok(Action::AwaitChange);
     };
     // The Workload first: the PodGroup names it.
@@ -199,6 +201,21 @@ async fn reconcile(ctx: Arc<Context>, key: String) -> Result<Action, NativeError
     )
     .await?;
     Ok(next)
+}
+
+/// The vcJob that owns `pg`, from the shared cache.
+fn vcjob_of(caches: &Caches, pg: &PodGroup) -> Option<crate::api::Job> {
+    let owner = pg.metadata.owner_references.as_ref()?.iter().find(|o| {
+        o.controller == Some(true)
+            && o.kind == "Job"
+            && o.api_version.starts_with("batch.volcano.sh/")
+    })?;
+    let namespace = pg.metadata.namespace.as_deref()?;
+    let cached = caches
+        .jobs()
+        .get(&ObjectRef::new(&owner.name).within(namespace))?;
+    let job = cached.0.as_ref().ok()?;
+    (job.metadata.uid.as_deref() == Some(owner.uid.as_str())).then(|| job.clone())
 }
 
 /// What [`admission`] reads of gang `key`, from its Volcano and native PodGroups and the

@@ -171,6 +171,26 @@ pub fn gang_core(job: &Job) -> Vec<i32> {
     core
 }
 
+/// The priority class every pod of the gang's minimum ([`gang_core`]) carries — each pod
+/// takes its task template's class, else the job's — when they share one; `None` when they
+/// differ or none has one. kube-scheduler places a native PodGroup only when its pods have the
+/// group's priority, and a task may name a class of its own.
+pub fn gang_core_priority_class(job: &Job) -> Option<String> {
+    let job_class = non_empty(job.spec.priority_class_name.as_ref());
+    let mut classes = job
+        .tasks()
+        .iter()
+        .zip(gang_core(job))
+        .filter(|(_, core)| *core > 0)
+        .map(|(t, _)| {
+            t.pod_spec()
+                .and_then(|s| non_empty(s.priority_class_name.as_ref()))
+                .or(job_class)
+        });
+    let first = classes.next()??;
+    classes.all(|c| c == Some(first)).then(|| first.to_string())
+}
+
 /// Marks `pod` as beyond its gang's minimum ([`keys::ELASTIC`]; see [`gang_core`]).
 pub fn mark_elastic(pod: &mut Pod) {
     pod.metadata
@@ -942,6 +962,35 @@ status:
             "spec": {"minAvailable": min, "tasks": tasks}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_gang_cores_priority_class_is_the_one_its_pods_share() {
+        let mut job = gang(4, &[(4, None), (4, None)]);
+        assert_eq!(gang_core_priority_class(&job), None);
+        // Tasks naming a class of their own, the job none: the minimum is the first task's.
+        for t in job.spec.tasks.as_mut().unwrap() {
+            t.template = Some(
+                serde_json::from_value(serde_json::json!({
+                "spec": {"priorityClassName": "master", "containers": []}}))
+                .unwrap(),
+            );
+        }
+        assert_eq!(gang_core_priority_class(&job).as_deref(), Some("master"));
+        // A minimum across two tasks of different classes has none in common.
+        job.spec.min_available = Some(6);
+        job.spec.tasks.as_mut().unwrap()[1]
+            .template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .priority_class_name = None;
+        assert_eq!(gang_core_priority_class(&job), None);
+        // The second task inherits the job's class, which the first also names.
+        job.spec.priority_class_name = Some("master".into());
+        assert_eq!(gang_core_priority_class(&job).as_deref(), Some("master"));
     }
 
     #[test]
