@@ -1,5 +1,6 @@
 //! The command line (its names and flags are a fixed interface): `serve`, `crds`, `apiserver`, `certs`; and
-//! the `vcctl`-style `job`, `queue` and `pg` (their flags live in [`crate::vcctl`]).
+//! the `vcctl`-style `job`, `queue` and `pg` (their flags live in [`crate::vcctl`]); the
+//! what-if `simulate` (its flags live in [`crate::simulate`]).
 //!
 //! Only parsing lives here (clap derive), so the flags and their help text can be tested
 //! without starting anything; `main.rs` dispatches to the library.
@@ -19,7 +20,7 @@ pub struct Cli {
 
     /// Log filter in `tracing` EnvFilter syntax (e.g. `info`, `tephra=debug,kube=warn`).
     /// `RUST_LOG` is used when this flag is absent, and `info` without either (`warn` for the
-    /// `job`, `queue` and `pg` commands, whose errors are one line of their own).
+    /// `job`, `queue`, `pg` and `simulate` commands, whose errors are one line of their own).
     #[arg(long, global = true, env = "TEPHRA_LOG")]
     pub log: Option<String>,
 
@@ -129,13 +130,21 @@ pub enum Command {
     Queue(crate::vcctl::QueueArgs),
     /// List PodGroups, the gangs the scheduler places.
     Pg(crate::vcctl::PgArgs),
+    /// What-if: when would these vcJobs be admitted, start and finish on this cluster, what
+    /// do they wait for, which jobs do they delay? Plays the real scheduling session over
+    /// simulated time on the cluster's state (read with LIST requests only, or from a
+    /// `--dump`); never writes to the cluster.
+    Simulate(crate::simulate::SimulateArgs),
 }
 
 impl Command {
-    /// Whether this is one of the user commands (`job`, `queue`, `pg`), which print results
-    /// rather than logs.
+    /// Whether this is one of the user commands (`job`, `queue`, `pg`, `simulate`), which
+    /// print results rather than logs.
     pub fn is_client(&self) -> bool {
-        matches!(self, Command::Job(_) | Command::Queue(_) | Command::Pg(_))
+        matches!(
+            self,
+            Command::Job(_) | Command::Queue(_) | Command::Pg(_) | Command::Simulate(_)
+        )
     }
 }
 

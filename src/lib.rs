@@ -42,6 +42,7 @@ pub mod metrics;
 pub mod scheduler;
 pub mod selftls;
 pub mod server;
+pub mod simulate;
 pub mod sync;
 pub mod vcctl;
 

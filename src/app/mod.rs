@@ -103,6 +103,9 @@ pub enum AppError {
     /// A `job`, `queue` or `pg` command failed.
     #[error(transparent)]
     Vcctl(#[from] crate::vcctl::VcctlError),
+    /// `tephra simulate` failed.
+    #[error(transparent)]
+    Simulate(#[from] crate::simulate::SimulateError),
     /// The embedded API would listen on a non-loopback address without
     /// `--embedded-api-allow-remote`.
     #[error(
@@ -168,6 +171,7 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
         Command::Job(args) => Ok(crate::vcctl::job(args).await?),
         Command::Queue(args) => Ok(crate::vcctl::queue(args).await?),
         Command::Pg(args) => Ok(crate::vcctl::pg(args).await?),
+        Command::Simulate(args) => Ok(crate::simulate::run(args).await?),
     }
 }
 

@@ -26,6 +26,7 @@ mod reference_docs;
 mod scheduler_embedded;
 mod scheduler_properties;
 mod server_https;
+mod simulate;
 mod stand_in_default_profile;
 mod startup;
 mod tls_self;

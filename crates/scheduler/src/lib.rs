@@ -17,7 +17,8 @@
 //! ```
 //!
 //! [`sim`] runs the same session over simulated time (a job controller, kube-scheduler and a
-//! kubelet played in memory) and checks the scheduling guarantees as named properties.
+//! kubelet played in memory) and checks the scheduling guarantees as named properties;
+//! [`whatif`] plays a real cluster's state through it (`tephra simulate`).
 //!
 //! This crate owns every scheduling decision. It may depend on `tephra-api`, k8s-openapi's
 //! types and serde, never on a Kubernetes client, an HTTP stack or an async runtime: the service binary feeds the index from its watch caches
@@ -48,6 +49,7 @@ mod tests_reclaim;
 #[cfg(test)]
 mod tests_topology;
 pub mod topology;
+pub mod whatif;
 
 pub use config::{ConfigError, SchedulerConf};
 pub use index::{ClusterIndex, Snapshot};

@@ -24,7 +24,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
 
-use super::scenario::{JobSpec, Scenario, ScenarioError};
+use super::scenario::{JobSpec, OtherPodSpec, PresentPod, Scenario, ScenarioError};
 use crate::config::{SchedulerConf, parse};
 use crate::index::{ClusterIndex, Snapshot};
 use crate::outcome::{Outcome, Verdict, run_session};
@@ -62,6 +62,9 @@ pub struct SimPod {
     pub task: usize,
     /// Its state.
     pub state: PodState,
+    /// How long it runs once running, simulated ms (0: until the run ends): its task's
+    /// duration, or what was left of a present pod's run.
+    pub run_ms: i64,
 }
 
 /// One job of the scenario as the simulation goes.
@@ -69,7 +72,7 @@ pub struct SimPod {
 pub struct SimJob {
     /// Its spec.
     pub spec: JobSpec,
-    /// `sim/<name>`.
+    /// `<namespace>/<name>`.
     pub id: String,
     /// Its queue.
     pub queue: String,
@@ -77,12 +80,17 @@ pub struct SimJob {
     pub podgroup: Option<PodGroup>,
     /// Its pods, once the job controller has made them.
     pub pods: Vec<SimPod>,
+    /// When its PodGroup first left Pending (admitted by the session), simulated ms.
+    pub admitted_ms: Option<i64>,
     /// When it started (its gang's minimum was running), simulated ms.
     pub started_ms: Option<i64>,
     /// When it finished (every pod succeeded).
     pub finished_ms: Option<i64>,
     /// Pods made again after an eviction.
     pub restarts: u32,
+    /// The messages of its PodGroup's `Unschedulable` condition while it had not started, in
+    /// order, each with the time it was first written (a change of wording is a new entry).
+    pub waiting: Vec<(i64, String)>,
 }
 
 /// A pod's run on a node, for utilization and shares over time.
@@ -135,6 +143,16 @@ pub struct Sim {
     pub total_milli_cpu: f64,
     /// Counts arrivals and finished jobs: the demand changes when it does.
     demand_epoch: u64,
+    /// Pods of no job, with when they end (`None`: at the end of the run).
+    others: Vec<OtherRun>,
+}
+
+/// A running pod of no simulated job.
+#[derive(Clone, Debug)]
+struct OtherRun {
+    pod: Pod,
+    ends_ms: Option<i64>,
+    ended: bool,
 }
 
 impl Sim {
@@ -181,16 +199,30 @@ impl Sim {
             .jobs
             .iter()
             .map(|j| SimJob {
-                id: format!("{NAMESPACE}/{}", j.name),
+                id: format!("{}/{}", j.namespace(), j.name),
                 queue: j.queue.clone().unwrap_or_else(|| "default".into()),
                 spec: j.clone(),
                 podgroup: None,
                 pods: Vec::new(),
+                admitted_ms: None,
                 started_ms: None,
                 finished_ms: None,
                 restarts: 0,
+                waiting: Vec::new(),
             })
             .collect();
+        let others: Vec<OtherRun> = scenario
+            .other_pods
+            .iter()
+            .map(|p| OtherRun {
+                pod: other_pod_object(p),
+                ends_ms: (p.remaining_ms > 0).then_some(p.remaining_ms),
+                ended: false,
+            })
+            .collect();
+        for o in &others {
+            index.apply_pod(&o.pod);
+        }
         index.take_changes();
         Ok(Self {
             scenario,
@@ -208,6 +240,7 @@ impl Sim {
             intervals: Vec::new(),
             total_milli_cpu,
             demand_epoch: 0,
+            others,
         })
     }
 
@@ -277,12 +310,16 @@ impl Sim {
                 t = t.min(j.spec.arrival_ms.max(self.now_ms));
             }
             for p in &j.pods {
-                if let PodState::Running(_, since) = &p.state {
-                    let d = j.spec.tasks[p.task].duration_ms;
-                    if d > 0 {
-                        t = t.min(since + d);
-                    }
+                if let PodState::Running(_, since) = &p.state
+                    && p.run_ms > 0
+                {
+                    t = t.min(since + p.run_ms);
                 }
+            }
+        }
+        for o in self.others.iter().filter(|o| !o.ended) {
+            if let Some(end) = o.ends_ms {
+                t = t.min(end.max(self.now_ms));
             }
         }
         if !self.binds.is_empty() {
@@ -294,20 +331,30 @@ impl Sim {
     /// Arrivals, completions, job cleanup, pods for admitted gangs and binds due now.
     fn process_events(&mut self) {
         let now = self.now_ms;
+        for o in &mut self.others {
+            if !o.ended && o.ends_ms.is_some_and(|e| e <= now) {
+                o.ended = true;
+                self.index.delete_pod(&o.pod);
+            }
+        }
         for j in 0..self.jobs.len() {
             if self.jobs[j].podgroup.is_none() && self.jobs[j].spec.arrival_ms <= now {
-                let pg = podgroup_object(&self.jobs[j].spec);
-                self.index.apply_podgroup(&pg);
-                self.jobs[j].podgroup = Some(pg);
+                if self.jobs[j].spec.present.is_empty() {
+                    let pg = podgroup_object(&self.jobs[j].spec, "Pending");
+                    self.index.apply_podgroup(&pg);
+                    self.jobs[j].podgroup = Some(pg);
+                } else {
+                    self.arrive_present(j);
+                }
                 self.demand_epoch += 1;
             }
             let mut finished = Vec::new();
             for (i, p) in self.jobs[j].pods.iter().enumerate() {
-                if let PodState::Running(_, since) = &p.state {
-                    let d = self.jobs[j].spec.tasks[p.task].duration_ms;
-                    if d > 0 && since + d <= now {
-                        finished.push(i);
-                    }
+                if let PodState::Running(_, since) = &p.state
+                    && p.run_ms > 0
+                    && since + p.run_ms <= now
+                {
+                    finished.push(i);
                 }
             }
             for i in finished {
@@ -324,6 +371,63 @@ impl Sim {
         }
         self.make_pods_for_admitted();
         self.bind_due();
+    }
+
+    /// A job that was running when the run began: its PodGroup admitted, its present pods
+    /// running on their nodes (or finished), its other replicas made Pending.
+    fn arrive_present(&mut self, j: usize) {
+        let now = self.now_ms;
+        let spec = self.jobs[j].spec.clone();
+        let pg = podgroup_object(&spec, "Running");
+        self.index.apply_podgroup(&pg);
+        let mut pods = Vec::new();
+        for (ti, task) in spec.tasks.iter().enumerate() {
+            let mut present = spec.present.iter().filter(|p| p.task == task.name);
+            for r in 0..task.replicas {
+                let mut pod = pod_object(&spec, ti, r, 0, now);
+                let (state, phase, run_ms) = match present.next() {
+                    Some(PresentPod {
+                        node: Some(node),
+                        remaining_ms,
+                        ..
+                    }) => {
+                        if let Some(s) = pod.spec.as_mut() {
+                            s.node_name = Some(node.clone());
+                        }
+                        (
+                            PodState::Running(node.clone(), now),
+                            "Running",
+                            *remaining_ms,
+                        )
+                    }
+                    Some(PresentPod { node: None, .. }) => (PodState::Succeeded, "Succeeded", 0),
+                    None => (PodState::Pending, "Pending", task.duration_ms),
+                };
+                if let Some(s) = pod.status.as_mut() {
+                    s.phase = Some(phase.into());
+                }
+                pods.push(SimPod {
+                    pod,
+                    task: ti,
+                    state,
+                    run_ms,
+                });
+            }
+        }
+        for p in &pods {
+            self.index.apply_pod(&p.pod);
+        }
+        let job = &mut self.jobs[j];
+        let begun = pods
+            .iter()
+            .filter(|p| matches!(p.state, PodState::Running(..) | PodState::Succeeded))
+            .count() as u32;
+        job.pods = pods;
+        job.podgroup = Some(pg);
+        job.admitted_ms = Some(now);
+        if begun >= spec.min() {
+            job.started_ms = Some(now);
+        }
     }
 
     /// A job whose pods all succeeded is done: its pods and PodGroup leave the index.
@@ -365,6 +469,7 @@ impl Sim {
                         pod: pod_object(&job.spec, ti, r, 0, self.now_ms),
                         task: ti,
                         state: PodState::Pending,
+                        run_ms: task.duration_ms,
                     });
                 }
             }
@@ -479,6 +584,20 @@ impl Sim {
                 let pg = pg.clone();
                 self.index.apply_podgroup(&pg);
             }
+            if job.admitted_ms.is_none()
+                && u.status
+                    .phase
+                    .as_ref()
+                    .is_some_and(|p| p.as_str() != "Pending")
+            {
+                job.admitted_ms = Some(self.now_ms);
+            }
+            if job.started_ms.is_none()
+                && let Some(message) = unschedulable_message(&u.status)
+                && job.waiting.last().is_none_or(|(_, m)| *m != message)
+            {
+                job.waiting.push((self.now_ms, message));
+            }
         }
         // Placements, in kube-scheduler's queue order: priority, then creation, then name.
         let mut placed: Vec<(i32, String, usize, usize, String)> = outcome
@@ -559,6 +678,7 @@ impl Sim {
             pod,
             task,
             state: PodState::Pending,
+            run_ms: self.jobs[j].spec.tasks[task].duration_ms,
         };
     }
 
@@ -585,7 +705,22 @@ impl Sim {
     }
 }
 
-fn node_names(name: &str, count: u32) -> Vec<String> {
+/// The message of a PodGroup status's `Unschedulable` condition that is `True`.
+fn unschedulable_message(status: &tephra_api::scheduling::PodGroupStatus) -> Option<String> {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| {
+            c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable")
+                && c.status.as_deref() == Some("True")
+        })
+        .and_then(|c| c.message.clone())
+        .filter(|m| !m.is_empty())
+}
+
+/// The names of a node kind of `count` nodes (`name` alone, or `name-0`, `name-1`, …).
+pub(crate) fn node_names(name: &str, count: u32) -> Vec<String> {
     if count <= 1 {
         vec![name.to_string()]
     } else {
@@ -696,7 +831,17 @@ fn min_resources(job: &JobSpec) -> BTreeMap<String, f64> {
     sum
 }
 
-fn podgroup_object(job: &JobSpec) -> PodGroup {
+/// A uid unique across namespaces; the namespace is left out for `sim`, so scenarios written
+/// before jobs had namespaces keep their uids (and their sessions' tie-breaks).
+fn uid(prefix: &str, namespace: &str, name: &str) -> String {
+    if namespace == NAMESPACE {
+        format!("{prefix}-{name}")
+    } else {
+        format!("{prefix}-{namespace}-{name}")
+    }
+}
+
+fn podgroup_object(job: &JobSpec, phase: &str) -> PodGroup {
     let min_res: serde_json::Map<String, serde_json::Value> = min_resources(job)
         .into_iter()
         .map(|(k, v)| {
@@ -751,10 +896,11 @@ fn podgroup_object(job: &JobSpec) -> PodGroup {
     }
     from(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-        "metadata": {"namespace": NAMESPACE, "name": job.name, "uid": format!("pg-{}", job.name),
+        "metadata": {"namespace": job.namespace(), "name": job.name,
+                     "uid": uid("pg", job.namespace(), &job.name),
                      "creationTimestamp": rfc3339(job.arrival_ms)},
         "spec": spec,
-        "status": {"phase": "Pending"}
+        "status": {"phase": phase}
     }))
 }
 
@@ -803,15 +949,39 @@ fn pod_object(job: &JobSpec, task: usize, replica: u32, generation: u32, now_ms:
     if !t.tolerations.is_empty() {
         spec["tolerations"] = json!(t.tolerations);
     }
+    if let Some(a) = &t.affinity {
+        spec["affinity"] = json!(a);
+    }
     from(json!({
         "metadata": {
-            "namespace": NAMESPACE, "name": name,
-            "uid": format!("uid-{name}-{generation}"),
+            "namespace": job.namespace(), "name": name,
+            "uid": uid("uid", job.namespace(), &format!("{name}-{generation}")),
             "creationTimestamp": rfc3339(now_ms),
             "annotations": annotations,
             "labels": labels,
         },
         "spec": spec,
         "status": {"phase": "Pending"}
+    }))
+}
+
+/// A running pod of another scheduler on its node (it holds the node's resources only).
+fn other_pod_object(p: &OtherPodSpec) -> Pod {
+    let mut requests = json!({"cpu": p.cpu, "memory": p.memory});
+    for (k, v) in &p.scalars {
+        requests[k] = json!(v);
+    }
+    from(json!({
+        "metadata": {
+            "namespace": p.namespace, "name": p.name,
+            "uid": format!("other-{}-{}", p.namespace, p.name),
+            "creationTimestamp": rfc3339(0),
+        },
+        "spec": {
+            "schedulerName": tephra_api::keys::KUBE_DEFAULT_SCHEDULER,
+            "nodeName": p.node,
+            "containers": [{"name": "c", "image": "busybox", "resources": {"requests": requests}}],
+        },
+        "status": {"phase": "Running"}
     }))
 }

@@ -29,11 +29,24 @@
 //!     memory: 64Mi
 //!     partitionPolicy: {totalPartitions: 2, partitionSize: 2, minPartitions: 1,
 //!                       networkTopology: {mode: hard, highestTierAllowed: 1}}
+//! - name: training        # a job already running when the run begins (a cluster's state)
+//!   namespace: ml
+//!   arrivalMs: -60000     # created a minute before the run began
+//!   tasks: [{name: worker, replicas: 2, cpu: "4", memory: 1Gi, durationMs: 600000}]
+//!   present:              # its pods at time 0: bound to a node, or finished (no node)
+//!   - {task: worker, node: n-0, remainingMs: 30000}
+//!   - {task: worker}
+//! otherPods:              # pods of no simulated job that hold a node's resources
+//! - {namespace: kube-system, name: dns, node: n-1, cpu: 100m, memory: 70Mi}
 //! ```
+//!
+//! A job with `present` pods is admitted (its PodGroup `Running`) from time 0: its present
+//! pods run (or have finished) as given, its other replicas are made Pending. That is how a
+//! cluster taken from the API ([`crate::whatif`]) is played.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::api::core::v1::{Affinity, Taint, Toleration};
 use serde::{Deserialize, Serialize};
 
 /// Why a scenario could not be read.
@@ -84,6 +97,46 @@ pub struct Scenario {
     /// Jobs, each arriving at its time.
     #[serde(default)]
     pub jobs: Vec<JobSpec>,
+    /// Pods of no simulated job (another scheduler's, a DaemonSet's) running on a node from
+    /// time 0: they hold its resources until their `remainingMs` ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_pods: Vec<OtherPodSpec>,
+}
+
+/// A pod of a job already running when the run begins.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PresentPod {
+    /// Its task's name.
+    pub task: String,
+    /// The node it runs on; none when it has already finished (Succeeded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// How much longer it runs, simulated ms (0: until the run ends).
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub remaining_ms: i64,
+}
+
+/// A running pod that belongs to no simulated job.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OtherPodSpec {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The node it runs on.
+    pub node: String,
+    /// Requested cpu.
+    pub cpu: String,
+    /// Requested memory.
+    pub memory: String,
+    /// Other requests.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scalars: BTreeMap<String, String>,
+    /// How much longer it runs, simulated ms (0: until the run ends).
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub remaining_ms: i64,
 }
 
 fn default_period() -> i64 {
@@ -182,12 +235,16 @@ pub struct HyperNodeSpec {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JobSpec {
-    /// Name (the PodGroup's, in namespace `sim`).
+    /// Name (the PodGroup's).
     pub name: String,
+    /// Namespace (`sim` when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
     /// Queue (`default` when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
-    /// When it is submitted, simulated ms.
+    /// When it is submitted, simulated ms; a job created before the run began has a
+    /// negative time (it is there from time 0, older than the others).
     #[serde(default, skip_serializing_if = "is_zero_i64")]
     pub arrival_ms: i64,
     /// PriorityClass value of the gang and its pods (none when unset).
@@ -201,6 +258,9 @@ pub struct JobSpec {
     pub network_topology: Option<tephra_api::scheduling::NetworkTopologySpec>,
     /// Its tasks.
     pub tasks: Vec<TaskSpec>,
+    /// Pods already bound or finished at time 0 (a job that was running when the run began).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub present: Vec<PresentPod>,
 }
 
 fn is_zero_i64(v: &i64) -> bool {
@@ -234,6 +294,9 @@ pub struct TaskSpec {
     /// `spec.tolerations`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
+    /// `spec.affinity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
     /// `volcano.sh/preemptable` (true when unset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemptable: Option<bool>,
@@ -252,6 +315,13 @@ impl JobSpec {
     /// `minAvailable`, every replica when unset.
     pub fn min(&self) -> u32 {
         self.min_available.unwrap_or_else(|| self.replicas())
+    }
+
+    /// Its namespace (`sim` when unset).
+    pub fn namespace(&self) -> &str {
+        self.namespace
+            .as_deref()
+            .unwrap_or(super::engine::NAMESPACE)
     }
 }
 
@@ -287,12 +357,16 @@ impl Scenario {
                 self.period_ms
             )));
         }
+        // `default` and `root` always exist; declaring one (once) sets its fields.
         let mut queues = vec!["default", "root"];
+        let mut declared = std::collections::BTreeSet::new();
         for q in &self.queues {
-            if queues.contains(&q.name.as_str()) {
+            if !declared.insert(q.name.as_str()) {
                 return Err(invalid(format!("queue {} declared twice", q.name)));
             }
-            queues.push(&q.name);
+            if !queues.contains(&q.name.as_str()) {
+                queues.push(&q.name);
+            }
             for (what, list) in [
                 ("capability", &q.capability),
                 ("guarantee", &q.guarantee),
@@ -318,9 +392,14 @@ impl Scenario {
                 })?;
             }
         }
+        let node_names: std::collections::BTreeSet<String> = self
+            .nodes
+            .iter()
+            .flat_map(|n| super::engine::node_names(&n.name, n.count))
+            .collect();
         let mut names = std::collections::BTreeSet::new();
         for j in &self.jobs {
-            if !names.insert(j.name.as_str()) {
+            if !names.insert((j.namespace(), j.name.as_str())) {
                 return Err(invalid(format!("job {} declared twice", j.name)));
             }
             let q = j.queue.as_deref().unwrap_or("default");
@@ -345,6 +424,50 @@ impl Scenario {
                         ))
                     })?;
                 }
+            }
+            for t in &j.tasks {
+                let present = j.present.iter().filter(|p| p.task == t.name).count();
+                if present > t.replicas as usize {
+                    return Err(invalid(format!(
+                        "job {} task {}: {present} present pods but {} replicas",
+                        j.name, t.name, t.replicas
+                    )));
+                }
+            }
+            for p in &j.present {
+                if !j.tasks.iter().any(|t| t.name == p.task) {
+                    return Err(invalid(format!(
+                        "job {}: present pod of task {}, which it does not have",
+                        j.name, p.task
+                    )));
+                }
+                if let Some(n) = &p.node
+                    && !node_names.contains(n)
+                {
+                    return Err(invalid(format!(
+                        "job {}: present pod on node {n}, which is not declared",
+                        j.name
+                    )));
+                }
+            }
+        }
+        for p in &self.other_pods {
+            if !node_names.contains(&p.node) {
+                return Err(invalid(format!(
+                    "pod {}/{}: node {} is not declared",
+                    p.namespace, p.name, p.node
+                )));
+            }
+            for (k, v) in [("cpu", &p.cpu), ("memory", &p.memory)]
+                .into_iter()
+                .chain(p.scalars.iter().map(|(k, v)| (k.as_str(), v)))
+            {
+                quantity(v).ok_or_else(|| {
+                    invalid(format!(
+                        "pod {}/{}: {k}: {v:?} is not a quantity",
+                        p.namespace, p.name
+                    ))
+                })?;
             }
         }
         Ok(())

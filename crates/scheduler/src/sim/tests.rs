@@ -301,6 +301,7 @@ fn job_spec() -> impl Strategy<Value = (usize, JobSpec)> {
                     min_available: Some(min),
                     network_topology: topology.map(topology_spec),
                     tasks,
+                    ..JobSpec::default()
                 },
             )
         })
@@ -397,6 +398,7 @@ pub(crate) fn scenario() -> impl Strategy<Value = Scenario> {
                 nodes,
                 queues,
                 jobs,
+                other_pods: Vec::new(),
             }
         })
 }
@@ -562,5 +564,54 @@ fn a_waiting_gang_is_reworded_at_most_every_ten_seconds() {
         writes <= 8 * last.len(),
         "{writes} PodGroup writes for {} PodGroups",
         last.len()
+    );
+}
+
+#[test]
+fn a_running_job_and_other_pods_hold_their_nodes_from_time_zero() {
+    // One node of 8 cpu: `old` runs 6 cpu for 5 s more (one of its two pods has finished),
+    // another scheduler's pod 1 cpu for 8 s. `new` (4 cpu) fits once `old`'s pod ends, and
+    // `later` (7.5 cpu) once the other pod ends too.
+    let s = Scenario::from_yaml(
+        "untilMs: 30000
+nodes: [{name: n, cpu: '8', memory: 8Gi}]
+jobs:
+- name: old
+  namespace: team
+  arrivalMs: -60000
+  minAvailable: 1
+  tasks: [{name: t, replicas: 2, cpu: '6', memory: 1Gi, durationMs: 9000}]
+  present: [{task: t, node: n, remainingMs: 5000}, {task: t}]
+- {name: new, tasks: [{name: t, replicas: 1, cpu: '4', memory: 1Gi, durationMs: 2000}]}
+- {name: later, arrivalMs: 100, tasks: [{name: t, replicas: 1, cpu: 7500m, memory: 1Gi}]}
+otherPods: [{namespace: kube-system, name: agent, node: n, cpu: '1', memory: 1Gi, remainingMs: 8000}]
+",
+        "t.yaml",
+    )
+    .expect("parses");
+    let mut sim = Sim::new(s).expect("builds");
+    while sim.next_session().is_some() {}
+    let old = job(&sim, "old");
+    assert_eq!(old.id, "team/old");
+    assert_eq!((old.admitted_ms, old.started_ms), (Some(0), Some(0)));
+    assert_eq!(old.finished_ms, Some(5000));
+    let new = job(&sim, "new");
+    let started = new.started_ms.expect("new starts");
+    assert!((5000..5200).contains(&started), "new started at {started}");
+    assert!(!new.waiting.is_empty(), "new waited without a reason");
+    let later = job(&sim, "later").started_ms.expect("later starts");
+    assert!((8000..8200).contains(&later), "later started at {later}");
+}
+
+#[test]
+fn a_present_pod_on_an_unknown_node_is_refused() {
+    let e = Scenario::from_yaml(
+        "untilMs: 1000\nnodes: [{name: n, cpu: '4', memory: 8Gi}]\njobs:\n- {name: j, tasks: [{name: t, replicas: 1, cpu: '1', memory: 1Gi}], present: [{task: t, node: m}]}\n",
+        "t.yaml",
+    )
+    .expect_err("unknown node");
+    assert_eq!(
+        e.to_string(),
+        "scenario t.yaml: job j: present pod on node m, which is not declared"
     );
 }

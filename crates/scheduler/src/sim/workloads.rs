@@ -59,6 +59,7 @@ pub fn backlogged_queues(
         hyper_nodes: Vec::new(),
         queues,
         jobs,
+        other_pods: Vec::new(),
     }
 }
 
