@@ -385,7 +385,7 @@ unschedulable_of() {
   local pg
   pg=$(k get pods -l "volcano.sh/job-name=$1" -o jsonpath='{.items[0].metadata.annotations.scheduling\.k8s\.io/group-name}' 2>/dev/null)
   [ -n "$pg" ] || return 0
-  k get podgroups.scheduling.volcano.sh "$pg" -o jsonpath='{range .status.conditions[?(@.type=="Unschedulable")]}{.status} {.reason}: {.message}{end}'
+  k get podgroups.scheduling.volcano.sh "$pg" -o jsonpath='{range .status.conditions[?(@.type=="Unschedulable")]}{.status} {.reason}: {.message}{end}' 2>/dev/null
 }
 not_placed_said() { case $(unschedulable_of "$1") in "True NotPlaced: kube-scheduler could not place the gang: "?*) return 0 ;; esac; return 1; }
 s_native_hold_back() {
