@@ -151,26 +151,11 @@ struct ReadOnly {
 }
 
 impl ReadOnly {
-    /// Every object of a kind, in every namespace (a LIST, nothing else).
+    /// Every object of a kind, in every namespace for a namespaced kind (a LIST, nothing
+    /// else).
     async fn list<K>(&self, resource: &'static str) -> Result<Vec<K>, SimulateError>
     where
-        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug,
-        K::DynamicType: Default,
-    {
-        let api: Api<K> = Api::all(self.client.clone());
-        Self::items(api, resource).await
-    }
-
-    /// Every namespaced object of a kind across all namespaces (a LIST, nothing else).
-    async fn list_all_namespaces<K>(&self, resource: &'static str) -> Result<Vec<K>, SimulateError>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + std::fmt::Debug,
+        K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
         K::DynamicType: Default,
     {
         let api: Api<K> = Api::all(self.client.clone());
@@ -211,12 +196,10 @@ async fn read_cluster(kubeconfig: Option<&Path>) -> Result<ClusterState, Simulat
         .map_err(SimulateError::Cluster)?;
     let api = ReadOnly { client };
     let nodes: Vec<Node> = api.list("nodes").await?;
-    let pods: Vec<Pod> = api.list_all_namespaces("pods").await?;
+    let pods: Vec<Pod> = api.list("pods").await?;
     let queues: Vec<Queue> = api.list("queues.scheduling.volcano.sh").await?;
-    let pod_groups: Vec<PodGroup> = api
-        .list_all_namespaces("podgroups.scheduling.volcano.sh")
-        .await?;
-    let jobs: Vec<Job> = api.list_all_namespaces("jobs.batch.volcano.sh").await?;
+    let pod_groups: Vec<PodGroup> = api.list("podgroups.scheduling.volcano.sh").await?;
+    let jobs: Vec<Job> = api.list("jobs.batch.volcano.sh").await?;
     let priority_classes: Vec<PriorityClass> = api.list("priorityclasses").await?;
     // Whole seconds, as a dump keeps it: `--from` a dump then answers exactly as this did.
     let now = Timestamp::now();

@@ -413,7 +413,7 @@ fn role_minimums_gate_readiness() {
 }
 
 /// The Unschedulable condition of a PodGroup in an outcome: (reason, message, status).
-fn unschedulable_of(out: &Outcome, name: &str) -> Option<(String, String, String)> {
+pub(crate) fn unschedulable_of(out: &Outcome, name: &str) -> Option<(String, String, String)> {
     let u = out.podgroups.iter().find(|u| u.name == name)?;
     let c = u.status.conditions.iter().flatten().find(|c| {
         c.type_

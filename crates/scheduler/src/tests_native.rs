@@ -19,18 +19,8 @@ fn session(w: &World) -> Outcome {
 
 /// The gang's Unschedulable condition: (status, reason, message).
 fn unschedulable(out: &Outcome, name: &str) -> Option<(String, String, String)> {
-    let update = out.podgroups.iter().find(|u| u.name == name)?;
-    let c = update
-        .status
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable"))?;
-    Some((
-        c.status.clone().unwrap_or_default(),
-        c.reason.clone().unwrap_or_default(),
-        c.message.clone().unwrap_or_default(),
-    ))
+    super::tests::unschedulable_of(out, name)
+        .map(|(reason, message, status)| (status, reason, message))
 }
 
 #[test]
