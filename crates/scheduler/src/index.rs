@@ -758,13 +758,23 @@ impl ClusterIndex {
         }
         let mut out = Vec::new();
         for (gang, placed) in by_gang {
-            let members: Vec<(&String, &PodEntry)> = gang
+            // The gang's native members: still gated, and already through the gate (not
+            // finished), in one pass over its pods.
+            let mut members: Vec<(&String, &PodEntry)> = Vec::new();
+            let mut through = 0usize;
+            for (uid, e) in gang
                 .and_then(|g| self.job_tasks.get(g))
                 .into_iter()
                 .flatten()
                 .filter_map(|uid| self.pods.get_key_value(uid))
-                .filter(|(_, e)| e.native_member && e.plan_gated)
-                .collect();
+                .filter(|(_, e)| e.native_member)
+            {
+                if e.plan_gated {
+                    members.push((uid, e));
+                } else if !e.task.status.is_completed() {
+                    through += 1;
+                }
+            }
             if members.is_empty() {
                 out.extend(placed.into_iter().map(|(u, e)| row(u, e)));
                 continue;
@@ -781,13 +791,6 @@ impl ClusterIndex {
                 );
                 continue;
             }
-            let through = gang
-                .and_then(|g| self.job_tasks.get(g))
-                .into_iter()
-                .flatten()
-                .filter_map(|uid| self.pods.get(uid))
-                .filter(|e| e.native_member && !e.plan_gated && !e.task.status.is_completed())
-                .count();
             let min_member = gang
                 .and_then(|g| self.podgroups.get(g))
                 .and_then(|pg| pg.spec.min_member)

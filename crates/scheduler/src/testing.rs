@@ -165,6 +165,27 @@ impl World {
         self
     }
 
+    /// Assumes each `(uid, node)` placement; returns the names of the pods whose plan gate is
+    /// then due to come off ([`ClusterIndex::placed_plan_gated`]), sorted.
+    pub fn assume_and_due<'a>(
+        &mut self,
+        placements: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Vec<String> {
+        let now = std::time::Instant::now();
+        for (uid, node) in placements {
+            self.index
+                .assume(uid, node, std::time::Duration::from_secs(30), now);
+        }
+        let mut due: Vec<String> = self
+            .index
+            .placed_plan_gated()
+            .into_iter()
+            .map(|(_, _, name)| name)
+            .collect();
+        due.sort();
+        due
+    }
+
     /// Sets annotation `key` of the PodGroup `ns/name`.
     pub fn annotate(mut self, ns: &str, name: &str, key: &str, value: &str) -> Self {
         if let Some(pg) = self.index.podgroup(&format!("{ns}/{name}")) {

@@ -752,18 +752,12 @@ fn pods_behind_the_plan_gate_are_placed_and_pods_behind_other_gates_are_not() {
     assert_eq!(placed.get("ns/theirs"), None);
 
     // Once assumed, the plan-gated pods are the ones whose gate is due to come off.
-    let now = std::time::Instant::now();
-    for (uid, p) in &out.plan.placements {
-        w.index
-            .assume(uid, &p.node, std::time::Duration::from_secs(30), now);
-    }
-    let mut due: Vec<String> = w
-        .index
-        .placed_plan_gated()
-        .into_iter()
-        .map(|(_, _, name)| name)
-        .collect();
-    due.sort();
+    let due = w.assume_and_due(
+        out.plan
+            .placements
+            .iter()
+            .map(|(u, p)| (u.as_str(), p.node.as_str())),
+    );
     assert_eq!(due, vec!["ours-task-0", "ours-task-1"]);
 }
 

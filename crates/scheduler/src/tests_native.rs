@@ -99,23 +99,6 @@ fn native_gang(mut w: World, name: &str, size: usize, min: i32, members: usize) 
     w
 }
 
-/// Assumes every placement of `out`; returns the names whose gate is due, sorted.
-fn assume_and_due(w: &mut World, uids: &[(&str, &str)]) -> Vec<String> {
-    let now = std::time::Instant::now();
-    for (uid, node) in uids {
-        w.index
-            .assume(uid, node, std::time::Duration::from_secs(30), now);
-    }
-    let mut due: Vec<String> = w
-        .index
-        .placed_plan_gated()
-        .into_iter()
-        .map(|(_, _, name)| name)
-        .collect();
-    due.sort();
-    due
-}
-
 #[test]
 fn a_gangs_native_members_are_ungated_together_with_as_many_placed_pods_in_all() {
     // Three gangs of 6 needing 2 (2 native members, 4 elastic) on 9 cpus: the session gives
@@ -128,14 +111,12 @@ fn a_gangs_native_members_are_ungated_together_with_as_many_placed_pods_in_all()
     let out = session(&w);
     let placed = super::testing::placed_by_gang(&out.plan);
     assert_eq!(placed.values().sum::<usize>(), 9, "{placed:?}");
-    let uids: Vec<(String, String)> = out
-        .plan
-        .placements
-        .iter()
-        .map(|(u, p)| (u.clone(), p.node.clone()))
-        .collect();
-    let refs: Vec<(&str, &str)> = uids.iter().map(|(u, n)| (u.as_str(), n.as_str())).collect();
-    let due = assume_and_due(&mut w, &refs);
+    let due = w.assume_and_due(
+        out.plan
+            .placements
+            .iter()
+            .map(|(u, p)| (u.as_str(), p.node.as_str())),
+    );
     for g in ["a", "b", "c"] {
         let mine: Vec<&String> = due
             .iter()
@@ -157,20 +138,17 @@ fn a_native_group_is_never_ungated_in_part() {
     let w = World::default().nodes(2, 8, 16);
     // The session placed two elastic pods, none of the members: the members go instead.
     let mut w1 = native_gang(w, "a", 6, 2, 2);
-    let due = assume_and_due(
-        &mut w1,
-        &[("uid-ns-a-task-4", "node-0"), ("uid-ns-a-task-5", "node-0")],
-    );
+    let due = w1.assume_and_due([("uid-ns-a-task-4", "node-0"), ("uid-ns-a-task-5", "node-0")]);
     assert_eq!(due, vec!["a-task-0", "a-task-1"]);
     // One placed pod cannot release a group of two: nothing is ungated.
     let mut w2 = native_gang(World::default().nodes(2, 8, 16), "a", 6, 2, 2);
-    assert!(assume_and_due(&mut w2, &[("uid-ns-a-task-0", "node-0")]).is_empty());
+    assert!(
+        w2.assume_and_due([("uid-ns-a-task-0", "node-0")])
+            .is_empty()
+    );
     // A group larger than its minimum (every pod a member, as for a Deployment's gang): once
     // the minimum is placed, the whole group goes and kube-scheduler places what fits.
     let mut w3 = native_gang(World::default().nodes(2, 8, 16), "d", 4, 2, 4);
-    let due = assume_and_due(
-        &mut w3,
-        &[("uid-ns-d-task-0", "node-0"), ("uid-ns-d-task-1", "node-0")],
-    );
+    let due = w3.assume_and_due([("uid-ns-d-task-0", "node-0"), ("uid-ns-d-task-1", "node-0")]);
     assert_eq!(due, vec!["d-task-0", "d-task-1", "d-task-2", "d-task-3"]);
 }
