@@ -212,9 +212,17 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub client_ca: Option<PathBuf>,
 
-    /// Plain-HTTP address serving /metrics, /healthz and /readyz.
+    /// Plain-HTTP address serving /metrics, /healthz, /readyz and the read-only web view
+    /// (/ui).
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_listen: SocketAddr,
+
+    /// Do not serve the read-only web view (/ui: queues, gangs and why they wait, a gang's
+    /// pods, what-if) on --metrics-listen. It shows the names of queues, jobs, pods and nodes
+    /// and the scheduler's messages to whoever reaches that address; never a pod's
+    /// environment, volumes or any Secret.
+    #[arg(long)]
+    pub no_ui: bool,
 
     /// Offer HTTP/2 on the HTTPS listener. Off by default: webhook servers keep HTTP/2 off
     /// since the HTTP/2 Rapid Reset attacks (CVE-2023-44487); kube-apiserver and
@@ -731,6 +739,7 @@ mod tests {
         assert_eq!(s.scheduler_names, vec!["volcano".to_string()]);
         assert_eq!(s.embedded_nodes, 3);
         assert!(!s.embedded && !s.enable_http2 && !s.no_sim_kubelet && !s.no_sim_scheduler);
+        assert!(!s.no_ui, "the web view is on unless turned off");
     }
 
     #[test]

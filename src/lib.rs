@@ -45,6 +45,7 @@ pub mod server;
 pub mod simulate;
 pub mod sync;
 pub mod vcctl;
+pub mod webview;
 
 /// Volcano's API types, keys and CRDs (the `tephra-api` crate).
 pub use tephra_api as api;

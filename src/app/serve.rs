@@ -575,12 +575,25 @@ async fn start_http(
         extender::router(extender.clone())
     };
     let routes = admission::router(admission).merge(extender_routes);
-    let bound = server::bind(config, routes, base.state.clone())?;
+    let mut bound = server::bind(config, routes, base.state.clone())?;
+    if !args.no_ui {
+        bound = bound.with_metrics_routes(crate::webview::router(Arc::new(
+            crate::webview::WebView::new(
+                core.caches.clone(),
+                core.scheduler.clone(),
+                args.config.clone(),
+                args.scheduler_names.clone(),
+            ),
+        )));
+    }
     let https_addr = bound.https_addr();
     let metrics_at = bound
         .metrics_addr()
         .map_or_else(|| "the HTTPS listener".to_string(), |a| a.to_string());
     tracing::info!(https = %https_addr, metrics = %metrics_at, "serving");
+    if let (false, Some(at)) = (args.no_ui, bound.metrics_addr()) {
+        tracing::info!(url = %format!("http://{at}{}", tephra_webview::BASE_PATH), "web view (read-only; --no-ui turns it off)");
+    }
     let (running, runtime) = serve_on_own_thread(bound, base.shutdown.clone())?;
     Ok(Http {
         running,

@@ -29,6 +29,7 @@ use crate::api::{PodGroup, Queue};
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
 use crate::cluster::{CacheFeeds, Relist, status_code};
 use crate::sync::{self, lock};
+use tephra_webview::QueueFigures;
 
 /// How long a placement made by a session counts against its node without kube-scheduler
 /// binding the pod. Longer than kube-scheduler's largest retry backoff (10 s) plus its
@@ -111,6 +112,8 @@ struct Inner {
     events_wrote: Notify,
     /// A session is awaited by a caller (a filter): start it without the debounce.
     urgent: std::sync::atomic::AtomicBool,
+    /// The last session's queue figures, for the web view.
+    queue_figures: RwLock<Option<Arc<QueueFigures>>>,
 }
 
 /// A handle on the scheduler; cheap to clone.
@@ -165,6 +168,7 @@ impl Scheduler {
                 wrote: Notify::new(),
                 events_wrote: Notify::new(),
                 urgent: std::sync::atomic::AtomicBool::new(false),
+                queue_figures: RwLock::new(None),
             }),
         })
     }
@@ -385,6 +389,10 @@ impl Scheduler {
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0),
         );
+        *sync::write(&self.inner.queue_figures) = Some(Arc::new(QueueFigures {
+            at_ms: k8s_openapi::jiff::Timestamp::now().as_millisecond(),
+            queues: outcome.figures.queues.clone(),
+        }));
         self.inner.sessions.send_modify(|n| *n += 1);
         tracing::debug!(
             session = %id,
@@ -400,6 +408,12 @@ impl Scheduler {
             "session"
         );
         outcome
+    }
+
+    /// The last session's deserved and allocated resources per queue, and when it ran; `None`
+    /// until this replica runs a session (only the leader does).
+    pub fn queue_figures(&self) -> Option<Arc<QueueFigures>> {
+        sync::read(&self.inner.queue_figures).clone()
     }
 
     /// Hands a session's writes to the writer task ([`Scheduler::spawn`] starts it), which

@@ -35,6 +35,8 @@ pub struct BoundServer {
     config: ServerConfig,
     state: ServerState,
     app: Router,
+    /// Routes the metrics listener serves beside the health paths (the web view).
+    metrics_extra: Router,
     https: TcpListener,
     metrics: Option<TcpListener>,
     tls: RustlsConfig,
@@ -138,6 +140,7 @@ pub fn bind(
 
     Ok(BoundServer {
         app: router(extra, state.clone()),
+        metrics_extra: Router::new(),
         config,
         state,
         https,
@@ -176,6 +179,13 @@ impl BoundServer {
         )
     }
 
+    /// Serves `routes` on the metrics listener too, beside the health paths and `/metrics`
+    /// (ignored when there is no metrics listener).
+    pub fn with_metrics_routes(mut self, routes: Router) -> Self {
+        self.metrics_extra = routes;
+        self
+    }
+
     /// The state shared with the handlers (readiness, metrics, addresses).
     pub fn state(&self) -> &ServerState {
         &self.state
@@ -190,6 +200,7 @@ impl BoundServer {
             config,
             state,
             app,
+            metrics_extra,
             https,
             metrics,
             tls,
@@ -232,9 +243,9 @@ impl BoundServer {
                     .handle(Handle::with_control(control.clone()))
                     .first_request_timeout(FIRST_REQUEST_TIMEOUT)
                     .http1_only();
-                Some(tokio::spawn(
-                    server.serve(metrics_router(state.clone()).into_make_service()),
-                ))
+                Some(tokio::spawn(server.serve(
+                    metrics_router(metrics_extra, state.clone()).into_make_service(),
+                )))
             }
             None => None,
         };

@@ -47,9 +47,12 @@ pub fn router(extra: Router, state: ServerState) -> Router {
     with_layers(routes, &state)
 }
 
-/// The plain-HTTP app for `--metrics-listen`: the health paths, `/metrics` and the JSON 404.
-pub fn metrics_router(state: ServerState) -> Router {
-    let routes = health_routes(state.clone()).fallback(not_found);
+/// The plain-HTTP app for `--metrics-listen`: the health paths, `/metrics`, `extra` (the web
+/// view, when on) and the JSON 404. `extra` follows the same rules as [`router`]'s.
+pub fn metrics_router(extra: Router, state: ServerState) -> Router {
+    let routes = health_routes(state.clone())
+        .merge(extra)
+        .fallback(not_found);
     with_layers(routes, &state)
 }
 
@@ -457,7 +460,7 @@ mod tests {
     #[tokio::test]
     async fn metrics_router_serves_probes_and_404() {
         let st = state();
-        let app = metrics_router(st);
+        let app = metrics_router(Router::new(), st);
         assert_eq!(call(&app, get_req("/healthz")).await.0, StatusCode::OK);
         assert_eq!(call(&app, get_req("/metrics")).await.0, StatusCode::OK);
         let (status, _, body) = call(&app, get_req("/jobs/mutate")).await;

@@ -31,3 +31,4 @@ mod stand_in_default_profile;
 mod startup;
 mod tls_self;
 mod topology_embedded;
+mod webview;

@@ -12,6 +12,7 @@ const PURE: &[&str] = &[
     "tephra-controllers",
     "tephra-names",
     "tephra-scheduler",
+    "tephra-webview",
 ];
 
 /// Crates that mean a client, a server or an async runtime.
