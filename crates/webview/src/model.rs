@@ -59,7 +59,7 @@ pub struct QueueRow {
     pub weight: i32,
     /// The parent queue, or empty.
     pub parent: String,
-    /// Deserved share (`2 cpu, 8Gi`), or `—` when no session figures are at hand.
+    /// Deserved share (`2 cpu, 8Gi memory`), or `—` when no session figures are at hand.
     pub deserved: String,
     /// Allocated to its running pods.
     pub allocated: String,
@@ -141,7 +141,7 @@ fn is_running(phase: &PodGroupPhase) -> bool {
 
 fn resources(r: &Resource) -> String {
     format!(
-        "{} cpu, {}",
+        "{} cpu, {} memory",
         quantity_cpu(r.milli_cpu),
         quantity_memory(r.memory)
     )

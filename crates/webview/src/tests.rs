@@ -153,8 +153,8 @@ fn queues_show_weight_shares_and_waiting_work() {
     assert_eq!(names, ["default", "research"]);
     let research = &page.queues[1];
     assert_eq!(research.weight, 3);
-    assert_eq!(research.deserved, "6 cpu, 24Gi");
-    assert_eq!(research.allocated, "4 cpu, 16Gi");
+    assert_eq!(research.deserved, "6 cpu, 24Gi memory");
+    assert_eq!(research.allocated, "4 cpu, 16Gi memory");
     assert_eq!(
         (
             research.running_gangs,
@@ -176,7 +176,7 @@ fn without_a_session_the_queue_status_is_shown_and_deserved_is_unknown() {
     let page = overview(&view(&o, None));
     let research = &page.queues[1];
     assert_eq!(research.deserved, "—");
-    assert_eq!(research.allocated, "4 cpu, 2Gi");
+    assert_eq!(research.allocated, "4 cpu, 2Gi memory");
     assert_eq!(page.queues[0].allocated, "—");
     assert!(
         page.figures_note.contains("leader"),
