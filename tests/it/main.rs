@@ -27,6 +27,7 @@ mod scheduler_embedded;
 mod scheduler_properties;
 mod server_https;
 mod simulate;
+mod simulate_accuracy;
 mod stand_in_default_profile;
 mod startup;
 mod tls_self;

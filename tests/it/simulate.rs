@@ -21,7 +21,7 @@ use crate::common::served::{Embedded, eventually, kubeconfig};
 /// How long the running job's pods run.
 const RUN_SECONDS: u64 = 90;
 
-fn tephra() -> Command {
+pub(crate) fn tephra() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tephra"));
     // No cluster from the environment: only what the test passes.
     c.env_clear()
@@ -30,18 +30,18 @@ fn tephra() -> Command {
     c
 }
 
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tephra-simulate-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     dir
 }
 
-fn stderr_of(out: &Output) -> String {
+pub(crate) fn stderr_of(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Runs `tephra simulate ARGS` and returns its JSON output (it must succeed).
-fn simulate_json(args: &[&str]) -> Vec<Value> {
+pub(crate) fn simulate_json(args: &[&str]) -> Vec<Value> {
     let out = tephra()
         .arg("simulate")
         .args(args)
@@ -61,7 +61,7 @@ fn simulate_json(args: &[&str]) -> Vec<Value> {
     })
 }
 
-fn vcjob(name: &str, queue: &str, replicas: i32, cpu: &str, run_seconds: u64) -> Value {
+pub(crate) fn vcjob(name: &str, queue: &str, replicas: i32, cpu: &str, run_seconds: u64) -> Value {
     json!({
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
         "metadata": {"name": name, "namespace": "default"},
@@ -76,7 +76,7 @@ fn vcjob(name: &str, queue: &str, replicas: i32, cpu: &str, run_seconds: u64) ->
     })
 }
 
-fn write_jobs(dir: &Path, jobs: &[Value]) -> String {
+pub(crate) fn write_jobs(dir: &Path, jobs: &[Value]) -> String {
     let path = dir.join("jobs.yaml");
     let text: Vec<String> = jobs
         .iter()
@@ -86,7 +86,7 @@ fn write_jobs(dir: &Path, jobs: &[Value]) -> String {
     path.to_string_lossy().into_owned()
 }
 
-async fn create<K>(api: Api<K>, v: Value)
+pub(crate) async fn create<K>(api: Api<K>, v: Value)
 where
     K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
