@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::DeserializeGuard;
 use tephra_scheduler::whatif::{self, ClusterState, DEFAULT_HORIZON_MS, Options};
-use tephra_webview::{BASE_PATH, PageError, View, WhatIfAnswer};
+use tephra_webview::{BASE_PATH, PageError, QueueFigures, View, WhatIfAnswer};
 
 use crate::api::{Job, PodGroup, Queue};
 use crate::cluster::Caches;
@@ -111,6 +111,25 @@ impl Objects {
             pods: caches.pods().state(),
         }
     }
+
+    /// The pure crate's view of these objects (the malformed custom objects left out), now.
+    fn view<'a>(&'a self, figures: Option<&'a QueueFigures>) -> View<'a> {
+        View {
+            now_s: now().as_second(),
+            queues: self
+                .queues
+                .iter()
+                .filter_map(|g| g.0.as_ref().ok())
+                .collect(),
+            pod_groups: self
+                .pod_groups
+                .iter()
+                .filter_map(|g| g.0.as_ref().ok())
+                .collect(),
+            pods: self.pods.iter().map(AsRef::as_ref).collect(),
+            figures,
+        }
+    }
 }
 
 fn now() -> Timestamp {
@@ -140,21 +159,7 @@ fn not_found(message: &str) -> Response {
 async fn overview(State(view): State<Arc<WebView>>) -> Response {
     let objects = Objects::read(&view.caches);
     let figures = view.scheduler.queue_figures();
-    let v = View {
-        now_s: now().as_second(),
-        queues: objects
-            .queues
-            .iter()
-            .filter_map(|g| g.0.as_ref().ok())
-            .collect(),
-        pod_groups: objects
-            .pod_groups
-            .iter()
-            .filter_map(|g| g.0.as_ref().ok())
-            .collect(),
-        pods: objects.pods.iter().map(AsRef::as_ref).collect(),
-        figures: figures.as_deref(),
-    };
+    let v = objects.view(figures.as_deref());
     page(tephra_webview::render_overview(&tephra_webview::overview(
         &v,
     )))
@@ -165,17 +170,7 @@ async fn gang(
     Path((namespace, name)): Path<(String, String)>,
 ) -> Response {
     let objects = Objects::read(&view.caches);
-    let v = View {
-        now_s: now().as_second(),
-        queues: Vec::new(),
-        pod_groups: objects
-            .pod_groups
-            .iter()
-            .filter_map(|g| g.0.as_ref().ok())
-            .collect(),
-        pods: objects.pods.iter().map(AsRef::as_ref).collect(),
-        figures: None,
-    };
+    let v = objects.view(None);
     match tephra_webview::gang_page(&v, &namespace, &name) {
         Some(p) => page(tephra_webview::render_gang(&p)),
         None => not_found(&format!(

@@ -76,6 +76,19 @@ pub(crate) fn vcjob(name: &str, queue: &str, replicas: i32, cpu: &str, run_secon
     })
 }
 
+/// Runs `tephra simulate --dump` against the cluster of `kubeconfig`, writes the dump to
+/// `dir/dump.yaml` and returns its path and text.
+pub(crate) fn dump_into(dir: &Path, kubeconfig: &str) -> (PathBuf, Vec<u8>) {
+    let dump = tephra()
+        .args(["simulate", "--dump", "--kubeconfig", kubeconfig])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(dump.status.success(), "{}", stderr_of(&dump));
+    let path = dir.join("dump.yaml");
+    std::fs::write(&path, &dump.stdout).unwrap_or_else(|e| panic!("{e}"));
+    (path, dump.stdout)
+}
+
 pub(crate) fn write_jobs(dir: &Path, jobs: &[Value]) -> String {
     let path = dir.join("jobs.yaml");
     let text: Vec<String> = jobs
@@ -235,13 +248,7 @@ async fn simulate_predicts_a_wait_for_a_running_job_without_writing_and_a_dump_a
     assert_eq!(now["waitsFor"], "nothing: it starts at once");
 
     // The dump, read back, gives the same answer.
-    let dump = tephra()
-        .args(["simulate", "--dump", "--kubeconfig", &kc])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(dump.status.success(), "{}", stderr_of(&dump));
-    let dump_path = dir.join("dump.yaml");
-    std::fs::write(&dump_path, &dump.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let (dump_path, _) = dump_into(&dir, &kc);
     let from = simulate_json(&["--from", &dump_path.to_string_lossy(), "-f", &jobs]);
     assert_alike(&live, &from, 2);
 

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tephra::api::{Job, Queue};
 
 use crate::common::served::{Embedded, kubeconfig};
-use crate::simulate::{create, simulate_json, stderr_of, temp_dir, tephra, vcjob, write_jobs};
+use crate::simulate::{create, dump_into, simulate_json, temp_dir, vcjob, write_jobs};
 
 /// The scheduling period of `serve` and of the simulator (both default to one second).
 const PERIOD_SECONDS: f64 = 1.0;
@@ -115,13 +115,7 @@ async fn record_and_replay(w: &Workload) -> Vec<(String, i64, i64)> {
     }
     // Let the queues open before the dump is taken.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let dump = tephra()
-        .args(["simulate", "--dump", "--kubeconfig", &kc])
-        .output()
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(dump.status.success(), "{}", stderr_of(&dump));
-    let dump_path = dir.join("dump.yaml");
-    std::fs::write(&dump_path, &dump.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let (dump_path, dump) = dump_into(&dir, &kc);
     let jobs: Vec<Value> = w
         .jobs
         .iter()
@@ -130,7 +124,7 @@ async fn record_and_replay(w: &Workload) -> Vec<(String, i64, i64)> {
     for j in &jobs {
         create::<Job>(Api::namespaced(c.clone(), "default"), j.clone()).await;
     }
-    let taken: Value = serde_saphyr::from_slice(&dump.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let taken: Value = serde_saphyr::from_slice(&dump).unwrap_or_else(|e| panic!("{e}"));
     let taken_at: Timestamp = taken["takenAt"]
         .as_str()
         .and_then(|t| t.parse().ok())

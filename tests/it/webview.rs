@@ -13,20 +13,12 @@ use tephra::api::{Job, PodGroup, Queue};
 
 use crate::common::served::{Embedded, eventually};
 
+/// A vcJob whose pods carry an environment variable the pages must never show.
 fn vcjob(name: &str, queue: &str, replicas: i32, cpu: &str, run_seconds: u64) -> Value {
-    json!({
-        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "schedulerName": "volcano", "queue": queue, "minAvailable": replicas,
-            "tasks": [{"name": "worker", "replicas": replicas, "template": {
-                "metadata": {"annotations": {"simulation.tephra.io/run-seconds": run_seconds.to_string()}},
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox",
-                         "env": [{"name": "API_TOKEN", "value": "do-not-show-me"}],
-                         "resources": {"requests": {"cpu": cpu}}}]}
-            }}]
-        }
-    })
+    let mut job = crate::simulate::vcjob(name, queue, replicas, cpu, run_seconds);
+    job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"] =
+        json!([{"name": "API_TOKEN", "value": "do-not-show-me"}]);
+    job
 }
 
 /// As the templates escape text: `&`, `<`, `>` and quotes as numeric references.
