@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::scheduler::ClusterIndex;
+pub use crate::scheduler::index::GateDue;
 
 /// At most this many pods are remembered per kind of note; beyond it that memory is dropped
 /// (a pod then waits for one more session or one more nudge, nothing worse).
@@ -37,8 +38,8 @@ pub type PodName = (String, String);
 
 /// What the book needs to know of the scheduler's index at a round.
 pub trait Placements {
-    /// (uid, namespace, name) of pods a session placed that are still behind the plan gate.
-    fn placed_plan_gated(&self) -> Vec<(String, String, String)>;
+    /// Pods a session placed that are still behind the plan gate, due to come off.
+    fn placed_plan_gated(&self) -> Vec<GateDue>;
     /// (uid, namespace, name, placed at) of placed pods carrying kube-scheduler's
     /// `Unschedulable` condition, placed at `placed_by` or before.
     fn parked_placements(&self, placed_by: Instant) -> Vec<(String, String, String, Instant)>;
@@ -51,7 +52,7 @@ pub trait Placements {
 }
 
 impl Placements for ClusterIndex {
-    fn placed_plan_gated(&self) -> Vec<(String, String, String)> {
+    fn placed_plan_gated(&self) -> Vec<GateDue> {
         ClusterIndex::placed_plan_gated(self)
     }
     fn parked_placements(&self, placed_by: Instant) -> Vec<(String, String, String, Instant)> {
@@ -71,8 +72,8 @@ impl Placements for ClusterIndex {
 /// The writes of one nudger round.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Round {
-    /// Placed pods whose plan gate to remove.
-    pub ungate: Vec<PodName>,
+    /// Placed pods whose plan gate to remove (and the nodes to keep each to, if any).
+    pub ungate: Vec<GateDue>,
     /// Pods to nudge (annotate), each once, sorted.
     pub nudge: Vec<PodName>,
 }
@@ -254,27 +255,27 @@ fn due_parked(
 
 /// Which placed, still plan-gated pods to ungate at `now`, and notes them in `sent`.
 ///
-/// `placed`: (uid, namespace, name) of pods a session placed that the index still sees behind
-/// the plan gate; `sent`: when their removal was last sent. A removal not yet visible after
+/// `placed`: pods a session placed that the index still sees behind the plan gate; `sent`:
+/// when their removal was last sent (by uid). A removal not yet visible after
 /// [`UNGATE_RESEND`] is sent again (the write may have failed); pods no longer placed and
 /// gated are forgotten.
 fn due_ungates(
-    placed: Vec<(String, String, String)>,
+    placed: Vec<GateDue>,
     sent: &mut HashMap<String, Instant>,
     now: Instant,
-) -> Vec<PodName> {
-    let live: HashSet<&str> = placed.iter().map(|(u, _, _)| u.as_str()).collect();
+) -> Vec<GateDue> {
+    let live: HashSet<&str> = placed.iter().map(|d| d.uid.as_str()).collect();
     sent.retain(|uid, _| live.contains(uid.as_str()));
     let mut due = Vec::new();
-    for (uid, ns, name) in placed {
+    for d in placed {
         if sent
-            .get(&uid)
+            .get(&d.uid)
             .is_some_and(|t| now.saturating_duration_since(*t) < UNGATE_RESEND)
         {
             continue;
         }
-        sent.insert(uid, now);
-        due.push((ns, name));
+        sent.insert(d.uid.clone(), now);
+        due.push(d);
     }
     due
 }
@@ -295,11 +296,8 @@ mod tests {
     }
 
     impl Placements for View {
-        fn placed_plan_gated(&self) -> Vec<(String, String, String)> {
-            self.gated
-                .iter()
-                .map(|u| (u.clone(), "ns".into(), u.clone()))
-                .collect()
+        fn placed_plan_gated(&self) -> Vec<GateDue> {
+            self.gated.iter().map(|u| due(u)).collect()
         }
         fn parked_placements(&self, placed_by: Instant) -> Vec<(String, String, String, Instant)> {
             self.parked
@@ -323,6 +321,16 @@ mod tests {
 
     fn pod(uid: &str) -> PodName {
         ("ns".to_string(), uid.to_string())
+    }
+
+    /// Pod `uid` (named as its uid) due to be ungated, without a pin.
+    fn due(uid: &str) -> GateDue {
+        GateDue {
+            uid: uid.to_string(),
+            namespace: "ns".to_string(),
+            name: uid.to_string(),
+            pin: None,
+        }
     }
 
     fn parked(uid: &str, since: Instant) -> Vec<(String, String, String, Instant)> {
@@ -429,19 +437,16 @@ mod tests {
         let mut view = View::default();
         let t0 = Instant::now();
         view.gated.insert("g".into());
-        assert_eq!(book.round(&view, t0).ungate, vec![pod("g")]);
+        assert_eq!(book.round(&view, t0).ungate, vec![due("g")]);
         assert!(book.round(&view, t0).ungate.is_empty());
     }
 
     #[test]
     fn a_placed_gated_pod_is_ungated_once_and_again_only_if_the_gate_outlives_a_resend() {
         let t0 = Instant::now();
-        let placed = || vec![("u1".to_string(), "ns".to_string(), "p1".to_string())];
+        let placed = || vec![due("p1")];
         let mut sent = HashMap::new();
-        assert_eq!(
-            due_ungates(placed(), &mut sent, t0),
-            vec![("ns".to_string(), "p1".to_string())]
-        );
+        assert_eq!(due_ungates(placed(), &mut sent, t0), vec![due("p1")]);
         // The watch has not shown the removal yet: not sent twice in a row.
         assert!(due_ungates(placed(), &mut sent, t0 + UNGATE_RESEND / 2).is_empty());
         // Still gated a resend later: the write may have failed, so again.

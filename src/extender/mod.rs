@@ -22,6 +22,7 @@ pub mod book;
 pub mod filter;
 mod http;
 pub mod metrics;
+pub mod pin;
 pub mod preempt;
 pub mod prioritize;
 pub use tephra_api::extender as protocol;
@@ -56,17 +57,6 @@ pub const DEFAULT_BIND_GATHER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default `--extender-plan-wait`: how long a filter for a pod the plan has not seen waits for
 /// an on-demand session, well under kube-scheduler's extender timeout.
 pub const DEFAULT_PLAN_WAIT: Duration = Duration::from_secs(2);
-
-/// The JSON patch that removes the plan gate from a pod whose only gate it is (a placed pod
-/// has no other: the session does not place a pod behind another gate, and gates are never
-/// added after creation). The `test` makes the write refuse any other list.
-fn ungate_patch() -> Result<json_patch::Patch, serde_json::Error> {
-    serde_json::from_value(serde_json::json!([
-        {"op": "test", "path": "/spec/schedulingGates",
-         "value": [{ "name": crate::api::keys::PLAN_GATE }]},
-        {"op": "remove", "path": "/spec/schedulingGates"},
-    ]))
-}
 
 /// The annotation written on turned-down gang pods when their gang is placed
 /// ([`Extender::spawn_nudger`]).
@@ -387,31 +377,38 @@ impl Extender {
         futures::StreamExt::for_each_concurrent(futures::stream::iter(writes), 16, |f| f).await;
     }
 
-    /// Removes the plan gate from `pods` (namespace, name), 16 writes at a time. A failed
-    /// write is left to the next round ([`due_ungates`] sends it again).
-    async fn ungate(&self, pods: Vec<book::PodName>) {
-        if pods.is_empty() {
-            return;
-        }
-        let patch = match ungate_patch() {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::error!(error = %e, "building the plan-gate removal failed");
-                return;
-            }
-        };
-        let patch = &patch;
-        let writes = pods.into_iter().map(|(ns, name)| async move {
+    /// Removes the plan gate from `pods`, 16 writes at a time; a pod with a pin is read first
+    /// and has its required node affinity narrowed in the same write ([`pin`]). A failed
+    /// write is left to the next round ([`book`] sends it again).
+    async fn ungate(&self, pods: Vec<book::GateDue>) {
+        let writes = pods.into_iter().map(|d| async move {
             let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
-                kube::Api::namespaced(self.client.clone(), &ns);
+                kube::Api::namespaced(self.client.clone(), &d.namespace);
+            let pod = match &d.pin {
+                Some(_) => match api.get(&d.name).await {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        tracing::debug!(pod = %format!("{}/{}", d.namespace, d.name), error = %crate::report::report(&e), "reading a pod to pin failed");
+                        return;
+                    }
+                },
+                None => None,
+            };
+            let patch = match pin::ungate_patch(pod.as_ref(), d.pin.as_deref()) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::error!(error = %e, "building the plan-gate removal failed");
+                    return;
+                }
+            };
             let params = kube::api::PatchParams::default();
             match api
-                .patch(&name, &params, &kube::api::Patch::Json::<()>(patch.clone()))
+                .patch(&d.name, &params, &kube::api::Patch::Json::<()>(patch))
                 .await
             {
                 Ok(_) => self.metrics.plan_gates_removed.inc(),
                 Err(e) => tracing::debug!(
-                    pod = %format!("{ns}/{name}"),
+                    pod = %format!("{}/{}", d.namespace, d.name),
                     error = %crate::report::report(&e),
                     "removing the plan gate failed"
                 ),
@@ -496,18 +493,4 @@ fn answer(
         }
     }
     r
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_ungate_patch_removes_only_a_lone_plan_gate() {
-        let patch = super::ungate_patch().unwrap();
-        let mut lone = serde_json::json!({"spec": {"schedulingGates": [{"name": crate::api::keys::PLAN_GATE}]}});
-        json_patch::patch(&mut lone, &patch).unwrap();
-        assert_eq!(lone, serde_json::json!({"spec": {}}));
-        let mut two = serde_json::json!({"spec": {"schedulingGates": [
-            {"name": "example.com/quota"}, {"name": crate::api::keys::PLAN_GATE}]}});
-        assert!(json_patch::patch(&mut two, &patch).is_err());
-    }
 }

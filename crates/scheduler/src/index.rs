@@ -170,6 +170,22 @@ pub struct ClusterIndex {
     changes: Changes,
 }
 
+/// A placed pod whose plan gate is due to come off ([`ClusterIndex::placed_plan_gated`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GateDue {
+    /// The pod's uid.
+    pub uid: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The nodes it must be kept to once through the gate (sorted), for a native gang with a
+    /// hard network topology: kube-scheduler places a native PodGroup by itself and knows
+    /// nothing of HyperNodes, so the gate's removal also narrows the pod's required node
+    /// affinity to the HyperNode the session chose. `None`: no such narrowing.
+    pub pin: Option<Arc<[String]>>,
+}
+
 /// A HyperNode and its nodes' names.
 #[derive(Debug)]
 struct Resolved {
@@ -740,9 +756,12 @@ impl ClusterIndex {
     /// once the placed pods and the members already through reach `minMember`: kube-scheduler
     /// then places whatever fits beyond the minimum. Fewer placed: none, since ungating part
     /// of a group starts nothing.
-    pub fn placed_plan_gated(&self) -> Vec<(String, String, String)> {
-        let row = |uid: &String, e: &PodEntry| {
-            (uid.clone(), e.task.namespace.clone(), e.task.name.clone())
+    pub fn placed_plan_gated(&self) -> Vec<GateDue> {
+        let row = |uid: &String, e: &PodEntry, pin: &Option<Arc<[String]>>| GateDue {
+            uid: uid.clone(),
+            namespace: e.task.namespace.clone(),
+            name: e.task.name.clone(),
+            pin: pin.clone(),
         };
         let mut by_gang: BTreeMap<Option<&JobId>, Vec<(&String, &PodEntry)>> = BTreeMap::new();
         for uid in self.assumed.keys() {
@@ -776,18 +795,19 @@ impl ClusterIndex {
                 }
             }
             if members.is_empty() {
-                out.extend(placed.into_iter().map(|(u, e)| row(u, e)));
+                out.extend(placed.into_iter().map(|(u, e)| row(u, e, &None)));
                 continue;
             }
+            let pin = gang.and_then(|g| self.native_pin(g, placed.iter().map(|(u, _)| *u)));
             if placed.len() >= members.len() {
                 let extra = placed.len() - members.len();
-                out.extend(members.iter().map(|(u, e)| row(u, e)));
+                out.extend(members.iter().map(|(u, e)| row(u, e, &pin)));
                 out.extend(
                     placed
                         .into_iter()
                         .filter(|(_, e)| !e.native_member)
                         .take(extra)
-                        .map(|(u, e)| row(u, e)),
+                        .map(|(u, e)| row(u, e, &pin)),
                 );
                 continue;
             }
@@ -796,10 +816,64 @@ impl ClusterIndex {
                 .and_then(|pg| pg.spec.min_member)
                 .unwrap_or(1);
             if i64::try_from(placed.len() + through).unwrap_or(i64::MAX) >= i64::from(min_member) {
-                out.extend(members.iter().map(|(u, e)| row(u, e)));
+                out.extend(members.iter().map(|(u, e)| row(u, e, &pin)));
             }
         }
         out
+    }
+
+    /// The nodes a native gang's members are kept to when their gates come off: for a gang
+    /// whose PodGroup asks for a hard network topology, those of the lowest-tier HyperNode (at
+    /// a tier it allows) holding every node the session placed `placed` (pod uids) on — the
+    /// HyperNode the session chose. `None` without such a constraint, without HyperNodes, or
+    /// when no HyperNode holds them all (a session does not place a hard gang so).
+    fn native_pin<'a>(
+        &self,
+        gang: &JobId,
+        placed: impl Iterator<Item = &'a String>,
+    ) -> Option<Arc<[String]>> {
+        let nt = self.podgroups.get(gang)?.spec.network_topology.as_ref()?;
+        if self.hypernodes.is_empty() {
+            return None;
+        }
+        let mut names: Vec<&str> = self.nodes.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        let topology = self.topology_over(&names);
+        let c = crate::actions::topology::constraint_from(nt, &topology)?;
+        if !c.hard {
+            return None;
+        }
+        let mut on: Vec<NodeIx> = placed
+            .filter_map(|uid| self.assumed_node(uid))
+            .filter_map(|n| names.binary_search(&n).ok().map(NodeIx::new))
+            .collect();
+        on.sort();
+        on.dedup();
+        let (_, domain) = topology.domains_for(c.highest_tier, &on).next()?;
+        Some(
+            domain
+                .nodes
+                .iter()
+                .map(|&n| names[n.index()].to_string())
+                .collect(),
+        )
+    }
+
+    /// The HyperNodes over `names` (every node's name, sorted: a node's position in it is its
+    /// [`NodeIx`]).
+    fn topology_over(&self, names: &[&str]) -> Topology {
+        let resolved = self.resolved();
+        Topology::from_resolved(
+            resolved.iter().map(|r| {
+                (
+                    r.name.as_str(),
+                    r.tier,
+                    r.tier_name.as_str(),
+                    r.nodes.as_slice(),
+                )
+            }),
+            |n| names.binary_search(&n).ok().map(NodeIx::new),
+        )
     }
 
     /// `true` while the pod carries [`keys::PLAN_GATE`] as the index last saw it.
@@ -1309,23 +1383,9 @@ impl ClusterIndex {
         let topology = if self.hypernodes.is_empty() {
             Topology::default()
         } else {
-            let position: HashMap<&str, NodeIx> = nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.name.as_str(), NodeIx::new(i)))
-                .collect();
-            let resolved = self.resolved();
-            Topology::from_resolved(
-                resolved.iter().map(|r| {
-                    (
-                        r.name.as_str(),
-                        r.tier,
-                        r.tier_name.as_str(),
-                        r.nodes.as_slice(),
-                    )
-                }),
-                |n| position.get(n).copied(),
-            )
+            // `nodes` is sorted by name: a node's position is its index.
+            let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+            self.topology_over(&names)
         };
         Snapshot {
             nodes: nodes.into(),

@@ -180,7 +180,7 @@ impl World {
             .index
             .placed_plan_gated()
             .into_iter()
-            .map(|(_, _, name)| name)
+            .map(|d| d.name)
             .collect();
         due.sort();
         due

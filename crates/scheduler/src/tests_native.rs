@@ -152,3 +152,61 @@ fn a_native_group_is_never_ungated_in_part() {
     let due = w3.assume_and_due([("uid-ns-d-task-0", "node-0"), ("uid-ns-d-task-1", "node-0")]);
     assert_eq!(due, vec!["d-task-0", "d-task-1", "d-task-2", "d-task-3"]);
 }
+
+#[test]
+fn a_native_gang_with_a_hard_topology_is_pinned_to_the_hypernode_the_session_chose() {
+    // Four racks of two 2-cpu nodes: a gang of 4 one-cpu pods fits one rack whole. Its gates
+    // come off with the rack's nodes as the pin; kube-scheduler could otherwise spread it.
+    let w = World::default().nodes(8, 2, 16).racks(2);
+    let mut w = native_gang(w, "a", 4, 4, 4).network_topology("ns", "a", "hard", 1);
+    let out = session(&w);
+    let nodes: std::collections::BTreeSet<&str> = out
+        .plan
+        .placements
+        .values()
+        .map(|p| p.node.as_str())
+        .collect();
+    assert_eq!(out.plan.placements.len(), 4);
+    assert_eq!(nodes.len(), 2, "one rack: {nodes:?}");
+    for (uid, p) in &out.plan.placements {
+        w.index.assume(
+            uid,
+            &p.node,
+            std::time::Duration::from_secs(30),
+            std::time::Instant::now(),
+        );
+    }
+    let due = w.index.placed_plan_gated();
+    assert_eq!(due.len(), 4);
+    for d in &due {
+        let pin: Vec<&str> = d
+            .pin
+            .as_deref()
+            .expect("pinned")
+            .iter()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(pin, nodes.iter().copied().collect::<Vec<_>>(), "{}", d.name);
+    }
+
+    // Soft, or no topology at all: kube-scheduler is left free.
+    for mode in ["soft", ""] {
+        let w = World::default().nodes(8, 2, 16).racks(2);
+        let mut w = native_gang(w, "a", 4, 4, 4);
+        if !mode.is_empty() {
+            w = w.network_topology("ns", "a", mode, 1);
+        }
+        let out = session(&w);
+        for (uid, p) in &out.plan.placements {
+            w.index.assume(
+                uid,
+                &p.node,
+                std::time::Duration::from_secs(30),
+                std::time::Instant::now(),
+            );
+        }
+        let due = w.index.placed_plan_gated();
+        assert_eq!(due.len(), 4, "{mode}");
+        assert!(due.iter().all(|d| d.pin.is_none()), "{mode}: {due:?}");
+    }
+}
