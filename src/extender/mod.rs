@@ -395,7 +395,11 @@ impl Extender {
                 None => None,
             };
             let patch = match pin::ungate_patch(pod.as_ref(), d.pin.as_deref()) {
-                Ok(p) => p,
+                Ok((p, pin::Pinned::CannotSay)) => {
+                    tracing::warn!(pod = %format!("{}/{}", d.namespace, d.name), "its gang must stay inside one HyperNode, but the pod has required node affinity terms and a node of the HyperNode has no kubernetes.io/hostname label: it goes to kube-scheduler unpinned");
+                    p
+                }
+                Ok((p, _)) => p,
                 Err(e) => {
                     tracing::error!(error = %e, "building the plan-gate removal failed");
                     return;

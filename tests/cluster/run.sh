@@ -14,6 +14,8 @@
 #   TEPHRA_BIN            the tephra binary (default: cargo build of this checkout)
 #   TEPHRA_CLUSTER_NODES  number of fake nodes (default 4, of 8 cpu each)
 #   TEPHRA_CLUSTER_KEEP   set to 1 to leave everything running (prints where)
+#   TEPHRA_CLUSTER_ONLY   a regular expression: run only the scenarios whose names match it
+#                         (the others are counted as skipped)
 set -euo pipefail
 # shellcheck source=tests/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -116,6 +118,10 @@ job_pods() { k get pods -l "volcano.sh/job-name=$1" -o name | wc -l | tr -d ' ';
 # (pass), 1 (fail, with `why`) or 2 (skipped, with `why`).
 scenario() {
   local name=$1 rc=0 start
+  if [ -n "${TEPHRA_CLUSTER_ONLY:-}" ] && ! [[ "$name" =~ $TEPHRA_CLUSTER_ONLY ]]; then
+    skipped=$((skipped + 1))
+    return
+  fi
   start=$(date +%s)
   why=""
   "$2" || rc=$?
@@ -462,8 +468,8 @@ YAML
 # kwok-node-0 and -1 in rack a, -2 and -3 in rack b. A gang in hard mode at tier 1 gets the
 # native topology constraint on the rack label and runs inside one rack; a gang no rack can
 # hold waits with nothing bound.
-topo_vcjob() {
-  vcjob "$1" "$2" 5 1h | sed -e "s|^  schedulerName: volcano$|  schedulerName: volcano\n  networkTopology: {mode: hard, highestTierAllowed: 1}|"
+topo_vcjob() { # NAME REPLICAS [TIER]: pods of 5 cpu, hard mode, highest tier TIER (1)
+  vcjob "$1" "$2" 5 1h | sed -e "s|^  schedulerName: volcano$|  schedulerName: volcano\n  networkTopology: {mode: hard, highestTierAllowed: ${3:-1}}|"
 }
 # Three gangs of 8 × 2 cpu needing 2 each (48 cpu asked of 32): kube-scheduler holds a native
 # PodGroup while any of its pods is gated, so only each gang's minimum is in its native group
@@ -507,6 +513,36 @@ s_native_topology() {
   [ "$(pods_on native-topo-big)" = 0 ] || { why="native-topo-big (3 pods of 5 cpu, racks of two 8-cpu nodes) got $(pods_on native-topo-big) pod(s) bound"; return 1; }
   k delete vcjob native-topo native-topo-big --wait=false >/dev/null
   echo "#   native-topo inside rack $racks(constraint on $key); native-topo-big waits with nothing bound"
+}
+# Hand-made HyperNodes of tier 2 that cut across the nodes' order (kwok-node-0 with -3, -1 with
+# -2); tier 1 is the label-discovered racks' (--controller-config), which kube-scheduler follows
+# by the native PodGroup's topology constraint. kube-scheduler knows nothing of these, so the
+# session's choice reaches it as the required node affinity tephra adds as the gates come off.
+hand_hypernode() { # NAME NODE NODE
+  printf 'apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {name: %s}\nspec:\n  tier: 2\n  members:\n  - {type: Node, selector: {exactMatch: {name: %s}}}\n  - {type: Node, selector: {exactMatch: {name: %s}}}\n' "$1" "$2" "$3"
+}
+s_native_handmade_topology() {
+  local rc=0
+  handmade_topology || rc=$?
+  # Whatever happened, the next scenarios must not meet these HyperNodes or this gang.
+  k delete vcjob native-hand --wait=false >/dev/null 2>&1 || true
+  k delete hypernodes.topology.volcano.sh hand-x hand-y --wait=false >/dev/null 2>&1 || true
+  return "$rc"
+}
+handmade_topology() {
+  hand_hypernode hand-x kwok-node-0 kwok-node-3 | k apply -f - >/dev/null || { why="apply hand-x"; return 1; }
+  hand_hypernode hand-y kwok-node-1 kwok-node-2 | k apply -f - >/dev/null || { why="apply hand-y"; return 1; }
+  topo_vcjob native-hand 2 2 | k apply -f - >/dev/null || { why="apply native-hand"; return 1; }
+  wait_phase native-hand Running 60 || return 1
+  local on pinned
+  on=$(k get pods -l volcano.sh/job-name=native-hand -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort | tr '\n' ' ')
+  case "$on" in
+    "kwok-node-0 kwok-node-3 " | "kwok-node-1 kwok-node-2 ") ;;
+    *) why="native-hand's pods on $on, not inside hand-x (0, 3) or hand-y (1, 2)"; return 1 ;;
+  esac
+  pinned=$(k get pods -l volcano.sh/job-name=native-hand -o jsonpath='{range .items[*]}{range .spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[*]}{.matchFields[0].values[0]}{" "}{end}{"\n"}{end}' | sort -u)
+  [ "$(echo "$pinned" | wc -l)" = 1 ] && [ -n "$pinned" ] || { why="pods not pinned to one HyperNode: $pinned"; return 1; }
+  echo "#   native-hand on $on(pinned to $pinned)"
 }
 native_gone() { [ "$(native_objects "$1")" = 0 ]; }
 s_native_delete_gc() {
@@ -559,6 +595,7 @@ if start_tephra; then
   scenario "native: a Deployment with group-min-member runs as a gang" s_native_deployment
   scenario "native: tephra restarted mid-job finishes it" s_native_restart_mid_job
   scenario "native: two queues of weights 1 and 3 share the cluster 1:3" s_native_queues_share
+  scenario "native: a hard gang on hand-made HyperNodes runs inside the one the session chose" s_native_handmade_topology
   scenario "native: a gang in hard network-topology mode runs inside one rack, one no rack holds waits" s_native_topology
   scenario "native: three gangs larger than their minimum all start on a cluster that holds none whole" s_native_elastic
   scenario "native: a vcJob finished or deleted takes its Workload and PodGroup with it" s_native_delete_gc

@@ -170,6 +170,9 @@ pub struct ClusterIndex {
     changes: Changes,
 }
 
+/// The node label holding a node's host name (`kubernetes.io/hostname`).
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
 /// A placed pod whose plan gate is due to come off ([`ClusterIndex::placed_plan_gated`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GateDue {
@@ -179,11 +182,22 @@ pub struct GateDue {
     pub namespace: String,
     /// Its name.
     pub name: String,
-    /// The nodes it must be kept to once through the gate (sorted), for a native gang with a
-    /// hard network topology: kube-scheduler places a native PodGroup by itself and knows
-    /// nothing of HyperNodes, so the gate's removal also narrows the pod's required node
-    /// affinity to the HyperNode the session chose. `None`: no such narrowing.
-    pub pin: Option<Arc<[String]>>,
+    /// The nodes it must be kept to once through the gate, for a native gang with a hard
+    /// network topology: kube-scheduler places a native PodGroup by itself and knows nothing
+    /// of HyperNodes, so the gate's removal also narrows the pod's required node affinity to
+    /// the HyperNode the session chose. `None`: no such narrowing.
+    pub pin: Option<Arc<Pin>>,
+}
+
+/// The nodes of one HyperNode, as a pod's required node affinity can name them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pin {
+    /// Their names, sorted.
+    pub nodes: Vec<String>,
+    /// Their `kubernetes.io/hostname` labels, in the same order; `None` when one lacks it.
+    /// A requirement on a node's name takes one value only, so narrowing a pod's existing
+    /// terms (each must keep holding, with the set added) needs the hostname label.
+    pub hostnames: Option<Vec<String>>,
 }
 
 /// A HyperNode and its nodes' names.
@@ -757,7 +771,7 @@ impl ClusterIndex {
     /// then places whatever fits beyond the minimum. Fewer placed: none, since ungating part
     /// of a group starts nothing.
     pub fn placed_plan_gated(&self) -> Vec<GateDue> {
-        let row = |uid: &String, e: &PodEntry, pin: &Option<Arc<[String]>>| GateDue {
+        let row = |uid: &String, e: &PodEntry, pin: &Option<Arc<Pin>>| GateDue {
             uid: uid.clone(),
             namespace: e.task.namespace.clone(),
             name: e.task.name.clone(),
@@ -831,7 +845,7 @@ impl ClusterIndex {
         &self,
         gang: &JobId,
         placed: impl Iterator<Item = &'a String>,
-    ) -> Option<Arc<[String]>> {
+    ) -> Option<Arc<Pin>> {
         let nt = self.podgroups.get(gang)?.spec.network_topology.as_ref()?;
         if self.hypernodes.is_empty() {
             return None;
@@ -850,13 +864,16 @@ impl ClusterIndex {
         on.sort();
         on.dedup();
         let (_, domain) = topology.domains_for(c.highest_tier, &on).next()?;
-        Some(
-            domain
-                .nodes
-                .iter()
-                .map(|&n| names[n.index()].to_string())
-                .collect(),
-        )
+        let nodes: Vec<String> = domain
+            .nodes
+            .iter()
+            .map(|&n| names[n.index()].to_string())
+            .collect();
+        let hostnames = nodes
+            .iter()
+            .map(|n| self.nodes.get(n)?.labels.get(HOSTNAME_LABEL).cloned())
+            .collect();
+        Some(Arc::new(Pin { nodes, hostnames }))
     }
 
     /// The HyperNodes over `names` (every node's name, sorted: a node's position in it is its

@@ -179,14 +179,19 @@ fn a_native_gang_with_a_hard_topology_is_pinned_to_the_hypernode_the_session_cho
     let due = w.index.placed_plan_gated();
     assert_eq!(due.len(), 4);
     for d in &due {
-        let pin: Vec<&str> = d
-            .pin
-            .as_deref()
-            .expect("pinned")
-            .iter()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(pin, nodes.iter().copied().collect::<Vec<_>>(), "{}", d.name);
+        let pin = d.pin.as_deref().expect("pinned");
+        let pinned: Vec<&str> = pin.nodes.iter().map(String::as_str).collect();
+        assert_eq!(
+            pinned,
+            nodes.iter().copied().collect::<Vec<_>>(),
+            "{}",
+            d.name
+        );
+        assert_eq!(
+            pin.hostnames.as_ref(),
+            Some(&pin.nodes),
+            "the test nodes' hostnames are their names"
+        );
     }
 
     // Soft, or no topology at all: kube-scheduler is left free.
