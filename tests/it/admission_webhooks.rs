@@ -32,11 +32,11 @@ fn read_json(name: &str) -> Value {
     serde_json::from_slice(&std::fs::read(data(name)).unwrap()).unwrap()
 }
 
-fn base_view() -> StaticView {
+pub(crate) fn base_view() -> StaticView {
     StaticView::with_queues([Queue::test("default").open(), Queue::test("root").open()])
 }
 
-fn app(view: StaticView) -> (Router, Registry) {
+pub(crate) fn app(view: StaticView) -> (Router, Registry) {
     let registry = Registry::new();
     let ctx = AdmissionContext {
         config: AdmissionConfig::default(),
@@ -46,7 +46,7 @@ fn app(view: StaticView) -> (Router, Registry) {
     (admission::router(Arc::new(ctx)), registry)
 }
 
-async fn post(router: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
+pub(crate) async fn post(router: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Value) {
     let req = Request::post(path)
         .header("content-type", "application/json")
         .body(Body::from(body))
@@ -66,7 +66,7 @@ async fn post(router: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Value)
 }
 
 /// The object after applying the answer's patch (the object itself when there is none).
-fn patched(original: &Value, answer: &Value) -> Value {
+pub(crate) fn patched(original: &Value, answer: &Value) -> Value {
     let mut doc = original.clone();
     if let Some(p) = answer["response"]["patch"].as_str() {
         assert_eq!(answer["response"]["patchType"], "JSONPatch");
@@ -81,7 +81,7 @@ fn patched(original: &Value, answer: &Value) -> Value {
     doc
 }
 
-fn review_of(op: &str, object: &Value, old: Option<&Value>, uid: &str) -> Value {
+pub(crate) fn review_of(op: &str, object: &Value, old: Option<&Value>, uid: &str) -> Value {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     json!({
@@ -508,7 +508,12 @@ fn crd_defaults(obj: &mut Value) {
     }
 }
 
-async fn admit(router: &Router, kind_path: &str, obj: &Value, uid: &str) -> (Value, Value) {
+pub(crate) async fn admit(
+    router: &Router,
+    kind_path: &str,
+    obj: &Value,
+    uid: &str,
+) -> (Value, Value) {
     let review = review_of("CREATE", obj, None, uid);
     let (status, answer) = post(
         router,

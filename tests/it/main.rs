@@ -16,6 +16,7 @@ mod embedded_schema;
 mod eviction_embedded;
 mod extender_embedded;
 mod extender_protocol;
+mod frameworks;
 mod install_files;
 mod job_controller;
 mod leader_election;
