@@ -585,14 +585,15 @@ stop_ray_operator() {
   if [ -n "$ray_pid" ]; then kill "$ray_pid" 2>/dev/null || true; wait "$ray_pid" 2>/dev/null || true; fi
   ray_pid=""
 }
-# raycluster NAME WORKERS WORKER_CPU: a head of 1 cpu and WORKERS workers, queue default.
+# raycluster NAME WORKERS WORKER_CPU [QUEUE]: a head of 1 cpu and WORKERS workers, in QUEUE
+# (default) by KubeRay's label.
 raycluster() {
   cat <<YAML
 apiVersion: ray.io/v1
 kind: RayCluster
 metadata:
   name: $1
-  labels: {volcano.sh/queue-name: default}
+  labels: {volcano.sh/queue-name: ${4:-default}}
 spec:
   rayVersion: "2.46.0"
   headGroupSpec:
@@ -639,6 +640,40 @@ s_ray_cluster() {
   esac
   k delete raycluster ray-small --wait=false >/dev/null 2>&1 || true
   echo "#   KubeRay's PodGroup ray-ray-small-pg used as it is (minMember 3, queue default); RayCluster ready"
+}
+# Cores requested by the bound pods of the Ray clusters in queue $1 (KubeRay copies the
+# RayCluster's queue label to its pods).
+ray_queue_cpu() {
+  k get pods -l "volcano.sh/queue-name=$1,ray.io/is-ray-node=yes" \
+    -o jsonpath='{range .items[?(@.spec.nodeName)]}{.spec.containers[0].resources.requests.cpu}{"\n"}{end}' \
+    | awk '{ s += $1 } END { print s + 0 }'
+}
+# Four RayClusters of 8 cpu (a head and seven workers of 1 cpu: kube-scheduler, which places
+# a native gang by itself, packs pods of one size as well as the session) in each of the
+# queues w1 and w3 (weights 1 and 3) on 32 cpu: the clusters never end, so the queues' shares
+# are what the session keeps, reclaiming whole gangs (gangreclaim) from the queue over its
+# share.
+s_ray_queues_share() {
+  local q i
+  for q in 1 3; do
+    printf 'apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: w%s}\nspec: {weight: %s, reclaimable: true}\n' "$q" "$q" \
+      | k apply -f - >/dev/null || { why="apply queue w$q"; return 1; }
+  done
+  for i in 1 2 3 4; do
+    for q in 1 3; do
+      raycluster "ray-w$q-$i" 7 1 "w$q" | k apply -f - >/dev/null || { why="apply ray-w$q-$i"; return 1; }
+    done
+  done
+  local a b last="" t
+  for ((t = 0; t < 30; t++)); do
+    a=$(ray_queue_cpu w1) b=$(ray_queue_cpu w3)
+    [ "$a $b" = "$last" ] && [ "$b" -ge 24 ] && break
+    last="$a $b"
+    sleep 5
+  done
+  for i in 1 2 3 4; do k delete raycluster "ray-w1-$i" "ray-w3-$i" --wait=false >/dev/null 2>&1; done
+  [ "$a" = 8 ] && [ "$b" = 24 ] || { why="cpu bound to Ray clusters: queue w1 $a, w3 $b; want 8 and 24"; return 1; }
+  echo "#   Ray clusters' cpu bound: queue w1 (weight 1) $a, queue w3 (weight 3) $b"
 }
 extra_nodes() { # N: N more kwok nodes of 8 cpu, kwok-extra-0...
   local i
@@ -724,6 +759,7 @@ if start_tephra; then
   scenario "native: three gangs larger than their minimum all start on a cluster that holds none whole" s_native_elastic
   scenario "native: a vcJob finished or deleted takes its Workload and PodGroup with it" s_native_delete_gc
   scenario "native: KubeRay: a RayCluster's PodGroup made by ray-operator is used as it is and the cluster becomes ready" s_ray_cluster
+  scenario "native: KubeRay: RayClusters in queues of weights 1 and 3 share a full cluster 1:3" s_ray_queues_share
   stop_ray_operator
 else
   failed=$((failed + 1))
