@@ -64,7 +64,8 @@ async fn get(url: &str) -> (u16, reqwest::header::HeaderMap, String) {
 
 async fn pod_group_of(c: &Client, job: &str) -> PodGroup {
     let api: Api<PodGroup> = Api::namespaced(c.clone(), "default");
-    eventually(30, &format!("the PodGroup of {job}"), || async {
+    // Generous: on a loaded CI machine the Job controller may be retrying its first writes.
+    eventually(90, &format!("the PodGroup of {job}"), || async {
         let list = api.list(&ListParams::default()).await.ok()?;
         list.items.into_iter().find(|pg| {
             pg.owner_references()
