@@ -119,6 +119,22 @@ pub fn client(api_url: &str) -> Client {
     Client::try_from(kube::Config::new(url)).unwrap_or_else(|e| panic!("client: {e}"))
 }
 
+/// [`ready`], unless `proc` exits first (false then).
+async fn ready_while_running(client: &Client, proc: &mut Proc) -> bool {
+    let queues: Api<tephra::api::Queue> = Api::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(Some(_)) = queues.get_opt("root").await {
+            return true;
+        }
+        if !proc.running() {
+            return false;
+        }
+        assert!(Instant::now() < deadline, "tephra did not become ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits (bounded) until the built-in `root` queue exists: by then the CRDs are installed,
 /// the webhooks registered and the controllers started.
 pub async fn ready(client: &Client) {
@@ -189,44 +205,56 @@ pub struct Embedded {
 impl Embedded {
     /// Starts it with `extra` flags (a `--metrics-listen` among them replaces the default
     /// free port) and waits until it is ready.
+    ///
+    /// A port found free may be taken again before tephra binds it (by another test's
+    /// server, or as the local port of an outgoing connection); tephra then exits at once,
+    /// and it is started again on other ports, at most three times.
     pub async fn start(extra: &[&str]) -> (Self, Client) {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let port = free_port();
-        let api = format!("127.0.0.1:{port}");
-        let mut args = vec![
-            "serve",
-            "--embedded",
-            "--listen",
-            "127.0.0.1:0",
-            "--embedded-api-listen",
-            &api,
-        ];
         let given = extra
             .iter()
             .position(|a| *a == "--metrics-listen")
             .and_then(|i| extra.get(i + 1))
             .map(|a| a.to_string());
-        let metrics = given
-            .clone()
-            .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()));
-        if given.is_none() {
-            args.extend_from_slice(&["--metrics-listen", &metrics]);
-        }
-        args.extend_from_slice(extra);
         let log = std::env::var_os("TEPHRA_TEST_LOG").map(PathBuf::from);
-        let proc = Proc::spawn(&args, log.as_deref());
-        let api_url = format!("http://{api}");
-        let c = client(&api_url);
-        ready(&c).await;
-        readyz(&metrics).await;
-        (
-            Self {
-                proc,
-                api_url,
-                metrics,
-            },
-            c,
-        )
+        for attempt in 1..=3 {
+            let api = format!("127.0.0.1:{}", free_port());
+            let mut args = vec![
+                "serve",
+                "--embedded",
+                "--listen",
+                "127.0.0.1:0",
+                "--embedded-api-listen",
+                &api,
+            ];
+            let metrics = given
+                .clone()
+                .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()));
+            if given.is_none() {
+                args.extend_from_slice(&["--metrics-listen", &metrics]);
+            }
+            args.extend_from_slice(extra);
+            let mut proc = Proc::spawn(&args, log.as_deref());
+            let api_url = format!("http://{api}");
+            let c = client(&api_url);
+            if !ready_while_running(&c, &mut proc).await {
+                assert!(
+                    attempt < 3,
+                    "tephra exited before it was ready, three times"
+                );
+                continue;
+            }
+            readyz(&metrics).await;
+            return (
+                Self {
+                    proc,
+                    api_url,
+                    metrics,
+                },
+                c,
+            );
+        }
+        unreachable!("the loop returns or panics")
     }
 }
 
