@@ -18,8 +18,9 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::DeserializeGuard;
+use tephra_scheduler::outcome::QueueFigures;
 use tephra_scheduler::whatif::{self, ClusterState, DEFAULT_HORIZON_MS, Options};
-use tephra_webview::{BASE_PATH, PageError, QueueFigures, View, WhatIfAnswer};
+use tephra_webview::{BASE_PATH, PageError, View, WhatIfAnswer};
 
 use crate::api::{Job, PodGroup, Queue};
 use crate::cluster::Caches;

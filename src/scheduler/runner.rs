@@ -23,13 +23,12 @@ use tokio_util::sync::CancellationToken;
 use super::config::{self, SchedulerConf};
 use super::index::ClusterIndex;
 use super::metrics::SchedulerMetrics;
-use super::outcome::{Outcome, Plan, Verdict, run_session};
+use super::outcome::{Outcome, Plan, QueueFigures, Verdict, run_session};
 use super::pending::{Batch, Pending};
 use crate::api::{PodGroup, Queue};
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
 use crate::cluster::{CacheFeeds, Relist, status_code};
 use crate::sync::{self, lock};
-use tephra_webview::QueueFigures;
 
 /// How long a placement made by a session counts against its node without kube-scheduler
 /// binding the pod. Longer than kube-scheduler's largest retry backoff (10 s) plus its

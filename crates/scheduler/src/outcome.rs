@@ -125,6 +125,16 @@ pub struct SessionFigures {
     pub nodes: usize,
 }
 
+/// The last session's figures per queue, and when it closed: what a reader outside the
+/// session (the web view) shows of the queues' shares. Only the leader runs sessions.
+#[derive(Clone, Debug, Default)]
+pub struct QueueFigures {
+    /// When the session closed, in milliseconds since the epoch.
+    pub at_ms: i64,
+    /// Deserved share, allocation and the rest, by queue name.
+    pub queues: BTreeMap<String, QueueReport>,
+}
+
 /// Everything a session decided.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {

@@ -22,8 +22,7 @@ mod tests;
 
 pub use format::{age, quantity_cpu, quantity_memory};
 pub use model::{
-    GangPage, GangRow, Overview, PodRow, QueueFigures, QueueRow, QueueSection, View, gang_page,
-    overview,
+    GangPage, GangRow, Overview, PodRow, QueueRow, QueueSection, View, gang_page, overview,
 };
 pub use pages::{
     PageError, WhatIfAnswer, render_gang, render_not_found, render_overview, render_whatif,

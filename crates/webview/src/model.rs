@@ -6,21 +6,11 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::Pod;
 use tephra_api::keys;
 use tephra_api::scheduling::{PodGroup, PodGroupConditionType, PodGroupPhase, Queue};
+use tephra_scheduler::outcome::QueueFigures;
 use tephra_scheduler::resource::Resource;
-use tephra_scheduler::session::QueueReport;
 
 use crate::BASE_PATH;
 use crate::format::{age, quantity_cpu, quantity_memory};
-
-/// The last scheduling session's figures per queue (deserved share, allocation), and when it
-/// ran. Only the leader runs sessions; another replica has none to show.
-#[derive(Clone, Debug, Default)]
-pub struct QueueFigures {
-    /// When the session closed, in milliseconds since the epoch.
-    pub at_ms: i64,
-    /// By queue name.
-    pub queues: BTreeMap<String, QueueReport>,
-}
 
 /// What the pages are built from: the objects as the caches hold them, and the time.
 #[derive(Clone, Debug, Default)]

@@ -4,6 +4,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 use tephra_api::scheduling::{PodGroup, Queue};
+use tephra_scheduler::outcome::QueueFigures;
 use tephra_scheduler::resource::Resource;
 use tephra_scheduler::session::QueueReport;
 use tephra_scheduler::whatif::{Delay, JobPrediction, Prediction};
