@@ -8,7 +8,6 @@
 //! module holds no other handle on a client (no create, patch, delete or watch is in reach).
 //! So the user's own kubeconfig is safe to use, and a read-only one is enough.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -270,11 +269,7 @@ fn options(args: &SimulateArgs) -> Result<Options, SimulateError> {
 }
 
 fn out(text: &str) -> Result<(), SimulateError> {
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .map_err(|e| SimulateError::Output(e.to_string()))
+    crate::vcctl::write_stdout(text).map_err(|e| SimulateError::Output(e.to_string()))
 }
 
 /// Runs `tephra simulate`.

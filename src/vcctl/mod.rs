@@ -423,13 +423,17 @@ fn list_error(resource: &'static str, e: kube::Error) -> VcctlError {
     }
 }
 
-/// Writes `text` to standard output.
-fn out(text: &str) -> Result<(), VcctlError> {
+/// Writes `text` to standard output and flushes it (a closed pipe is an error, not a panic).
+pub(crate) fn write_stdout(text: &str) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
-        .map_err(|e| VcctlError::Output(e.to_string()))
+}
+
+/// Writes `text` to standard output.
+fn out(text: &str) -> Result<(), VcctlError> {
+    write_stdout(text).map_err(|e| VcctlError::Output(e.to_string()))
 }
 
 /// Objects as JSON or YAML: one object as itself, several as a `v1` List (kubectl's form).
