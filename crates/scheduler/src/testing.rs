@@ -165,20 +165,27 @@ impl World {
         self
     }
 
-    /// Assumes each `(uid, node)` placement; returns the names of the pods whose plan gate is
-    /// then due to come off ([`ClusterIndex::placed_plan_gated`]), sorted.
-    pub fn assume_and_due<'a>(
+    /// Assumes each `(uid, node)` placement; returns the pods whose plan gate is then due to
+    /// come off ([`ClusterIndex::placed_plan_gated`]).
+    pub fn assume_due<'a>(
         &mut self,
         placements: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> Vec<String> {
+    ) -> Vec<super::index::GateDue> {
         let now = std::time::Instant::now();
         for (uid, node) in placements {
             self.index
                 .assume(uid, node, std::time::Duration::from_secs(30), now);
         }
+        self.index.placed_plan_gated()
+    }
+
+    /// [`World::assume_due`], as the pods' names, sorted.
+    pub fn assume_and_due<'a>(
+        &mut self,
+        placements: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Vec<String> {
         let mut due: Vec<String> = self
-            .index
-            .placed_plan_gated()
+            .assume_due(placements)
             .into_iter()
             .map(|d| d.name)
             .collect();

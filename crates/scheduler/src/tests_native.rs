@@ -78,6 +78,14 @@ fn a_gang_with_a_bound_pod_is_not_refused() {
     );
 }
 
+/// The session's placements as `(uid, node)`.
+fn placements(out: &Outcome) -> impl Iterator<Item = (&str, &str)> {
+    out.plan
+        .placements
+        .iter()
+        .map(|(u, p)| (u.as_str(), p.node.as_str()))
+}
+
 /// Gang `name` of `size` one-cpu pods behind the plan gate, needing `min`; the first
 /// `members` name the gang's native PodGroup (`spec.schedulingGroup`), the rest are elastic.
 fn native_gang(mut w: World, name: &str, size: usize, min: i32, members: usize) -> World {
@@ -111,12 +119,7 @@ fn a_gangs_native_members_are_ungated_together_with_as_many_placed_pods_in_all()
     let out = session(&w);
     let placed = super::testing::placed_by_gang(&out.plan);
     assert_eq!(placed.values().sum::<usize>(), 9, "{placed:?}");
-    let due = w.assume_and_due(
-        out.plan
-            .placements
-            .iter()
-            .map(|(u, p)| (u.as_str(), p.node.as_str())),
-    );
+    let due = w.assume_and_due(placements(&out));
     for g in ["a", "b", "c"] {
         let mine: Vec<&String> = due
             .iter()
@@ -168,15 +171,7 @@ fn a_native_gang_with_a_hard_topology_is_pinned_to_the_hypernode_the_session_cho
         .collect();
     assert_eq!(out.plan.placements.len(), 4);
     assert_eq!(nodes.len(), 2, "one rack: {nodes:?}");
-    for (uid, p) in &out.plan.placements {
-        w.index.assume(
-            uid,
-            &p.node,
-            std::time::Duration::from_secs(30),
-            std::time::Instant::now(),
-        );
-    }
-    let due = w.index.placed_plan_gated();
+    let due = w.assume_due(placements(&out));
     assert_eq!(due.len(), 4);
     for d in &due {
         let pin = d.pin.as_deref().expect("pinned");
@@ -202,15 +197,7 @@ fn a_native_gang_with_a_hard_topology_is_pinned_to_the_hypernode_the_session_cho
             w = w.network_topology("ns", "a", mode, 1);
         }
         let out = session(&w);
-        for (uid, p) in &out.plan.placements {
-            w.index.assume(
-                uid,
-                &p.node,
-                std::time::Duration::from_secs(30),
-                std::time::Instant::now(),
-            );
-        }
-        let due = w.index.placed_plan_gated();
+        let due = w.assume_due(placements(&out));
         assert_eq!(due.len(), 4, "{mode}");
         assert!(due.iter().all(|d| d.pin.is_none()), "{mode}: {due:?}");
     }
