@@ -30,8 +30,9 @@ fn escaped(s: &str) -> String {
         .replace('\'', "&#39;")
 }
 
-/// `application/x-www-form-urlencoded`, as a browser sends a form.
-fn form(pairs: &[(&str, &str)]) -> String {
+/// Sends `pairs` as a browser sends a form (`application/x-www-form-urlencoded`); the
+/// status and the page.
+async fn post_form(url: &str, pairs: &[(&str, &str)]) -> (u16, String) {
     let enc = |s: &str| {
         s.bytes()
             .map(|b| match b {
@@ -43,11 +44,24 @@ fn form(pairs: &[(&str, &str)]) -> String {
             })
             .collect::<String>()
     };
-    pairs
+    let body = pairs
         .iter()
         .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
         .collect::<Vec<_>>()
-        .join("&")
+        .join("&");
+    let r = reqwest::Client::new()
+        .post(url)
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(body)
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+    let status = r.status().as_u16();
+    (status, r.text().await.unwrap_or_default())
 }
 
 async fn get(url: &str) -> (u16, reqwest::header::HeaderMap, String) {
@@ -178,19 +192,12 @@ async fn the_web_view_shows_queues_gangs_pods_and_what_if_without_writing() {
     // What if: a pasted vcJob of one 8-cpu pod waits for busy's pods to end; it is not
     // created.
     let pasted = serde_saphyr::to_string(&vcjob("wide", "research", 1, "8", 60)).unwrap();
-    let answer = reqwest::Client::new()
-        .post(format!("{ui}/whatif"))
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .body(form(&[("jobs", &pasted), ("namespace", "default")]))
-        .timeout(Duration::from_secs(60))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status().as_u16(), 200);
-    let answer = answer.text().await.unwrap();
+    let (status, answer) = post_form(
+        &format!("{ui}/whatif"),
+        &[("jobs", &pasted), ("namespace", "default")],
+    )
+    .await;
+    assert_eq!(status, 200);
     assert!(answer.contains("id=\"prediction\""), "{answer}");
     let row = answer
         .split("<tr>")
@@ -207,18 +214,8 @@ async fn the_web_view_shows_queues_gangs_pods_and_what_if_without_writing() {
     );
 
     // Bad pasted text: the page says why, the form keeps the text.
-    let bad = reqwest::Client::new()
-        .post(format!("{ui}/whatif"))
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .body(form(&[("jobs", "kind: <Pod>")]))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(bad.status().as_u16(), 200);
-    let bad = bad.text().await.unwrap();
+    let (status, bad) = post_form(&format!("{ui}/whatif"), &[("jobs", "kind: <Pod>")]).await;
+    assert_eq!(status, 200);
     assert!(bad.contains("id=\"error\""), "{bad}");
     assert!(bad.contains("kind: &#60;Pod&#62;</textarea>"), "{bad}");
 
