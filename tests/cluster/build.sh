@@ -8,14 +8,7 @@ set -euo pipefail
 # shellcheck source=tests/cluster/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-go_bin=$(find_go)
-if [ -z "$go_bin" ]; then
-  echo "build.sh: no Go toolchain found (PATH, /usr/local/go/bin)" >&2
-  exit 2
-fi
-
-# Static binaries, and never a toolchain download: the machine's Go must do.
-export CGO_ENABLED=0 GOTOOLCHAIN=local
+need_go build.sh
 # The control plane reports this version (kubectl and kwok read it); without
 # the flags it would claim v0.0.0-master.
 k8s_ldflags="-s -w"

@@ -30,3 +30,32 @@ find_go() {
     echo /usr/local/go/bin/go
   fi
 }
+
+# need_go SCRIPT: for a build script, sets go_bin to the Go toolchain and asks for static
+# binaries and never a toolchain download (the machine's Go must do); without Go, says so
+# naming SCRIPT and exits 2.
+need_go() {
+  go_bin=$(find_go)
+  if [ -z "$go_bin" ]; then
+    echo "$1: no Go toolchain found (PATH, /usr/local/go/bin)" >&2
+    exit 2
+  fi
+  export CGO_ENABLED=0 GOTOOLCHAIN=local
+}
+
+# kwok_node NAME: a Node that kwok plays (its annotation), of TEPHRA_NODE_CPU (8) cpu,
+# TEPHRA_NODE_MEMORY (32Gi) and TEPHRA_NODE_PODS (110) pods, as a YAML document.
+kwok_node() {
+  cat <<NODE
+apiVersion: v1
+kind: Node
+metadata:
+  name: $1
+  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+  labels: {type: kwok, kubernetes.io/hostname: $1, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
+status:
+  capacity: {cpu: "${TEPHRA_NODE_CPU:-8}", memory: ${TEPHRA_NODE_MEMORY:-32Gi}, pods: "${TEPHRA_NODE_PODS:-110}"}
+  allocatable: {cpu: "${TEPHRA_NODE_CPU:-8}", memory: ${TEPHRA_NODE_MEMORY:-32Gi}, pods: "${TEPHRA_NODE_PODS:-110}"}
+---
+NODE
+}

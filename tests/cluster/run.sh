@@ -434,17 +434,29 @@ s_native_restart_mid_job() { restart_mid_job native-survivor; }
 queue_cpu() {
   k get pods -l "share-test=$1" --field-selector=status.phase=Running -o name | wc -l | tr -d ' '
 }
-s_native_queues_share() {
+# share_queues: the queues w1 and w3, of weights 1 and 3, reclaimable.
+share_queues() {
   local q
   for q in 1 3; do
-    cat <<YAML | k apply -f - >/dev/null || { why="apply queue w$q"; return 1; }
-apiVersion: scheduling.volcano.sh/v1beta1
-kind: Queue
-metadata: {name: w$q}
-spec: {weight: $q, reclaimable: true}
-YAML
+    printf 'apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: w%s}\nspec: {weight: %s, reclaimable: true}\n' "$q" "$q" \
+      | k apply -f - >/dev/null || { why="apply queue w$q"; return 1; }
   done
-  local i
+}
+# settle_shares CPU_FN MIN: reads `CPU_FN w1` and `CPU_FN w3` every 5 s until both are
+# unchanged over 5 s with w3 at MIN or more, for at most 150 s; leaves them in share_w1 and
+# share_w3.
+settle_shares() {
+  local last="" t
+  for ((t = 0; t < 30; t++)); do
+    share_w1=$("$1" w1) share_w3=$("$1" w3)
+    [ "$share_w1 $share_w3" = "$last" ] && [ "$share_w3" -ge "$2" ] && return 0
+    last="$share_w1 $share_w3"
+    sleep 5
+  done
+}
+s_native_queues_share() {
+  share_queues || return 1
+  local i q
   for i in $(seq 1 14); do
     for q in 1 3; do
       vcjob "share-w$q-$i" 2 1 1h | sed -e "s|^  schedulerName: volcano$|  schedulerName: volcano\n  queue: w$q|" \
@@ -453,13 +465,8 @@ YAML
     done
   done
   # Settled near 1:3 and unchanged over 5 s, at most 150 s.
-  local a b last="" t
-  for ((t = 0; t < 30; t++)); do
-    a=$(queue_cpu w1) b=$(queue_cpu w3)
-    [ "$a $b" = "$last" ] && [ "$b" -ge 22 ] && break
-    last="$a $b"
-    sleep 5
-  done
+  settle_shares queue_cpu 22
+  local a=$share_w1 b=$share_w3
   for i in $(seq 1 14); do k delete vcjob "share-w1-$i" "share-w3-$i" --wait=false >/dev/null 2>&1; done
   [ "$a" -ge 6 ] && [ "$a" -le 10 ] && [ "$b" -ge 22 ] && [ "$b" -le 26 ] \
     || { why="cpu in use by queue w1 $a, w3 $b; want about 8 and 24"; return 1; }
@@ -654,43 +661,22 @@ ray_queue_cpu() {
 # are what the session keeps, reclaiming whole gangs (gangreclaim) from the queue over its
 # share.
 s_ray_queues_share() {
+  share_queues || return 1
   local q i
-  for q in 1 3; do
-    printf 'apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: w%s}\nspec: {weight: %s, reclaimable: true}\n' "$q" "$q" \
-      | k apply -f - >/dev/null || { why="apply queue w$q"; return 1; }
-  done
   for i in 1 2 3 4; do
     for q in 1 3; do
       raycluster "ray-w$q-$i" 7 1 "w$q" | k apply -f - >/dev/null || { why="apply ray-w$q-$i"; return 1; }
     done
   done
-  local a b last="" t
-  for ((t = 0; t < 30; t++)); do
-    a=$(ray_queue_cpu w1) b=$(ray_queue_cpu w3)
-    [ "$a $b" = "$last" ] && [ "$b" -ge 24 ] && break
-    last="$a $b"
-    sleep 5
-  done
+  settle_shares ray_queue_cpu 24
+  local a=$share_w1 b=$share_w3
   for i in 1 2 3 4; do k delete raycluster "ray-w1-$i" "ray-w3-$i" --wait=false >/dev/null 2>&1; done
   [ "$a" = 8 ] && [ "$b" = 24 ] || { why="cpu bound to Ray clusters: queue w1 $a, w3 $b; want 8 and 24"; return 1; }
   echo "#   Ray clusters' cpu bound: queue w1 (weight 1) $a, queue w3 (weight 3) $b"
 }
-extra_nodes() { # N: N more kwok nodes of 8 cpu, kwok-extra-0...
+extra_nodes() { # N: N more kwok nodes like the others, kwok-extra-0...
   local i
-  for ((i = 0; i < $1; i++)); do
-    cat <<NODE
-apiVersion: v1
-kind: Node
-metadata:
-  name: kwok-extra-$i
-  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
-  labels: {type: kwok, kubernetes.io/hostname: kwok-extra-$i, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
-status:
-  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
-  allocatable: {cpu: "8", memory: 32Gi, pods: "110"}
----
-NODE
-  done
+  for ((i = 0; i < $1; i++)); do kwok_node "kwok-extra-$i"; done
 }
 s_ray_waits_whole() {
   [ -n "$ray_pid" ] || { why="ray-operator is not running"; return 1; }

@@ -251,20 +251,7 @@ start kwok "$bin_dir/kwok" --kubeconfig "$kubeconfig" "${kwok_configs[@]}" \
   --node-ip 10.0.0.1 --cidr 10.0.0.1/16
 node_yaml=$dir/nodes.yaml
 : >"$node_yaml"
-for ((i = 0; i < nodes; i++)); do
-  cat >>"$node_yaml" <<NODE
-apiVersion: v1
-kind: Node
-metadata:
-  name: kwok-node-$i
-  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
-  labels: {type: kwok, kubernetes.io/hostname: kwok-node-$i, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
-status:
-  capacity: {cpu: "${TEPHRA_NODE_CPU:-8}", memory: ${TEPHRA_NODE_MEMORY:-32Gi}, pods: "${TEPHRA_NODE_PODS:-110}"}
-  allocatable: {cpu: "${TEPHRA_NODE_CPU:-8}", memory: ${TEPHRA_NODE_MEMORY:-32Gi}, pods: "${TEPHRA_NODE_PODS:-110}"}
----
-NODE
-done
+for ((i = 0; i < nodes; i++)); do kwok_node "kwok-node-$i" >>"$node_yaml"; done
 kubectl_ --request-timeout=120s apply -f "$node_yaml" >/dev/null || fail "creating $nodes nodes"
 ready_nodes() {
   [ "$(kubectl_ get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" -ge "$nodes" ]

@@ -11,12 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/cluster/lib.sh
 . "$here/../cluster/lib.sh"
 
-go_bin=$(find_go)
-if [ -z "$go_bin" ]; then
-  echo "frameworks/build.sh: no Go toolchain found (PATH, /usr/local/go/bin)" >&2
-  exit 2
-fi
-export CGO_ENABLED=0 GOTOOLCHAIN=local
+need_go frameworks/build.sh
 cache="${TEPHRA_FRAMEWORKS_CACHE:-$HOME/.cache/tephra-frameworks}"
 
 # build NAME MODULE: the operator's main package is the module's root.

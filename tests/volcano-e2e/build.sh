@@ -14,13 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/volcano-e2e/lib.sh
 . "$here/lib.sh"
 
-go_bin=$(find_go)
-if [ -z "$go_bin" ]; then
-  echo "build.sh: no Go toolchain found (PATH, /usr/local/go/bin)" >&2
-  exit 2
-fi
-# Static binaries, never a toolchain download.
-export CGO_ENABLED=0 GOTOOLCHAIN=local
+need_go build.sh
 mkdir -p "$vc_dir"
 built_any=0
 
