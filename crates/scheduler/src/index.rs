@@ -812,26 +812,25 @@ impl ClusterIndex {
                 out.extend(placed.into_iter().map(|(u, e)| row(u, e, &None)));
                 continue;
             }
-            let pin = gang.and_then(|g| self.native_pin(g, placed.iter().map(|(u, _)| *u)));
-            if placed.len() >= members.len() {
+            let released: Vec<(&String, &PodEntry)> = if placed.len() >= members.len() {
                 let extra = placed.len() - members.len();
-                out.extend(members.iter().map(|(u, e)| row(u, e, &pin)));
-                out.extend(
-                    placed
-                        .into_iter()
-                        .filter(|(_, e)| !e.native_member)
-                        .take(extra)
-                        .map(|(u, e)| row(u, e, &pin)),
-                );
+                let elastic = placed.iter().filter(|(_, e)| !e.native_member).take(extra);
+                members.iter().chain(elastic).copied().collect()
+            } else {
+                let min_member = gang
+                    .and_then(|g| self.podgroups.get(g))
+                    .and_then(|pg| pg.spec.min_member)
+                    .unwrap_or(1);
+                let enough = i64::try_from(placed.len() + through).unwrap_or(i64::MAX)
+                    >= i64::from(min_member);
+                if enough { members } else { Vec::new() }
+            };
+            if released.is_empty() {
                 continue;
             }
-            let min_member = gang
-                .and_then(|g| self.podgroups.get(g))
-                .and_then(|pg| pg.spec.min_member)
-                .unwrap_or(1);
-            if i64::try_from(placed.len() + through).unwrap_or(i64::MAX) >= i64::from(min_member) {
-                out.extend(members.iter().map(|(u, e)| row(u, e, &pin)));
-            }
+            // Worked out only for a gang whose gates do come off this round.
+            let pin = gang.and_then(|g| self.native_pin(g, placed.iter().map(|(u, _)| *u)));
+            out.extend(released.into_iter().map(|(u, e)| row(u, e, &pin)));
         }
         out
     }
