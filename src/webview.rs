@@ -209,21 +209,27 @@ async fn whatif(State(view): State<Arc<WebView>>, Form(form): Form<WhatIfForm>) 
         "" => "default".to_string(),
         ns => ns.to_string(),
     };
-    let state = cluster_state(&view.caches);
-    let opts = options(&view);
-    let (text, ns) = (form.jobs.clone(), namespace.clone());
-    let result = tokio::task::spawn_blocking(move || {
-        let opts = opts?;
-        let tried = if text.trim().is_empty() {
+    // The question is read first: a bad file or text is answered without copying the cluster.
+    let asked = options(&view).and_then(|opts| {
+        let tried = if form.jobs.trim().is_empty() {
             Vec::new()
         } else {
-            crate::vcctl::objects::jobs_from_file(&text, "the pasted text", &ns, false)
+            crate::vcctl::objects::jobs_from_file(&form.jobs, "the pasted text", &namespace, false)
                 .map_err(|e| e.to_string())?
         };
-        whatif::predict(&state, &tried, &opts).map_err(|e| e.to_string())
-    })
-    .await
-    .unwrap_or_else(|e| Err(format!("the simulation stopped: {e}")));
+        Ok((opts, tried))
+    });
+    let result = match asked {
+        Err(e) => Err(e),
+        Ok((opts, tried)) => {
+            let state = cluster_state(&view.caches);
+            tokio::task::spawn_blocking(move || {
+                whatif::predict(&state, &tried, &opts).map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("the simulation stopped: {e}")))
+        }
+    };
     let answer = WhatIfAnswer {
         input: form.jobs,
         namespace,

@@ -78,8 +78,7 @@ async fn get(url: &str) -> (u16, reqwest::header::HeaderMap, String) {
 
 async fn pod_group_of(c: &Client, job: &str) -> PodGroup {
     let api: Api<PodGroup> = Api::namespaced(c.clone(), "default");
-    // Generous: on a loaded CI machine the Job controller may be retrying its first writes.
-    eventually(90, &format!("the PodGroup of {job}"), || async {
+    eventually(30, &format!("the PodGroup of {job}"), || async {
         let list = api.list(&ListParams::default()).await.ok()?;
         list.items.into_iter().find(|pg| {
             pg.owner_references()
@@ -102,14 +101,17 @@ async fn the_web_view_shows_queues_gangs_pods_and_what_if_without_writing() {
     .unwrap();
     queues.create(&PostParams::default(), &queue).await.unwrap();
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
-    // Three nodes of 8 cpu: busy takes 7 on each, so blocked (two pods of 6) cannot be placed.
-    for j in [
-        vcjob("busy", "research", 3, "7", 300),
-        vcjob("blocked", "research", 2, "6", 30),
-    ] {
-        let j: Job = serde_json::from_value(j).unwrap();
-        jobs.create(&PostParams::default(), &j).await.unwrap();
-    }
+    let submit = |j: Value| {
+        let jobs = jobs.clone();
+        async move {
+            let j: Job = serde_json::from_value(j).unwrap();
+            jobs.create(&PostParams::default(), &j).await.unwrap();
+        }
+    };
+    // Three nodes of 8 cpu: busy takes 7 on each, so blocked (two pods of 6), submitted once
+    // busy runs, cannot be placed. (Submitted together, either may go first: blocked would
+    // then run, end and lose its PodGroup while busy waits.)
+    submit(vcjob("busy", "research", 3, "7", 300)).await;
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let busy_pods = eventually(60, "busy's three pods to run", || async {
         let list = pods
@@ -125,6 +127,7 @@ async fn the_web_view_shows_queues_gangs_pods_and_what_if_without_writing() {
         (running.len() == 3).then_some(running)
     })
     .await;
+    submit(vcjob("blocked", "research", 2, "6", 30)).await;
     let busy = pod_group_of(&c, "busy").await;
     let blocked = pod_group_of(&c, "blocked").await;
     let reason = eventually(60, "blocked's Unschedulable condition", || async {

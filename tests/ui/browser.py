@@ -220,11 +220,14 @@ def main():
             "metadata": {"name": "research"}, "spec": {"weight": 3, "reclaimable": True}})
         if status != 201:
             raise Failed(f"creating the queue: {status} {body}")
-        # Three nodes of 8 cpu: busy takes 7 on each, so blocked (two pods of 6) must wait.
-        for job in (vcjob("busy", 3, "7", 600), vcjob("blocked", 2, "6", 30)):
+        # Three nodes of 8 cpu: busy takes 7 on each, so blocked (two pods of 6), submitted once
+        # busy runs, must wait. (Submitted together, either may go first.)
+        def submit(job):
             status, body = http("POST", f"{api}/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs", job)
             if status != 201:
                 raise Failed(f"creating {job['metadata']['name']}: {status} {body}")
+
+        submit(vcjob("busy", 3, "7", 600))
 
         def running_busy():
             _, pods = http("GET", f"{api}/api/v1/namespaces/default/pods?labelSelector=volcano.sh%2Fjob-name%3Dbusy")
@@ -233,6 +236,7 @@ def main():
             return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in running} if len(running) == 3 else None
 
         busy_pods = until(60, "busy's three pods to run", running_busy)
+        submit(vcjob("blocked", 2, "6", 30))
 
         def blocked_reason():
             _, pgs = http("GET", f"{api}/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups")

@@ -40,7 +40,12 @@ impl Proc {
         let child = Command::new(env!("CARGO_BIN_EXE_tephra"))
             .args(args)
             .envs(env.iter().copied())
-            .env("RUST_LOG", "tephra=info")
+            // TEPHRA_TEST_RUST_LOG (e.g. `tephra=debug`) for more than the default, with
+            // TEPHRA_TEST_LOG naming the file.
+            .env(
+                "RUST_LOG",
+                std::env::var("TEPHRA_TEST_RUST_LOG").unwrap_or_else(|_| "tephra=info".into()),
+            )
             .stdout(out)
             .stderr(err)
             .spawn()
