@@ -35,7 +35,7 @@ cleanup() {
     echo "run.sh: left running: KUBECONFIG=$work/cluster/kubeconfig, tephra pid $tephra_pid, logs in $work" >&2
     return
   fi
-  if declare -F stop_ray_operator >/dev/null; then stop_ray_operator; fi
+  if declare -F stop_operators >/dev/null; then stop_operators; fi
   stop_tephra
   if [ "$cluster_up" = 1 ]; then "$cluster_dir/down.sh" "$work/cluster" || true; fi
   rm -rf "$work"
@@ -132,6 +132,9 @@ scenario() {
     *) failed=$((failed + 1)); echo "not ok - $name: $why" ;;
   esac
 }
+
+# shellcheck source=tests/cluster/frameworks.sh
+. "$cluster_dir/frameworks.sh"
 
 # --- scenarios ----------------------------------------------------------------
 s_job_completes() {
@@ -566,140 +569,6 @@ s_native_delete_gc() {
   wait_until 60 native_gone "$pg" || { why="native objects of $pg left 60 s after the vcJob's deletion: $(native_objects "$pg")"; return 1; }
 }
 
-# --- KubeRay: its ray-operator (tests/frameworks/build.sh) run out of cluster with
-# --batch-scheduler=volcano, as its documentation says; tephra is its Volcano. Ray's pods are
-# never completed by kwok (KubeRay makes their commands), so a RayCluster runs until deleted.
-ray_pid=""
-crd_established() {
-  [ "$(k get crd "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" = True ]
-}
-start_ray_operator() {
-  local dir
-  dir=$("$repo_dir/tests/frameworks/build.sh" | awk '$1 == "ray" { print $2 }') && [ -n "$dir" ] \
-    || { why="tests/frameworks/build.sh failed"; return 1; }
-  # All three: the operator watches RayJobs and RayServices too, and logs errors without them.
-  k apply --server-side -f "$dir/crds/" >/dev/null || { why="apply KubeRay's CRDs"; return 1; }
-  local crd
-  for crd in rayclusters rayjobs rayservices; do
-    wait_until 60 crd_established "$crd.ray.io" || { why="CRD $crd.ray.io not established after 60 s"; return 1; }
-  done
-  "$dir/operator" --batch-scheduler=volcano --enable-leader-election=false --metrics-addr=0 \
-    --health-probe-bind-address=0 --kubeconfig "$KUBECONFIG" >"$work/ray-operator.log" 2>&1 &
-  ray_pid=$!
-  echo "#   ray-operator $(basename "$dir") started (log $work/ray-operator.log)"
-}
-stop_ray_operator() {
-  if [ -n "$ray_pid" ]; then kill "$ray_pid" 2>/dev/null || true; wait "$ray_pid" 2>/dev/null || true; fi
-  ray_pid=""
-}
-# raycluster NAME WORKERS WORKER_CPU [QUEUE]: a head of 1 cpu and WORKERS workers, in QUEUE
-# (default) by KubeRay's label.
-raycluster() {
-  cat <<YAML
-apiVersion: ray.io/v1
-kind: RayCluster
-metadata:
-  name: $1
-  labels: {volcano.sh/queue-name: ${4:-default}}
-spec:
-  rayVersion: "2.46.0"
-  headGroupSpec:
-    rayStartParams: {}
-    template:
-      spec:
-        containers:
-          - name: ray-head
-            image: rayproject/ray:2.46.0
-            resources: {requests: {cpu: "1", memory: 1Gi}, limits: {cpu: "1", memory: 1Gi}}
-  workerGroupSpecs:
-    - groupName: workers
-      replicas: $2
-      minReplicas: $2
-      maxReplicas: $2
-      rayStartParams: {}
-      template:
-        spec:
-          containers:
-            - name: ray-worker
-              image: rayproject/ray:2.46.0
-              resources: {requests: {cpu: "$3", memory: 1Gi}, limits: {cpu: "$3", memory: 1Gi}}
-YAML
-}
-ray_state_is() { [ "$(k get raycluster "$1" -o jsonpath='{.status.state}')" = "$2" ]; }
-ray_pods() { k get pods -l "ray.io/cluster=$1" -o name | wc -l | tr -d ' '; }
-ray_bound() { k get pods -l "ray.io/cluster=$1" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c . || true; }
-ray_pods_are() { [ "$(ray_pods "$1")" = "$2" ]; }
-ray_gone() { ray_pods_are "$1" 0; }
-s_ray_cluster() {
-  start_ray_operator || return 1
-  raycluster ray-small 2 2 | k apply -f - >/dev/null || { why="apply ray-small"; return 1; }
-  wait_until 90 ray_state_is ray-small ready \
-    || { why="RayCluster ray-small is '$(k get raycluster ray-small -o jsonpath='{.status.state}')' after 90 s, $(ray_bound ray-small) of $(ray_pods ray-small) pods bound"; return 1; }
-  local pg min sched
-  pg=$(k get podgroups.scheduling.volcano.sh ray-ray-small-pg -o jsonpath='{.spec.minMember} {.spec.queue} {.status.phase}')
-  # The scheduler asked for, the one that placed the pod (the native engine sends pods to
-  # kube-scheduler's own profile and keeps the asked name in an annotation), and the group.
-  sched=$(k get pods -l ray.io/cluster=ray-small -o jsonpath='{range .items[*]}{.spec.schedulerName}/{.metadata.annotations.scheduling\.tephra\.io/scheduler-name}/{.metadata.annotations.scheduling\.k8s\.io/group-name}{"\n"}{end}' | sort -u)
-  [ "$pg" = "3 default Running" ] || { why="KubeRay's PodGroup ray-ray-small-pg: '$pg', want '3 default Running'"; return 1; }
-  case "$sched" in
-    "volcano//ray-ray-small-pg" | "default-scheduler/volcano/ray-ray-small-pg") ;;
-    *) why="pods' scheduler/asked/group: $sched"; return 1 ;;
-  esac
-  k delete raycluster ray-small --wait=false >/dev/null 2>&1 || true
-  echo "#   KubeRay's PodGroup ray-ray-small-pg used as it is (minMember 3, queue default); RayCluster ready"
-}
-# Cores requested by the bound pods of the Ray clusters in queue $1 (KubeRay copies the
-# RayCluster's queue label to its pods).
-ray_queue_cpu() {
-  k get pods -l "volcano.sh/queue-name=$1,ray.io/is-ray-node=yes" \
-    -o jsonpath='{range .items[?(@.spec.nodeName)]}{.spec.containers[0].resources.requests.cpu}{"\n"}{end}' \
-    | awk '{ s += $1 } END { print s + 0 }'
-}
-# Four RayClusters of 8 cpu (a head and seven workers of 1 cpu: kube-scheduler, which places
-# a native gang by itself, packs pods of one size as well as the session) in each of the
-# queues w1 and w3 (weights 1 and 3) on 32 cpu: the clusters never end, so the queues' shares
-# are what the session keeps, reclaiming whole gangs (gangreclaim) from the queue over its
-# share.
-s_ray_queues_share() {
-  share_queues || return 1
-  local q i
-  for i in 1 2 3 4; do
-    for q in 1 3; do
-      raycluster "ray-w$q-$i" 7 1 "w$q" | k apply -f - >/dev/null || { why="apply ray-w$q-$i"; return 1; }
-    done
-  done
-  settle_shares ray_queue_cpu 24
-  local a=$share_w1 b=$share_w3
-  for i in 1 2 3 4; do k delete raycluster "ray-w1-$i" "ray-w3-$i" --wait=false >/dev/null 2>&1; done
-  [ "$a" = 8 ] && [ "$b" = 24 ] || { why="cpu bound to Ray clusters: queue w1 $a, w3 $b; want 8 and 24"; return 1; }
-  echo "#   Ray clusters' cpu bound: queue w1 (weight 1) $a, queue w3 (weight 3) $b"
-}
-extra_nodes() { # N: N more kwok nodes like the others, kwok-extra-0...
-  local i
-  for ((i = 0; i < $1; i++)); do kwok_node "kwok-extra-$i"; done
-}
-s_ray_waits_whole() {
-  [ -n "$ray_pid" ] || { why="ray-operator is not running"; return 1; }
-  wait_until 60 ray_gone ray-small || { why="ray-small's pods still there 60 s after its deletion"; return 1; }
-  # A head of 1 cpu and 5 workers of 7 cpu on 4 nodes of 8: only four workers fit.
-  raycluster ray-big 5 7 | k apply -f - >/dev/null || { why="apply ray-big"; return 1; }
-  wait_until 30 ray_pods_are ray-big 6 || true
-  local i bound
-  for i in $(seq 1 20); do
-    bound=$(ray_bound ray-big)
-    [ "$bound" = 0 ] || { why="ray-big has $bound of 6 pods bound on a cluster that cannot hold it whole"; return 1; }
-    sleep 0.5
-  done
-  [ "$(ray_pods ray-big)" = 6 ] || { why="KubeRay made $(ray_pods ray-big) pods for ray-big, not 6"; return 1; }
-  extra_nodes 2 | k apply -f - >/dev/null || { why="adding nodes"; return 1; }
-  wait_until 90 ray_state_is ray-big ready \
-    || { why="ray-big is '$(k get raycluster ray-big -o jsonpath='{.status.state}')' 90 s after two nodes were added, $(ray_bound ray-big) of 6 bound"; return 1; }
-  k delete raycluster ray-big --wait=false >/dev/null 2>&1 || true
-  wait_until 60 ray_gone ray-big || true
-  k delete node kwok-extra-0 kwok-extra-1 --wait=false >/dev/null 2>&1 || true
-  echo "#   ray-big (1 + 5 × 7 cpu) waited with none of its 6 pods bound for 10 s, then ran whole once 2 nodes were added"
-}
-
 scenario "a vcJob applied with kubectl runs to Completed through kube-scheduler's extender calls" s_job_completes
 scenario "an invalid vcJob is refused by kube-apiserver with tephra's message" s_invalid_refused
 scenario "two gangs that cannot both fit run one after the other, each whole" s_gangs_in_turn
@@ -709,7 +578,11 @@ scenario "tephra restarted mid-job finishes it" s_restart_mid_job
 scenario "a gang claiming devices through DRA runs whole where the devices are, and the next waits for them" s_dra_gang
 scenario "KubeRay: a RayCluster's PodGroup made by ray-operator is used as it is and the cluster becomes ready" s_ray_cluster
 scenario "KubeRay: a RayCluster that cannot fit waits whole, then runs once nodes are added" s_ray_waits_whole
-stop_ray_operator
+scenario "KubeRay: a RayJob runs its cluster whole, then its submitter, to Complete" s_ray_job
+scenario "Kubeflow training operator: a PyTorchJob's PodGroup is used as made and the job Succeeds" s_pytorch_job
+scenario "MPI Operator: an MPIJob's launcher and workers run as one gang and the job Succeeds" s_mpi_job
+scenario "Spark Operator: a SparkApplication's PodGroup is used as made and the app is COMPLETED" s_spark_app
+stop_operators
 
 echo "# the native engine: tephra restarted with --gang-engine native"
 stop_tephra
@@ -746,7 +619,7 @@ if start_tephra; then
   scenario "native: a vcJob finished or deleted takes its Workload and PodGroup with it" s_native_delete_gc
   scenario "native: KubeRay: a RayCluster's PodGroup made by ray-operator is used as it is and the cluster becomes ready" s_ray_cluster
   scenario "native: KubeRay: RayClusters in queues of weights 1 and 3 share a full cluster 1:3" s_ray_queues_share
-  stop_ray_operator
+  stop_operators
 else
   failed=$((failed + 1))
   echo "not ok - tephra did not start with --gang-engine native"
