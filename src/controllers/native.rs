@@ -44,8 +44,8 @@ use crate::scheduler::outcome::Verdict;
 use crate::sync::lock;
 use tephra_api::keys::NATIVE_UNPLACED;
 use tephra_controllers::native::{
-    Admission, Change, GangState, HELD, admission, hold, mirror, placement, pod_group_change,
-    topology_key, unplaceable_since, unplaced_note, workload_change,
+    Admission, Change, GangState, GroupClass, HELD, admission, hold, mirror, placement,
+    pod_group_change, topology_key, unplaceable_since, unplaced_note, workload_change,
 };
 
 /// The native engine's settings, when it runs.
@@ -59,6 +59,10 @@ pub struct NativeConfig {
 
 /// How often a held-back gang looks for a session that placed it again.
 const HELD_RECHECK: Duration = Duration::from_secs(2);
+
+/// How often a gang not made by a vcJob looks for its first pod (its native objects wait for
+/// one: their priority class is the pods').
+const MEMBERS_RECHECK: Duration = Duration::from_secs(1);
 
 /// The controller's name (metrics).
 pub const NAME: &str = "native-bridge";
@@ -139,9 +143,21 @@ async fn reconcile(ctx: Arc<Context>, key: String) -> Result<Action, NativeError
     };
     let labels = ctx.discovery.as_ref().and_then(|d| d.current());
     let key_of_tier = labels.and_then(|l| topology_key(pg, &l));
-    let members_class = vcjob_of(&ctx.caches, pg)
-        .and_then(|job| tephra_controllers::job::build::gang_core_priority_class(&job));
-    let Some(mut want) = mirror(pg, key_of_tier.as_deref(), members_class.as_deref()) else {
+    // The group's priority class follows its pods' (it cannot change once made): a vcJob's
+    // pods are known from the job before they exist; any other group's (a framework
+    // operator's) are read from its first pod, so its native objects wait for one.
+    let members_class = match vcjob_of(&ctx.caches, pg) {
+        Some(job) => tephra_controllers::job::build::gang_core_priority_class(&job).map(Some),
+        None => match first_member_class(&ctx, &key) {
+            Some(class) => Some(class),
+            None => return Ok(Action::RequeueAfter(MEMBERS_RECHECK)),
+        },
+    };
+    let class = match &members_class {
+        Some(class) => GroupClass::Members(class.as_deref()),
+        None => GroupClass::PodGroup,
+    };
+    let Some(mut want) = mirror(pg, key_of_tier.as_deref(), class) else {
         return Ok(Action::AwaitChange);
     };
     // The Workload first: the PodGroup names it.
@@ -201,6 +217,25 @@ async fn reconcile(ctx: Arc<Context>, key: String) -> Result<Action, NativeError
     )
     .await?;
     Ok(next)
+}
+
+/// The priority class of a pod of gang `key` (`namespace/name` of its PodGroup), from the
+/// session's index and the shared pod cache; `None` while the gang has no pod.
+fn first_member_class(ctx: &Context, key: &str) -> Option<Option<String>> {
+    let (namespace, name) = {
+        let idx = ctx.config.scheduler.index();
+        let task = idx.job_tasks(key).next()?;
+        (task.namespace.clone(), task.name.clone())
+    };
+    let pod = ctx
+        .caches
+        .pods()
+        .get(&ObjectRef::new(&name).within(&namespace))?;
+    Some(
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.clone()),
+    )
 }
 
 /// The vcJob that owns `pg`, from the shared cache.

@@ -239,7 +239,7 @@ pytorchjob() {
       restartPolicy: OnFailure
       template:
         metadata:
-          labels: {fw-test: $1}
+          labels: {fw-test: $1, fw-queue: $4}
           annotations: {kwok.tephra.test/succeed-after: "$5"}
         spec:
           containers:
@@ -289,7 +289,7 @@ spec:
       replicas: 1
       template:
         metadata:
-          labels: {fw-test: $1}
+          labels: {fw-test: $1, fw-queue: $4}
           annotations: {kwok.tephra.test/succeed-after: "$5"}
         spec:
           containers:
@@ -301,7 +301,7 @@ spec:
       replicas: $2
       template:
         metadata:
-          labels: {fw-test: $1}
+          labels: {fw-test: $1, fw-queue: $4}
         spec:
           containers:
             - name: worker
@@ -342,8 +342,8 @@ launch_spark() {
     exec "$1/operator" controller start --enable-batch-scheduler --default-batch-scheduler=volcano \
     --health-probe-bind-address=0 --enable-ui-service=false --kubeconfig "$KUBECONFIG"
 }
-# sparkapp NAME EXECUTORS CPU QUEUE SUCCEED_AFTER: a driver of 1 core ending after
-# SUCCEED_AFTER and EXECUTORS executors of CPU cores.
+# sparkapp NAME EXECUTORS CPU QUEUE SUCCEED_AFTER [DRIVER_CORES]: a driver of DRIVER_CORES
+# (1) ending after SUCCEED_AFTER and EXECUTORS executors of CPU cores.
 sparkapp() {
   cat <<YAML
 apiVersion: sparkoperator.k8s.io/v1beta2
@@ -360,15 +360,15 @@ spec:
   sparkConf: {spark.kubernetes.scheduler.name: volcano}
   batchSchedulerOptions: {queue: $4, priorityClassName: fw-high}
   driver:
-    cores: 1
+    cores: ${6:-1}
     memory: 512m
-    labels: {fw-test: $1}
+    labels: {fw-test: $1, fw-queue: $4}
     annotations: {kwok.tephra.test/succeed-after: "$5"}
   executor:
     instances: $2
     cores: $3
     memory: 512m
-    labels: {fw-test: $1}
+    labels: {fw-test: $1, fw-queue: $4}
 YAML
 }
 spark_state() { k get sparkapplication "$1" -o jsonpath='{.status.applicationState.state}'; }
@@ -386,3 +386,41 @@ s_spark_app() {
   [ "$pg" = "1 default fw-high 3" ] || { why="the operator's PodGroup spark-spark-pi-pg: '$pg', want '1 default fw-high 3'"; return 1; }
   echo "#   SparkApplication spark-pi COMPLETED; PodGroup used as made: $pg"
 }
+
+# --- Queue shares -------------------------------------------------------------------------
+# Four apps of 8 cpu (each made by APP NAME QUEUE, running until deleted) in each of the
+# queues w1 and w3 (weights 1 and 3) on 32 cpu: the cpu bound to each queue's apps settles at
+# 8 and 24, the session reclaiming whole gangs from the queue over its share.
+fw_queue_cpu() { bound_cpu "fw-queue=$1"; }
+fw_shares() {
+  local app=$1 q i
+  share_queues || return 1
+  fw_priority_class || { why="apply PriorityClass fw-high"; return 1; }
+  for i in 1 2 3 4; do
+    for q in 1 3; do
+      "$app" "share-w$q-$i" "w$q" | k apply -f - >/dev/null || { why="apply share-w$q-$i"; return 1; }
+    done
+  done
+  settle_shares fw_queue_cpu 24
+  local a=$share_w1 b=$share_w3
+  "$app" delete
+  [ "$a" = 8 ] && [ "$b" = 24 ] || { why="cpu bound: queue w1 $a, w3 $b; want 8 and 24"; return 1; }
+  echo "#   cpu bound: queue w1 (weight 1) $a, queue w3 (weight 3) $b"
+}
+# The apps: a master and seven workers of 1 cpu; a launcher and seven workers of 1 cpu; a
+# driver of 8 cores (its executors, never started on kwok, reserved by minResources).
+share_pytorch() {
+  if [ "$1" = delete ]; then k delete pytorchjobs --all --wait=false >/dev/null 2>&1; return; fi
+  pytorchjob "$1" 7 1 "$2" 1h
+}
+share_mpi() {
+  if [ "$1" = delete ]; then k delete mpijobs --all --wait=false >/dev/null 2>&1; return; fi
+  mpijob "$1" 7 1 "$2" 1h
+}
+share_spark() {
+  if [ "$1" = delete ]; then k delete sparkapplications --all --wait=false >/dev/null 2>&1; return; fi
+  sparkapp "$1" 1 1 "$2" 1h 8
+}
+s_pytorch_shares() { start_operator training launch_training || return 1; fw_shares share_pytorch; }
+s_mpi_shares() { start_operator mpi launch_mpi || return 1; fw_shares share_mpi; }
+s_spark_shares() { start_operator spark launch_spark || return 1; fw_shares share_spark; }

@@ -619,6 +619,13 @@ if start_tephra; then
   scenario "native: a vcJob finished or deleted takes its Workload and PodGroup with it" s_native_delete_gc
   scenario "native: KubeRay: a RayCluster's PodGroup made by ray-operator is used as it is and the cluster becomes ready" s_ray_cluster
   scenario "native: KubeRay: RayClusters in queues of weights 1 and 3 share a full cluster 1:3" s_ray_queues_share
+  scenario "native: KubeRay: a RayJob runs its cluster whole, then its submitter, to Complete" s_ray_job
+  scenario "native: Kubeflow training operator: a PyTorchJob's PodGroup is used as made and the job Succeeds" s_pytorch_job
+  scenario "native: Kubeflow training operator: PyTorchJobs in queues of weights 1 and 3 share a full cluster 1:3" s_pytorch_shares
+  scenario "native: MPI Operator: an MPIJob's launcher and workers run as one gang and the job Succeeds" s_mpi_job
+  scenario "native: MPI Operator: MPIJobs in queues of weights 1 and 3 share a full cluster 1:3" s_mpi_shares
+  scenario "native: Spark Operator: a SparkApplication's PodGroup is used as made and the app is COMPLETED" s_spark_app
+  scenario "native: Spark Operator: SparkApplications in queues of weights 1 and 3 share a full cluster 1:3" s_spark_shares
   stop_operators
 else
   failed=$((failed + 1))

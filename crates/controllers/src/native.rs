@@ -41,16 +41,26 @@ pub struct Mirror {
     pub pod_group: native::PodGroup,
 }
 
+/// The priority class of a native group. kube-scheduler places a group only when its pods
+/// have the group's priority, so the class follows the pods, which need not carry the
+/// Volcano PodGroup's: a vcJob's tasks may name classes of their own, and the frameworks'
+/// operators set the PodGroup's class from a setting of their own (a PyTorchJob's
+/// `schedulingPolicy.priorityClass`, a RayCluster's `ray.io/priority-class-name` label) while
+/// the pods keep their templates'.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupClass<'a> {
+    /// The Volcano PodGroup's class: its pods are made to carry it (a vcJob's with no task
+    /// class of its own).
+    PodGroup,
+    /// The class the group's pods carry (`None`: none).
+    Members(Option<&'a str>),
+}
+
 /// The native objects for `pg`, or `None` while it has no name, namespace or uid (not stored
 /// yet). `topology_key` is the node-label key a hard network-topology constraint of the gang
-/// maps to, when the cluster places by it; `members_class` the priority class the pods of the
-/// native group share when it differs from the PodGroup's (a vcJob's tasks may name their own:
-/// kube-scheduler places a group only when its pods have the group's priority).
-pub fn mirror(
-    pg: &PodGroup,
-    topology_key: Option<&str>,
-    members_class: Option<&str>,
-) -> Option<Mirror> {
+/// maps to, when the cluster places by it; `class` says where the group's priority class
+/// comes from.
+pub fn mirror(pg: &PodGroup, topology_key: Option<&str>, class: GroupClass<'_>) -> Option<Mirror> {
     let name = pg.metadata.name.clone().filter(|n| !n.is_empty())?;
     let namespace = pg.metadata.namespace.clone().filter(|n| !n.is_empty())?;
     let uid = pg.metadata.uid.clone().filter(|u| !u.is_empty())?;
@@ -83,10 +93,12 @@ pub fn mirror(
             key: key.to_string(),
         }]),
     });
-    let priority_class_name = members_class
-        .map(str::to_string)
-        .or_else(|| pg.spec.priority_class_name.clone())
-        .filter(|p| !p.is_empty());
+    let priority_class_name = match class {
+        GroupClass::PodGroup => pg.spec.priority_class_name.as_deref(),
+        GroupClass::Members(class) => class,
+    }
+    .filter(|p| !p.is_empty())
+    .map(str::to_string);
     let workload = native::Workload {
         metadata: meta.clone(),
         spec: native::WorkloadSpec {
@@ -406,7 +418,7 @@ mod tests {
     #[test]
     fn a_vcjob_gang_becomes_a_workload_and_a_pod_group_owned_by_its_podgroup() {
         let pg = volcano_pg(Some(4), Some(("batch.volcano.sh/v1alpha1", "Job", "train")));
-        let m = mirror(&pg, None, None).unwrap();
+        let m = mirror(&pg, None, GroupClass::PodGroup).unwrap();
         let owner = &m.pod_group.metadata.owner_references.as_ref().unwrap()[0];
         assert_eq!(
             (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
@@ -443,7 +455,7 @@ mod tests {
 
     #[test]
     fn a_hand_made_podgroup_is_its_own_controller_and_a_gang_of_at_least_one() {
-        let m = mirror(&volcano_pg(None, None), None, None).unwrap();
+        let m = mirror(&volcano_pg(None, None), None, GroupClass::PodGroup).unwrap();
         let cref = m.workload.spec.controller_ref.unwrap();
         assert_eq!(
             (
@@ -457,7 +469,7 @@ mod tests {
             m.pod_group.spec.scheduling_policy.gang.unwrap().min_count,
             1
         );
-        let m = mirror(&volcano_pg(Some(0), None), None, None).unwrap();
+        let m = mirror(&volcano_pg(Some(0), None), None, GroupClass::PodGroup).unwrap();
         assert_eq!(
             m.pod_group.spec.scheduling_policy.gang.unwrap().min_count,
             1
@@ -466,44 +478,59 @@ mod tests {
         let m = mirror(
             &volcano_pg(Some(2), Some(("apps/v1", "ReplicaSet", "web-1"))),
             None,
-            None,
+            GroupClass::PodGroup,
         )
         .unwrap();
         assert_eq!(
             m.workload.spec.controller_ref.unwrap().api_group.as_deref(),
             Some("apps")
         );
-        let m = mirror(&volcano_pg(Some(2), Some(("v1", "Pod", "p"))), None, None).unwrap();
+        let m = mirror(
+            &volcano_pg(Some(2), Some(("v1", "Pod", "p"))),
+            None,
+            GroupClass::PodGroup,
+        )
+        .unwrap();
         assert_eq!(m.workload.spec.controller_ref.unwrap().api_group, None);
     }
 
     #[test]
     fn the_native_group_takes_the_priority_class_its_pods_share() {
         let pg = volcano_pg(Some(2), None);
-        let m = mirror(&pg, None, Some("master")).unwrap();
+        let m = mirror(&pg, None, GroupClass::Members(Some("master"))).unwrap();
         assert_eq!(
             m.pod_group.spec.priority_class_name.as_deref(),
             Some("master")
         );
         let template = &m.workload.spec.pod_group_templates.as_ref().unwrap()[0];
         assert_eq!(template.priority_class_name.as_deref(), Some("master"));
-        let m = mirror(&pg, None, None).unwrap();
+        let m = mirror(&pg, None, GroupClass::PodGroup).unwrap();
         assert_eq!(
             m.pod_group.spec.priority_class_name.as_deref(),
             Some("high")
         );
+        // An operator's PodGroup names a class its pods do not carry: the group has none.
+        let m = mirror(&pg, None, GroupClass::Members(None)).unwrap();
+        assert_eq!(m.pod_group.spec.priority_class_name, None);
+        let template = &m.workload.spec.pod_group_templates.as_ref().unwrap()[0];
+        assert_eq!(template.priority_class_name, None);
     }
 
     #[test]
     fn a_podgroup_not_stored_yet_has_no_mirror() {
         let mut pg = volcano_pg(Some(2), None);
         pg.metadata.uid = None;
-        assert_eq!(mirror(&pg, None, None), None);
+        assert_eq!(mirror(&pg, None, GroupClass::PodGroup), None);
     }
 
     #[test]
     fn a_topology_key_becomes_the_gang_constraint() {
-        let m = mirror(&volcano_pg(Some(2), None), Some("example.com/rack"), None).unwrap();
+        let m = mirror(
+            &volcano_pg(Some(2), None),
+            Some("example.com/rack"),
+            GroupClass::PodGroup,
+        )
+        .unwrap();
         let key = |c: Option<native::PodGroupSchedulingConstraints>| {
             c.and_then(|c| c.topology).map(|t| t[0].key.clone())
         };
@@ -551,14 +578,14 @@ mod tests {
 
     #[test]
     fn only_the_gang_size_follows_the_podgroup() {
-        let desired = mirror(&volcano_pg(Some(4), None), None, None).unwrap();
+        let desired = mirror(&volcano_pg(Some(4), None), None, GroupClass::PodGroup).unwrap();
         assert_eq!(pod_group_change(&desired.pod_group, None), Change::Create);
         assert_eq!(workload_change(&desired.workload, None), Change::Create);
         assert_eq!(
             pod_group_change(&desired.pod_group, Some(&desired.pod_group)),
             Change::Keep
         );
-        let mut stored = mirror(&volcano_pg(Some(2), None), None, None).unwrap();
+        let mut stored = mirror(&volcano_pg(Some(2), None), None, GroupClass::PodGroup).unwrap();
         assert_eq!(
             pod_group_change(&desired.pod_group, Some(&stored.pod_group)),
             Change::Patch(json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}))
@@ -662,7 +689,7 @@ mod tests {
 
     #[test]
     fn a_held_gang_asks_for_more_pods_than_it_has_and_gets_its_size_back() {
-        let sent = mirror(&volcano_pg(Some(3), None), None, None)
+        let sent = mirror(&volcano_pg(Some(3), None), None, GroupClass::PodGroup)
             .unwrap()
             .pod_group;
         let mut held = sent.clone();
@@ -681,7 +708,7 @@ mod tests {
 
     #[test]
     fn kube_schedulers_condition_reads_as_a_placement() {
-        let mut pg = mirror(&volcano_pg(Some(2), None), None, None)
+        let mut pg = mirror(&volcano_pg(Some(2), None), None, GroupClass::PodGroup)
             .unwrap()
             .pod_group;
         assert_eq!(placement(&pg), Placement::Pending);
