@@ -4,6 +4,9 @@
 //!
 //! Custom resources are watched through [`DeserializeGuard`], so one malformed object in the
 //! cluster is skipped (and logged) instead of breaking the whole watch.
+//!
+//! Each object is trimmed at the reflector to the fields some reader uses ([`super::trim`]):
+//! a reader that starts using another field keeps it there.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +26,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::startup::{Class, INSTALL_CRDS, WARN_EVERY, WarnEvery, classify};
+use super::trim::Trim;
 use crate::admission::ClusterView;
 use crate::api::{Command, CronJob, HyperNode, Job, PodGroup, Queue};
 
@@ -155,18 +159,6 @@ impl std::fmt::Debug for CacheFeeds {
     }
 }
 
-/// Drops what no reader of the caches uses before an object is stored and handed to the
-/// subscribers: `metadata.managedFields`, the server-side apply bookkeeping. Nothing in tephra
-/// reads it, and on a pod it is about as large as everything else in the object: a pod
-/// created by the Job controller, bound by kube-scheduler and updated by its kubelet carries
-/// one entry per writer, each a tree of every field that writer set. An object read from a
-/// cache and written back keeps its managed fields on the server: the API server leaves them
-/// as they are when an update omits them (on purpose, for clients unaware of the field), and
-/// the embedded API keeps none.
-fn strip_unread<K: Resource>(obj: &mut K) {
-    obj.meta_mut().managed_fields = None;
-}
-
 /// A store of `K` (cluster-wide) fed by a watch of its own, with `subscriber` run after each
 /// event: for what only one configuration reads (the native gang engine's objects), which the
 /// shared caches must not watch on clusters that do not serve it.
@@ -176,7 +168,7 @@ pub fn own_store<K>(
     shutdown: &CancellationToken,
 ) -> Store<K>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Resource + Trim + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let (store, writer) = reflector::store();
@@ -193,7 +185,8 @@ where
 
 /// Runs one reflector until `shutdown`, feeding the store and then every subscriber, and
 /// logging (not failing on) watch errors: the watcher's default backoff retries them, and the
-/// store keeps serving the last known state meanwhile.
+/// store keeps serving the last known state meanwhile. Every object is trimmed to what
+/// tephra reads ([`super::trim`]) before the store or a subscriber sees it.
 fn spawn_reflector<K>(
     writer: reflector::store::Writer<K>,
     subscribers: Vec<Subscriber<K>>,
@@ -201,7 +194,7 @@ fn spawn_reflector<K>(
     warn: Arc<std::sync::Mutex<WarnEvery>>,
     shutdown: CancellationToken,
 ) where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Resource + Trim + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let kind = K::kind(&K::DynamicType::default()).to_string();
@@ -209,7 +202,7 @@ fn spawn_reflector<K>(
         writer,
         watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(strip_unread),
+            .modify(Trim::trim),
     );
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -291,63 +284,5 @@ impl ClusterView for Caches {
     fn namespace_annotations(&self, name: &str) -> Option<BTreeMap<String, String>> {
         let ns = self.namespaces.get(&reflector::ObjectRef::new(name))?;
         Some(ns.metadata.annotations.clone().unwrap_or_default())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An object as the API server sends it: written by two managers.
-    fn with_managed_fields<K: DeserializeOwned>(kind: serde_json::Value) -> K {
-        let mut v = kind;
-        v["metadata"]["managedFields"] = serde_json::json!([
-            {"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1",
-             "time": "2026-12-01T00:00:00Z", "fieldsType": "FieldsV1",
-             "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}}},
-            {"manager": "kube-scheduler", "operation": "Update", "apiVersion": "v1",
-             "subresource": "status", "time": "2026-12-01T00:00:01Z", "fieldsType": "FieldsV1",
-             "fieldsV1": {"f:status": {"f:conditions": {}}}}
-        ]);
-        match serde_json::from_value(v) {
-            Ok(k) => k,
-            Err(e) => panic!("test object does not decode: {e}"),
-        }
-    }
-
-    #[test]
-    fn cached_objects_lose_managed_fields_and_keep_everything_else() {
-        let pod = serde_json::json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
-                         "labels": {"app": "a"}, "annotations": {"scheduling.k8s.io/group-name": "pg"}},
-            "spec": {"containers": [{"name": "c", "image": "busybox"}], "schedulerName": "volcano"},
-            "status": {"phase": "Pending"}
-        });
-        let mut got: Pod = with_managed_fields(pod.clone());
-        assert!(got.metadata.managed_fields.is_some());
-        strip_unread(&mut got);
-        let want: Pod = match serde_json::from_value(pod) {
-            Ok(p) => p,
-            Err(e) => panic!("{e}"),
-        };
-        assert_eq!(got, want);
-
-        // Custom resources are cached through DeserializeGuard: the same holds for them.
-        let queue = serde_json::json!({
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-            "metadata": {"name": "q", "resourceVersion": "3"},
-            "spec": {"weight": 2}
-        });
-        let mut got: DeserializeGuard<Queue> = with_managed_fields(queue);
-        strip_unread(&mut got);
-        match &got.0 {
-            Ok(q) => {
-                assert_eq!(q.metadata.managed_fields, None);
-                assert_eq!(q.metadata.resource_version.as_deref(), Some("3"));
-                assert_eq!(q.spec.weight, Some(2));
-            }
-            Err(e) => panic!("queue did not decode: {e}"),
-        }
     }
 }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod events;
 pub mod index;
 pub mod startup;
+pub mod trim;
 pub mod webhooks;
 
 pub use bootstrap::ensure_default_queues;
