@@ -50,7 +50,25 @@ bound_is() { [ "$(bound_by "$1")" = "$2" ]; }
 # The priority class the stories give their apps, as each operator lets one be named.
 fw_priority_class() {
   printf 'apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: fw-high}\nvalue: 1000\n' \
-    | k apply -f - >/dev/null
+    | k apply -f - >/dev/null || { why="apply PriorityClass fw-high"; return 1; }
+}
+# condition_true KIND NAME TYPE: the object's status condition TYPE is True.
+condition_true() {
+  [ "$(k get "$1" "$2" -o jsonpath="{.status.conditions[?(@.type==\"$3\")].status}")" = True ]
+}
+# app_story NAME PODS PODGROUP WANT DONE: applies the app read from stdin (its pods labelled
+# fw-test=NAME), waits until its PODS pods are bound, reads its PodGroup while they run (some
+# operators delete it once the app is done), waits until `DONE NAME` holds, and checks that
+# the PodGroup is as the operator made it: WANT is its pg_spec.
+app_story() {
+  local name=$1 pods=$2 group=$3 want=$4 done=$5 pg
+  k apply -f - >/dev/null || { why="apply $name"; return 1; }
+  wait_until 120 bound_is "fw-test=$name" "$pods" \
+    || { why="$name: $(bound_by "fw-test=$name") of $pods pods bound after 120 s (PodGroup $group '$(k get podgroups.scheduling.volcano.sh "$group" -o jsonpath='{.status.phase}' 2>&1)')"; return 1; }
+  pg=$(pg_spec "$group")
+  wait_until 90 "$done" "$name" || { why="$name not done 90 s after its pods were bound"; return 1; }
+  [ "$pg" = "$want" ] || { why="the operator's PodGroup $group: '$pg', want '$want'"; return 1; }
+  echo "#   $name done; its PodGroup $group used as made (minMember, queue, priority class, cpu): $pg"
 }
 # Cores requested by the bound pods matching LABEL_SELECTOR.
 bound_cpu() {
@@ -192,7 +210,7 @@ rayjob_status() { k get rayjob "$1" -o jsonpath='{.status.jobDeploymentStatus}/{
 rayjob_is() { [ "$(rayjob_status "$1")" = "$2" ]; }
 s_ray_job() {
   start_ray_operator || return 1
-  fw_priority_class || { why="apply PriorityClass fw-high"; return 1; }
+  fw_priority_class || return 1
   {
     printf 'apiVersion: ray.io/v1\nkind: RayJob\nmetadata:\n  name: ray-pi\n'
     printf '  labels: {volcano.sh/queue-name: default, ray.io/priority-class-name: fw-high}\nspec:\n'
@@ -250,22 +268,10 @@ pytorchjob() {
 YAML
   done
 }
-pytorch_succeeded() {
-  [ "$(k get pytorchjob "$1" -o jsonpath='{.status.conditions[?(@.type=="Succeeded")].status}')" = True ]
-}
+pytorch_succeeded() { condition_true pytorchjob "$1" Succeeded; }
 s_pytorch_job() {
-  start_operator training launch_training || return 1
-  fw_priority_class || { why="apply PriorityClass fw-high"; return 1; }
-  pytorchjob pt-mnist 3 1 default 8s | k apply -f - >/dev/null || { why="apply PyTorchJob pt-mnist"; return 1; }
-  # The operator deletes the PodGroup once the job is done: read it while the pods run.
-  wait_until 90 bound_is fw-test=pt-mnist 4 \
-    || { why="pt-mnist: $(bound_by fw-test=pt-mnist) of 4 pods bound after 90 s (PodGroup phase '$(k get podgroups.scheduling.volcano.sh pt-mnist -o jsonpath='{.status.phase}' 2>&1)')"; return 1; }
-  local pg
-  pg=$(pg_spec pt-mnist)
-  wait_until 90 pytorch_succeeded pt-mnist \
-    || { why="PyTorchJob pt-mnist not Succeeded 90 s after its pods were bound: $(k get pytorchjob pt-mnist -o jsonpath='{.status.conditions[-1:].type}')"; return 1; }
-  [ "$pg" = "4 default fw-high 4" ] || { why="the operator's PodGroup pt-mnist: '$pg', want '4 default fw-high 4'"; return 1; }
-  echo "#   PyTorchJob pt-mnist (master + 3 workers) Succeeded; PodGroup used as made: $pg"
+  start_operator training launch_training && fw_priority_class || return 1
+  app_story pt-mnist 4 pt-mnist "4 default fw-high 4" pytorch_succeeded < <(pytorchjob pt-mnist 3 1 default 8s)
 }
 
 # --- Kubeflow's MPI Operator: MPIJob v2beta1 ----------------------------------------------
@@ -310,21 +316,10 @@ spec:
               resources: {requests: {cpu: "$3", memory: 256Mi}}
 YAML
 }
-mpi_succeeded() {
-  [ "$(k get mpijob "$1" -o jsonpath='{.status.conditions[?(@.type=="Succeeded")].status}')" = True ]
-}
+mpi_succeeded() { condition_true mpijob "$1" Succeeded; }
 s_mpi_job() {
-  start_operator mpi launch_mpi || return 1
-  fw_priority_class || { why="apply PriorityClass fw-high"; return 1; }
-  mpijob mpi-pi 2 2 default 8s | k apply -f - >/dev/null || { why="apply MPIJob mpi-pi"; return 1; }
-  wait_until 90 bound_is fw-test=mpi-pi 3 \
-    || { why="mpi-pi: $(bound_by fw-test=mpi-pi) of 3 pods bound after 90 s"; return 1; }
-  local pg
-  pg=$(pg_spec mpi-pi)
-  wait_until 90 mpi_succeeded mpi-pi \
-    || { why="MPIJob mpi-pi not Succeeded 90 s after its pods were bound: $(k get mpijob mpi-pi -o jsonpath='{.status.conditions[-1:].type}')"; return 1; }
-  [ "$pg" = "3 default fw-high 5" ] || { why="the operator's PodGroup mpi-pi: '$pg', want '3 default fw-high 5'"; return 1; }
-  echo "#   MPIJob mpi-pi (launcher + 2 workers) Succeeded; PodGroup used as made: $pg"
+  start_operator mpi launch_mpi && fw_priority_class || return 1
+  app_story mpi-pi 3 mpi-pi "3 default fw-high 5" mpi_succeeded < <(mpijob mpi-pi 2 2 default 8s)
 }
 
 # --- Kubeflow's Spark Operator: SparkApplication -----------------------------------------
@@ -371,20 +366,12 @@ spec:
     labels: {fw-test: $1, fw-queue: $4}
 YAML
 }
-spark_state() { k get sparkapplication "$1" -o jsonpath='{.status.applicationState.state}'; }
-spark_state_is() { [ "$(spark_state "$1")" = "$2" ]; }
+spark_completed() {
+  [ "$(k get sparkapplication "$1" -o jsonpath='{.status.applicationState.state}')" = COMPLETED ]
+}
 s_spark_app() {
-  start_operator spark launch_spark || return 1
-  fw_priority_class || { why="apply PriorityClass fw-high"; return 1; }
-  sparkapp spark-pi 2 1 default 8s | k apply -f - >/dev/null || { why="apply SparkApplication spark-pi"; return 1; }
-  wait_until 120 bound_is fw-test=spark-pi 1 \
-    || { why="spark-pi's driver not bound after 120 s (state '$(spark_state spark-pi)': $(k get sparkapplication spark-pi -o jsonpath='{.status.appState.errorMessage}'))"; return 1; }
-  local pg
-  pg=$(pg_spec spark-spark-pi-pg)
-  wait_until 90 spark_state_is spark-pi COMPLETED \
-    || { why="SparkApplication spark-pi is '$(spark_state spark-pi)' 90 s after its driver was bound"; return 1; }
-  [ "$pg" = "1 default fw-high 3" ] || { why="the operator's PodGroup spark-spark-pi-pg: '$pg', want '1 default fw-high 3'"; return 1; }
-  echo "#   SparkApplication spark-pi COMPLETED; PodGroup used as made: $pg"
+  start_operator spark launch_spark && fw_priority_class || return 1
+  app_story spark-pi 1 spark-spark-pi-pg "1 default fw-high 3" spark_completed < <(sparkapp spark-pi 2 1 default 8s)
 }
 
 # --- Queue shares -------------------------------------------------------------------------
@@ -392,10 +379,11 @@ s_spark_app() {
 # queues w1 and w3 (weights 1 and 3) on 32 cpu: the cpu bound to each queue's apps settles at
 # 8 and 24, the session reclaiming whole gangs from the queue over its share.
 fw_queue_cpu() { bound_cpu "fw-queue=$1"; }
+fw_queues_empty() { [ -z "$(k get pods -l 'fw-queue in (w1,w3)' -o name)" ]; }
 fw_shares() {
   local app=$1 q i
   share_queues || return 1
-  fw_priority_class || { why="apply PriorityClass fw-high"; return 1; }
+  fw_priority_class || return 1
   for i in 1 2 3 4; do
     for q in 1 3; do
       "$app" "share-w$q-$i" "w$q" | k apply -f - >/dev/null || { why="apply share-w$q-$i"; return 1; }
@@ -404,6 +392,8 @@ fw_shares() {
   settle_shares fw_queue_cpu 24
   local a=$share_w1 b=$share_w3
   "$app" delete
+  # The next scenario starts on an empty cluster (the operators delete what their apps made).
+  wait_until 90 fw_queues_empty || { why="the apps' pods still there 90 s after their deletion"; return 1; }
   [ "$a" = 8 ] && [ "$b" = 24 ] || { why="cpu bound: queue w1 $a, w3 $b; want 8 and 24"; return 1; }
   echo "#   cpu bound: queue w1 (weight 1) $a, queue w3 (weight 3) $b"
 }
@@ -418,7 +408,13 @@ share_mpi() {
   mpijob "$1" 7 1 "$2" 1h
 }
 share_spark() {
-  if [ "$1" = delete ]; then k delete sparkapplications --all --wait=false >/dev/null 2>&1; return; fi
+  # A driver pod's owner is set by the operator's pod webhook, not run here: without it,
+  # deleting an application leaves its driver.
+  if [ "$1" = delete ]; then
+    k delete sparkapplications --all --wait=false >/dev/null 2>&1
+    k delete pods -l spark-role=driver --wait=false >/dev/null 2>&1
+    return
+  fi
   sparkapp "$1" 1 1 "$2" 1h 8
 }
 s_pytorch_shares() { start_operator training launch_training || return 1; fw_shares share_pytorch; }
