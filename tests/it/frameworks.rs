@@ -57,6 +57,17 @@ async fn admitted(operator: &str, pods: &[(&str, usize)]) -> (Value, Vec<Value>)
 /// over `nodes` nodes of `cpu` cores with the gang: its PodGroup's phase and how many of its
 /// pods are placed.
 fn sessions(pg: Value, pods: Vec<Value>, nodes: usize, cpu: u32) -> (String, usize) {
+    sessions_in_order(pg, pods, nodes, cpu, false)
+}
+
+/// [`sessions`], the pods seen before their PodGroup when `pods_first`.
+fn sessions_in_order(
+    pg: Value,
+    pods: Vec<Value>,
+    nodes: usize,
+    cpu: u32,
+    pods_first: bool,
+) -> (String, usize) {
     let mut w = World::default().nodes(nodes, cpu, 32);
     let pg: PodGroup = serde_json::from_value(pg).unwrap_or_else(|e| panic!("{e}"));
     let key = format!(
@@ -64,10 +75,15 @@ fn sessions(pg: Value, pods: Vec<Value>, nodes: usize, cpu: u32) -> (String, usi
         pg.metadata.namespace.as_deref().unwrap_or_default(),
         pg.metadata.name.as_deref().unwrap_or_default()
     );
-    w.index.apply_podgroup(&pg);
+    if !pods_first {
+        w.index.apply_podgroup(&pg);
+    }
     for p in pods {
         let p: Pod = serde_json::from_value(p).unwrap_or_else(|e| panic!("{e}"));
         w.index.apply_pod(&p);
+    }
+    if pods_first {
+        w.index.apply_podgroup(&pg);
     }
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let conf = SchedulerConf::builtin();
@@ -134,6 +150,15 @@ async fn operators_gangs_are_placed_whole_or_not_at_all() {
     let mpi = [("worker-pod.json", 2), ("launcher-pod.json", 1)];
     assert_eq!(placed("mpi", &mpi, 2, 2).await, 3);
     assert_eq!(placed("mpi", &mpi, 1, 2).await, 0);
+}
+
+#[tokio::test]
+async fn a_gang_whose_podgroup_comes_after_its_pods_is_placed_whole() {
+    // An MPIJob's launcher pod comes from a batch Job, and an operator's informer may lag:
+    // pods naming a PodGroup the index has not seen wait for it, then run as one gang.
+    let (pg, pods) = admitted("mpi", &[("worker-pod.json", 2), ("launcher-pod.json", 1)]).await;
+    assert_eq!(sessions_in_order(pg.clone(), pods.clone(), 2, 2, true).1, 3);
+    assert_eq!(sessions_in_order(pg, pods, 1, 2, true).1, 0);
 }
 
 #[tokio::test]
