@@ -56,12 +56,13 @@ fw_priority_class() {
 condition_true() {
   [ "$(k get "$1" "$2" -o jsonpath="{.status.conditions[?(@.type==\"$3\")].status}")" = True ]
 }
-# app_story NAME PODS PODGROUP WANT DONE: applies the app read from stdin (its pods labelled
-# fw-test=NAME), waits until its PODS pods are bound, reads its PodGroup while they run (some
-# operators delete it once the app is done), waits until `DONE NAME` holds, and checks that
-# the PodGroup is as the operator made it: WANT is its pg_spec.
+# app_story KIND NAME PODS PODGROUP WANT DONE: applies the app read from stdin (its pods
+# labelled fw-test=NAME), waits until its PODS pods are bound, reads its PodGroup while they
+# run (some operators delete it once the app is done), waits until `DONE NAME` holds, and
+# checks that the PodGroup is as the operator made it: WANT is its pg_spec. Then deletes the
+# app (KIND NAME) and its pods, so the next story starts from nothing.
 app_story() {
-  local name=$1 pods=$2 group=$3 want=$4 done=$5 pg
+  local kind=$1 name=$2 pods=$3 group=$4 want=$5 done=$6 pg
   k apply -f - >/dev/null || { why="apply $name"; return 1; }
   wait_until 120 bound_is "fw-test=$name" "$pods" \
     || { why="$name: $(bound_by "fw-test=$name") of $pods pods bound after 120 s (PodGroup $group '$(k get podgroups.scheduling.volcano.sh "$group" -o jsonpath='{.status.phase}' 2>&1)')"; return 1; }
@@ -69,7 +70,16 @@ app_story() {
   wait_until 90 "$done" "$name" || { why="$name not done 90 s after its pods were bound"; return 1; }
   [ "$pg" = "$want" ] || { why="the operator's PodGroup $group: '$pg', want '$want'"; return 1; }
   echo "#   $name done; its PodGroup $group used as made (minMember, queue, priority class, cpu): $pg"
+  app_gone "$kind" "$name" "fw-test=$name"
 }
+# app_gone KIND NAME SELECTOR: deletes the app and the pods SELECTOR picks (a Spark driver's
+# owner comes from the operator's webhook, not run here) and waits until the pods are gone.
+app_gone() {
+  k delete "$1" "$2" --wait=false >/dev/null 2>&1
+  k delete pods -l "$3" --wait=false >/dev/null 2>&1
+  wait_until 60 no_pods "$3" || { why="$1 $2's pods still there 60 s after its deletion"; return 1; }
+}
+no_pods() { [ -z "$(k get pods -l "$1" -o name)" ]; }
 # Cores requested by the bound pods matching LABEL_SELECTOR.
 bound_cpu() {
   k get pods -l "$1" \
@@ -237,6 +247,9 @@ YAML
   [ "$pg" = "3 default fw-high 5500m" ] \
     || { why="KubeRay's PodGroup ray-ray-pi-pg: '$pg', want minMember 3, queue default, fw-high, cpu 5.5"; return 1; }
   echo "#   RayJob ray-pi Complete/SUCCEEDED; PodGroup ray-ray-pi-pg used as made: $pg"
+  # Its submitter (a batch Job's pod), then its cluster (taken down once the job is done).
+  app_gone rayjob ray-pi job-name=ray-pi || return 1
+  wait_until 60 no_pods ray.io/is-ray-node=yes || { why="ray-pi's cluster still there 60 s after the RayJob's deletion"; return 1; }
 }
 
 # --- Kubeflow's training operator: PyTorchJob -----------------------------------------------
@@ -271,7 +284,7 @@ YAML
 pytorch_succeeded() { condition_true pytorchjob "$1" Succeeded; }
 s_pytorch_job() {
   start_operator training launch_training && fw_priority_class || return 1
-  app_story pt-mnist 4 pt-mnist "4 default fw-high 4" pytorch_succeeded < <(pytorchjob pt-mnist 3 1 default 8s)
+  app_story pytorchjob pt-mnist 4 pt-mnist "4 default fw-high 4" pytorch_succeeded < <(pytorchjob pt-mnist 3 1 default 8s)
 }
 
 # --- Kubeflow's MPI Operator: MPIJob v2beta1 ----------------------------------------------
@@ -319,7 +332,7 @@ YAML
 mpi_succeeded() { condition_true mpijob "$1" Succeeded; }
 s_mpi_job() {
   start_operator mpi launch_mpi && fw_priority_class || return 1
-  app_story mpi-pi 3 mpi-pi "3 default fw-high 5" mpi_succeeded < <(mpijob mpi-pi 2 2 default 8s)
+  app_story mpijob mpi-pi 3 mpi-pi "3 default fw-high 5" mpi_succeeded < <(mpijob mpi-pi 2 2 default 8s)
 }
 
 # --- Kubeflow's Spark Operator: SparkApplication -----------------------------------------
@@ -371,7 +384,7 @@ spark_completed() {
 }
 s_spark_app() {
   start_operator spark launch_spark && fw_priority_class || return 1
-  app_story spark-pi 1 spark-spark-pi-pg "1 default fw-high 3" spark_completed < <(sparkapp spark-pi 2 1 default 8s)
+  app_story sparkapplication spark-pi 1 spark-spark-pi-pg "1 default fw-high 3" spark_completed < <(sparkapp spark-pi 2 1 default 8s)
 }
 
 # --- Queue shares -------------------------------------------------------------------------
