@@ -90,7 +90,7 @@ where
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let nodes = env("EMB_NODES", 5_000);
-    let pods = env("EMB_PODS", 100_000);
+    let pods = env("EMB_PODS", 150_000);
     let watch_secs = env("EMB_WATCH_SECS", 5);
     println!("embedded API benchmark: {nodes} nodes, {pods} pods, 2 worker threads");
     let rss0 = rss_mib();

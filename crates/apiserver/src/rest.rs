@@ -358,11 +358,18 @@ fn list_response(t: &Target, page: &ListResult) -> Response {
     let total: usize = items.iter().map(|i| i.json.len() + 1).sum::<usize>() + head.len() + 2;
     let mut out = Vec::with_capacity(total);
     out.extend_from_slice(head.as_bytes());
+    // At the storage version every item is its stored bytes: copied as they are, with no
+    // per-item handle taken and dropped.
+    let as_stored = t.version == t.res.storage_version();
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&render(t, item));
+        if as_stored {
+            out.extend_from_slice(&item.json);
+        } else {
+            out.extend_from_slice(&render(t, item));
+        }
     }
     out.extend_from_slice(b"]}");
     bytes_response(StatusCode::OK, Bytes::from(out))

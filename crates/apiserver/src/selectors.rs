@@ -287,22 +287,23 @@ impl FieldSelector {
         }
         let mut parsed: Option<Value> = None;
         self.0.iter().all(|t| {
+            // Borrowed, not copied: a LIST or watch by node name tests every pod of the store.
             let fast = match t.field.as_str() {
-                "metadata.name" => Some(Some(obj.name.clone())),
-                "metadata.namespace" => Some(Some(obj.namespace.clone())),
-                "spec.nodeName" => Some(obj.node_name.clone()),
-                "spec.schedulerName" => Some(obj.scheduler_name.clone()),
-                "status.phase" => Some(obj.phase.clone()),
+                "metadata.name" => Some(Some(obj.name.as_str())),
+                "metadata.namespace" => Some(Some(obj.namespace.as_str())),
+                "spec.nodeName" => Some(obj.node_name.as_deref()),
+                "spec.schedulerName" => Some(obj.scheduler_name.as_deref()),
+                "status.phase" => Some(obj.phase.as_deref()),
                 _ => None,
             };
-            let actual = match fast {
-                Some(v) => v.unwrap_or_default(),
+            let same = match fast {
+                Some(v) => v.unwrap_or_default() == t.value,
                 None => {
                     let v = parsed.get_or_insert_with(|| obj.value().unwrap_or(Value::Null));
-                    field_string(v, &t.field)
+                    field_string(v, &t.field) == t.value
                 }
             };
-            (actual == t.value) == t.equal
+            same == t.equal
         })
     }
 }

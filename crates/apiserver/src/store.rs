@@ -110,7 +110,15 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 impl Stored {
     /// Parses the indexed fields out of `value` and serializes it.
     pub fn from_value(value: &Value, rv: u64) -> Result<Self, serde_json::Error> {
-        let json = Bytes::from(serde_json::to_vec(value)?);
+        // `Bytes` keeps the whole buffer: without the shrink a stored object would carry the
+        // spare capacity its serialization grew into.
+        let mut json = serde_json::to_vec(value)?;
+        json.shrink_to_fit();
+        Ok(Self::indexed(value, rv, Bytes::from(json)))
+    }
+
+    /// The indexed fields of `value`, next to its serialized form `json`.
+    fn indexed(value: &Value, rv: u64, json: Bytes) -> Self {
         let meta = value.get("metadata");
         let mut labels: Vec<(String, String)> = meta
             .and_then(|m| m.get("labels"))
@@ -128,7 +136,7 @@ impl Stored {
             .map(|a| a.iter().map(parse_owner).collect())
             .unwrap_or_default();
         let finalizers = super::string_list(meta.and_then(|m| m.get("finalizers")));
-        Ok(Self {
+        Self {
             namespace: str_at(value, &["metadata", "namespace"])
                 .unwrap_or_default()
                 .to_string(),
@@ -149,7 +157,7 @@ impl Stored {
             scheduler_name: str_at(value, &["spec", "schedulerName"]).map(str::to_string),
             phase: str_at(value, &["status", "phase"]).map(str::to_string),
             json,
-        })
+        }
     }
 
     /// The object as a JSON value.
@@ -164,6 +172,106 @@ impl Stored {
             .ok()
             .map(|i| self.labels[i].1.as_str())
     }
+}
+
+/// A written object made ready before its resourceVersion is known: serialized with an empty
+/// `metadata.resourceVersion`, the place of the version in the bytes remembered, and its
+/// indexed fields parsed. Serializing is most of a write's cost; done here, outside the
+/// table's lock, writers of one resource no longer wait for each other's serialization, and
+/// under the lock the version is spliced into the bytes.
+struct Unversioned {
+    stored: Stored,
+    bytes: Vec<u8>,
+    /// Offset of the version (between the quotes of `"resourceVersion":""`); `None` when the
+    /// object has no `metadata` object, so no version is written into it.
+    slot: Option<usize>,
+}
+
+impl Unversioned {
+    fn new(mut value: Value) -> Result<Self, serde_json::Error> {
+        // The same insertion `set_rv` makes, so keys keep the order they would have.
+        let has_meta = match value.get_mut("metadata").and_then(Value::as_object_mut) {
+            Some(m) => {
+                m.insert("resourceVersion".into(), Value::String(String::new()));
+                true
+            }
+            None => false,
+        };
+        let (bytes, slot) = if has_meta {
+            encode_with_version_slot(&value)?
+        } else {
+            (serde_json::to_vec(&value)?, None)
+        };
+        Ok(Self {
+            stored: Stored::indexed(&value, 0, Bytes::new()),
+            bytes,
+            slot,
+        })
+    }
+
+    /// The object at version `rv`: the bytes `serde_json::to_vec` gives after [`set_rv`].
+    fn at(self, rv: u64) -> Stored {
+        let Self {
+            mut stored,
+            bytes,
+            slot,
+        } = self;
+        let json = match slot {
+            Some(at) => {
+                let digits = rv.to_string();
+                let mut out = Vec::with_capacity(bytes.len() + digits.len());
+                out.extend_from_slice(&bytes[..at]);
+                out.extend_from_slice(digits.as_bytes());
+                out.extend_from_slice(&bytes[at..]);
+                out
+            }
+            None => bytes,
+        };
+        stored.rv = rv;
+        stored.json = Bytes::from(json);
+        stored
+    }
+}
+
+/// `serde_json::to_vec(value)` for an object whose `metadata` is an object holding
+/// `resourceVersion: ""`, and the offset between that value's quotes.
+fn encode_with_version_slot(value: &Value) -> Result<(Vec<u8>, Option<usize>), serde_json::Error> {
+    let Some(top) = value.as_object() else {
+        return Ok((serde_json::to_vec(value)?, None));
+    };
+    let mut out = Vec::with_capacity(1024);
+    let mut slot = None;
+    out.push(b'{');
+    for (i, (k, v)) in top.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, k)?;
+        out.push(b':');
+        match v {
+            Value::Object(meta) if k == "metadata" => {
+                out.push(b'{');
+                for (j, (mk, mv)) in meta.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    serde_json::to_writer(&mut out, mk)?;
+                    out.push(b':');
+                    if mk == "resourceVersion" && mv.as_str() == Some("") {
+                        out.push(b'"');
+                        slot = Some(out.len());
+                        out.push(b'"');
+                    } else {
+                        serde_json::to_writer(&mut out, mv)?;
+                    }
+                }
+                out.push(b'}');
+            }
+            _ => serde_json::to_writer(&mut out, v)?,
+        }
+    }
+    out.push(b'}');
+    Ok((out, slot))
 }
 
 fn parse_owner(v: &Value) -> OwnerRef {
@@ -501,8 +609,6 @@ impl Store {
 
     /// Stores a new object. `value` gets its resourceVersion set here.
     pub fn create(&self, gr: &GroupResource, value: Value) -> Result<Arc<Stored>, StoreError> {
-        let t = self.table(gr);
-        let mut t = lock_write(&t);
         let ns = str_at(&value, &["metadata", "namespace"])
             .unwrap_or_default()
             .to_string();
@@ -510,10 +616,13 @@ impl Store {
             .unwrap_or_default()
             .to_string();
         let key = (ns, name);
+        let obj = Unversioned::new(value)?;
+        let t = self.table(gr);
+        let mut t = lock_write(&t);
         if t.objects.contains_key(&key) {
             return Err(StoreError::AlreadyExists);
         }
-        self.write(&mut t, gr, key, value, None)
+        self.write(&mut t, gr, key, obj, None)
     }
 
     /// The common end of [`Store::create`] and [`Store::update`], under the table's write
@@ -524,13 +633,12 @@ impl Store {
         t: &mut Table,
         gr: &GroupResource,
         key: (String, String),
-        mut value: Value,
+        obj: Unversioned,
         old: Option<Arc<Stored>>,
     ) -> Result<Arc<Stored>, StoreError> {
         // A version burned by a refused write leaves a gap; versions only need to increase.
         let rv = self.rv.fetch_add(1, Ordering::SeqCst) + 1;
-        set_rv(&mut value, rv);
-        let stored = Arc::new(Stored::from_value(&value, rv)?);
+        let stored = Arc::new(obj.at(rv));
         if stored.json.len() > super::MAX_OBJECT_BYTES {
             return Err(StoreError::TooLarge(stored.json.len()));
         }
@@ -574,6 +682,7 @@ impl Store {
         expected_rv: u64,
         value: Value,
     ) -> Result<Arc<Stored>, StoreError> {
+        let obj = Unversioned::new(value)?;
         let t = self.table(gr);
         let mut t = lock_write(&t);
         let key = (ns.to_string(), name.to_string());
@@ -581,7 +690,7 @@ impl Store {
         if old.rv != expected_rv {
             return Err(StoreError::Conflict);
         }
-        self.write(&mut t, gr, key, value, Some(old))
+        self.write(&mut t, gr, key, obj, Some(old))
     }
 
     /// Removes an object (if `expected_rv` is given, only at that version). The returned object
@@ -841,6 +950,28 @@ mod tests {
             s.create(&pods(), pod("a", json!({}))),
             Err(StoreError::AlreadyExists)
         ));
+    }
+
+    #[test]
+    fn versions_are_spliced_into_the_bytes_serde_json_writes() {
+        let cases = [
+            pod("a", json!({"x": "1", "y": "\"quoted\" \u{1}"})),
+            json!({"metadata": {"name": "b", "resourceVersion": "7", "annotations": {"resourceVersion": ""}},
+                   "spec": {"metadata": {"resourceVersion": ""}}, "list": [1, 2.5, null, true]}),
+            json!({"kind": "X", "metadata": {}}),
+            json!({"kind": "NoMeta"}),
+            json!({"metadata": "not an object"}),
+        ];
+        for value in cases {
+            let mut expected = value.clone();
+            set_rv(&mut expected, 123_456);
+            let stored = Unversioned::new(value).unwrap().at(123_456);
+            assert_eq!(
+                std::str::from_utf8(&stored.json).unwrap(),
+                serde_json::to_string(&expected).unwrap()
+            );
+            assert_eq!(stored.rv, 123_456);
+        }
     }
 
     #[test]
