@@ -19,11 +19,12 @@ start_tephra() {
     ${tephra_serve_args[@]+"${tephra_serve_args[@]}"} \
     >>"$work/tephra.log" 2>&1 &
   tephra_pid=$!
+  # Every 0.1 s, for up to TEPHRA_READY_TIMEOUT s (60): the scale harness times this.
   local i
-  for ((i = 0; i < 120; i++)); do
+  for ((i = 0; i < ${TEPHRA_READY_TIMEOUT:-60} * 10; i++)); do
     curl -sf "http://127.0.0.1:$metrics_port/readyz" >/dev/null 2>&1 && return 0
     kill -0 "$tephra_pid" 2>/dev/null || break
-    sleep 0.5
+    sleep 0.1
   done
   echo "run.sh: tephra serve did not become ready" >&2
   tail -n 30 "$work/tephra.log" >&2

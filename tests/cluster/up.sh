@@ -256,7 +256,8 @@ kubectl_ --request-timeout=120s apply -f "$node_yaml" >/dev/null || fail "creati
 ready_nodes() {
   [ "$(kubectl_ get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c True)" -ge "$nodes" ]
 }
-wait_for "$nodes kwok nodes" 120 ready_nodes
+# kwok readies nodes at a few hundred a second: thousands take longer than a few.
+wait_for "$nodes kwok nodes" $((120 + nodes / 20)) ready_nodes
 # Pods need the namespace's default service account, made by the controller.
 wait_for "default service account" 60 kubectl_ -n default get serviceaccount default
 

@@ -2,9 +2,10 @@
 (time.time()) as the event arrives; NODE is empty until the pod is bound.
 With a sixth argument `phase` (utilization.sh) each line is
 "TIME NAME NODE PHASE", NODE `-` until bound, PHASE the pod's phase or
-`Deleted` for a pod that is gone.
+`Deleted` for a pod that is gone; with `full` (tests/scale) it is
+"TIME NAME NODE PHASE UID JOB", JOB the pod's volcano.sh/job-name label or `-`.
 
-Usage: podwatch.py KUBECONFIG NAMESPACE LABEL_SELECTOR OUT_FILE SECONDS [phase]
+Usage: podwatch.py KUBECONFIG NAMESPACE LABEL_SELECTOR OUT_FILE SECONDS [phase|full]
 
 Lists, then watches from the list's resourceVersion; when the API server ends
 the watch (its timeout, or a consumer it found too slow), it lists and watches
@@ -44,7 +45,8 @@ def kubeconfig(path):
 
 def main():
     cfg, namespace, selector, out_path, seconds = sys.argv[1:6]
-    with_phase = sys.argv[6:7] == ["phase"]
+    mode = (sys.argv[6:7] or [""])[0]
+    with_phase = mode in ("phase", "full")
     server, ca, token = kubeconfig(cfg)
     ctx = ssl.create_default_context(cafile=ca) if ca else ssl._create_unverified_context()
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
@@ -57,7 +59,12 @@ def main():
         node = pod.get("spec", {}).get("nodeName") or ""
         if with_phase:
             phase = "Deleted" if deleted else pod.get("status", {}).get("phase") or "-"
-            out.write(f"{stamp:.6f} {name} {node or '-'} {phase}\n")
+            line = f"{stamp:.6f} {name} {node or '-'} {phase}"
+            if mode == "full":
+                meta = pod.get("metadata", {})
+                job = (meta.get("labels") or {}).get("volcano.sh/job-name") or "-"
+                line += f" {meta.get('uid') or '-'} {job}"
+            out.write(line + "\n")
         elif not deleted:
             out.write(f"{stamp:.6f} {name} {node}\n")
 
