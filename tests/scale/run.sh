@@ -35,13 +35,13 @@
 #
 # Sizes (environment; --quick sets the small ones, for CI):
 #                          default       --quick
-#   SCALE_NODES            1000          60
-#   SCALE_EXISTING         30000         1500
+#   SCALE_NODES            2000          60
+#   SCALE_EXISTING         60000         1500
 #   SCALE_GANG_JOBS        100           10
 #   SCALE_GANG_REPLICAS    100           20
 #   SCALE_POOL             40            4
 #   SCALE_STREAM_SECONDS   600           45
-#   SCALE_STREAM_RATE      14.4 (90 % of the pool)  1.44
+#   SCALE_STREAM_RATE      12.3 (90 % of the pool)  1.23
 #   SCALE_FAULT_SECONDS    300           150
 #   SCALE_COLD             4             2
 # Other environment: SCALE_QPS (5000) and SCALE_BURST (10000), the targets' client limits;
@@ -60,7 +60,7 @@ fi
 if [ "$quick" = 1 ]; then
   d_nodes=60 d_existing=1500 d_jobs=10 d_replicas=20 d_pool=4 d_stream=45 d_fault=150 d_cold=2
 else
-  d_nodes=1000 d_existing=30000 d_jobs=100 d_replicas=100 d_pool=40 d_stream=600 d_fault=300 d_cold=4
+  d_nodes=2000 d_existing=60000 d_jobs=100 d_replicas=100 d_pool=40 d_stream=600 d_fault=300 d_cold=4
 fi
 nodes=${SCALE_NODES:-$d_nodes}
 existing=${SCALE_EXISTING:-$d_existing}
