@@ -484,6 +484,13 @@ if [ "$target" != floor ]; then
     # Killing it is the point: no "Killed" line from this shell.
     disown "$!"
   }
+  # gone PID: the process has exited (a zombie not yet reaped counts: its sockets are closed).
+  gone() { [ ! -e "/proc/$1" ] || [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
+  # kill_replica R: SIGKILL, then wait until it is gone, so its ports are free for the next.
+  kill_replica() {
+    kill -9 "${rep_pid[$1]}"
+    wait_until 10 gone "${rep_pid[$1]}" || true
+  }
   leads() { curl -sf "http://127.0.0.1:${rep_metrics[$1]}/metrics" | grep -q '^tephra_leader_is_leader 1'; }
   ready() { curl -sf "http://127.0.0.1:${rep_metrics[$1]}/readyz" >/dev/null; }
   leader_of() { if leads a; then echo a; elif leads b; then echo b; fi; }
@@ -493,7 +500,7 @@ if [ "$target" != floor ]; then
     step=$(awk -v s="$secs" 'BEGIN { printf "%.3f", s / 6 }')
     at "$(awk -v a="$t0f" -v d="$step" 'BEGIN { printf "%.3f", a + d }')"
     s=$(since "$t0f") tk=$EPOCHREALTIME
-    kill -9 "${rep_pid[a]}"
+    kill_replica a
     start_replica a
     wait_until 120 leads a && echo "fault_1=tephra SIGKILLed at ${s} s and started again: leading $(since "$tk") s after the kill" \
       || echo "fault_1=tephra SIGKILLed at ${s} s and started again: NOT leading within 120 s"
@@ -503,13 +510,19 @@ if [ "$target" != floor ]; then
     s=$(since "$t0f") tk=$EPOCHREALTIME
     l=$(leader_of)
     other=$([ "$l" = a ] && echo b || echo a)
-    kill -9 "${rep_pid[$l]}"
+    [ -n "$l" ] || { echo "fault_2=no replica leading at ${s} s: not run"; plane_faults "$t0f" "$step"; return; }
+    kill_replica "$l"
     if wait_until 120 leads "$other"; then
       echo "fault_2=the leader of two replicas SIGKILLed at ${s} s: the other leading $(since "$tk") s after the kill"
     else
       echo "fault_2=the leader of two replicas SIGKILLed at ${s} s: NO new leader within 120 s"
     fi
     start_replica "$l"
+    plane_faults "$t0f" "$step"
+  }
+  # plane_faults T0 STEP: faults 3 and 4, the control plane's, at T0 + 3 and 4 STEPs.
+  plane_faults() {
+    local t0f=$1 step=$2 s tk
     at "$(awk -v a="$t0f" -v d="$step" 'BEGIN { printf "%.3f", a + 3 * d }')"
     s=$(since "$t0f") tk=$EPOCHREALTIME
     api_restart && echo "fault_3=kube-apiserver SIGKILLed at ${s} s and started again: ready $(since "$tk") s after the kill" \
@@ -520,7 +533,7 @@ if [ "$target" != floor ]; then
     echo "fault_4=etcd paused 10 s at ${s} s"
   }
   volcano_faults() {
-    local secs=$1 t0f=$EPOCHREALTIME step s tk n
+    local secs=$1 t0f=$EPOCHREALTIME step s n
     step=$(awk -v s="$secs" 'BEGIN { printf "%.3f", s / 6 }')
     at "$(awk -v a="$t0f" -v d="$step" 'BEGIN { printf "%.3f", a + d }')"
     s=$(since "$t0f")
@@ -531,14 +544,7 @@ if [ "$target" != floor ]; then
     done
     echo "fault_1=vc-scheduler and vc-controller-manager SIGKILLed at ${s} s and restarted"
     echo "fault_2=two replicas with the leader killed: not run (Volcano runs one replica of each here)"
-    at "$(awk -v a="$t0f" -v d="$step" 'BEGIN { printf "%.3f", a + 3 * d }')"
-    s=$(since "$t0f") tk=$EPOCHREALTIME
-    api_restart && echo "fault_3=kube-apiserver SIGKILLed at ${s} s and started again: ready $(since "$tk") s after the kill" \
-      || echo "fault_3=kube-apiserver SIGKILLed at ${s} s and started again: NOT ready within 120 s"
-    at "$(awk -v a="$t0f" -v d="$step" 'BEGIN { printf "%.3f", a + 4 * d }')"
-    s=$(since "$t0f")
-    etcd_pause
-    echo "fault_4=etcd paused 10 s at ${s} s"
+    plane_faults "$t0f" "$step"
   }
 
   if [ "$target" = tephra ]; then

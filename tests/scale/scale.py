@@ -50,21 +50,9 @@ import urllib.parse
 PARTIAL_GRACE = 30.0
 
 
-def kubeconfig(path):
-    """Server, CA file and token of the simple kubeconfig tests/cluster/up.sh writes."""
-    server = ca = token = None
-    for raw in open(path, encoding="utf-8"):
-        key, _, value = raw.strip().partition(":")
-        value = value.strip().strip('"')
-        if key == "server" and server is None:
-            server = urllib.parse.urlsplit(value)
-        elif key == "certificate-authority" and ca is None:
-            ca = value
-        elif key == "token" and token is None:
-            token = value
-    if server is None or token is None:
-        sys.exit(f"scale.py: no server or token in {path}")
-    return server, ca, token
+# The kubeconfig reader of the pod watch beside the Volcano benchmarks: one reader for both.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "volcano-e2e"))
+from podwatch import kubeconfig  # noqa: E402
 
 
 class Api:
