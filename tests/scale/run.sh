@@ -44,6 +44,8 @@
 #   SCALE_STREAM_RATE      12.3 (90 % of the pool)  1.23
 #   SCALE_FAULT_SECONDS    300           150
 #   SCALE_COLD             4             2
+# SCALE_WORKLOADS picks which of cold, gang, stream and faults run (default: all four, in
+# that order; e.g. SCALE_WORKLOADS="cold gang" measures those two alone).
 # Other environment: SCALE_QPS (5000) and SCALE_BURST (10000), the targets' client limits;
 # SCALE_OUT, the folder for the results (default: a new temp folder, kept); TEPHRA_BIN
 # (default: cargo build --release of this checkout).
@@ -70,6 +72,11 @@ pool=${SCALE_POOL:-$d_pool}
 cold_nodes=${SCALE_COLD:-$d_cold}
 stream_seconds=${SCALE_STREAM_SECONDS:-$d_stream}
 fault_seconds=${SCALE_FAULT_SECONDS:-$d_fault}
+workloads=" ${SCALE_WORKLOADS:-cold gang stream faults} "
+for w in $workloads; do
+  case $w in cold | gang | stream | faults) ;; *) echo "run.sh: unknown workload $w (cold, gang, stream or faults)" >&2; exit 2 ;; esac
+done
+wants() { [[ $workloads == *" $1 "* ]]; }
 node_cpu=32
 # Offered load: a gang holds on average 14/3 cpu for 20 s; 90 % of the pool's cpu.
 stream_rate=${SCALE_STREAM_RATE:-$(awk -v p="$pool" -v c="$node_cpu" 'BEGIN { printf "%.2f", 0.9 * p * c / (14 / 3 * 20) }')}
@@ -201,9 +208,11 @@ stop_watch() {
 # bound FILE: how many pods the events of FILE show bound.
 bound() { awk 'NF >= 3 && $3 != "" && $3 != "-" { b[$2] = 1 } END { print length(b) }' "$1"; }
 # empty NAMESPACE SECONDS: deletes every vcJob and pod of NAMESPACE and waits until no pod is left.
+# The pods go in one delete-collection request (kubectl's --all deletes them one by one: minutes
+# for ten thousand).
 empty() {
   k delete jobs.batch.volcano.sh --all -n "$1" --wait=false >/dev/null 2>&1 || true
-  k delete pods --all -n "$1" --wait=false >/dev/null 2>&1 || true
+  kubectl --request-timeout="${2}s" delete --raw "/api/v1/namespaces/$1/pods" >/dev/null 2>&1 || true
   local i
   for ((i = 0; i < $2; i++)); do
     k get --raw "/api/v1/namespaces/$1/pods?limit=1" 2>/dev/null | grep -q '"items":\[\]' && return 0
@@ -246,7 +255,7 @@ vc_sessions() {
 }
 
 # --- (a) cold start ----------------------------------------------------------------------
-if [ "$target" != floor ]; then
+if [ "$target" != floor ] && wants cold; then
   k create namespace scale-cold >/dev/null
   cat >"$work/cold.yaml" <<JOB
 apiVersion: batch.volcano.sh/v1alpha1
@@ -316,18 +325,19 @@ JOB
 fi
 
 # --- (b) the gang case --------------------------------------------------------------------
-k create namespace scale-gang >/dev/null 2>&1 || true
-total=$((gang_jobs * gang_replicas))
-say "gang case: $gang_jobs x $gang_replicas"
-load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-vc_bench_cpu_start
-if [ "$target" = floor ]; then
-  t0=$(now)
-  scale floor "$KUBECONFIG" "$gang_jobs" "$gang_replicas" 0 $((nodes - 1)) >"$work/gang-result"
-  cpu_window_s=$(since "$t0")
-else
-  for ((j = 1; j <= gang_jobs; j++)); do
-    cat <<JOB
+if wants gang; then
+  k create namespace scale-gang >/dev/null 2>&1 || true
+  total=$((gang_jobs * gang_replicas))
+  say "gang case: $gang_jobs x $gang_replicas"
+  load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+  vc_bench_cpu_start
+  if [ "$target" = floor ]; then
+    t0=$(now)
+    scale floor "$KUBECONFIG" "$gang_jobs" "$gang_replicas" 0 $((nodes - 1)) >"$work/gang-result"
+    cpu_window_s=$(since "$t0")
+  else
+    for ((j = 1; j <= gang_jobs; j++)); do
+      cat <<JOB
 apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
 metadata: {name: gang-$j, namespace: scale-gang}
@@ -352,47 +362,48 @@ spec:
             limits: {cpu: "1", memory: 1Gi}
 ---
 JOB
-  done >"$work/jobs.yaml"
-  podwatch scale-gang "$work/gang-events" 1800
-  t0=$(now)
-  vc_bench_submit "$work/jobs.yaml" || say "creating vcJobs failed: $(tail -n 3 "$work/create.log")"
-  result="NOT DONE"
-  for ((i = 0; i < 2400; i++)); do
-    [ "$(bound "$work/gang-events")" -ge "$total" ] && { result=DONE; break; }
-    sleep 0.5
-  done
-  cpu_window_s=$(since "$t0")
-  stop_watch
+    done >"$work/jobs.yaml"
+    podwatch scale-gang "$work/gang-events" 1800
+    t0=$(now)
+    vc_bench_submit "$work/jobs.yaml" || say "creating vcJobs failed: $(tail -n 3 "$work/create.log")"
+    result="NOT DONE"
+    for ((i = 0; i < 2400; i++)); do
+      [ "$(bound "$work/gang-events")" -ge "$total" ] && { result=DONE; break; }
+      sleep 0.5
+    done
+    cpu_window_s=$(since "$t0")
+    stop_watch
+    {
+      echo "result=$result"
+      echo "total=$total"
+      awk -v t0="$t0" -v total="$total" '
+        !($2 in seen) { seen[$2] = $1 }
+        NF >= 3 && $3 != "" && !($2 in bound) { bound[$2] = $1 }
+        END {
+          nc = 0; last_c = 0; for (p in seen) { nc++; if (seen[p] > last_c) last_c = seen[p] }
+          nb = 0; first_b = 0; last_b = 0
+          for (p in bound) { nb++; if (first_b == 0 || bound[p] < first_b) first_b = bound[p]; if (bound[p] > last_b) last_b = bound[p] }
+          printf "bound=%d\n", nb
+          if (nc >= total) printf "created_s=%.3f\n", last_c - t0
+          if (nb > 0) printf "first_bound_s=%.3f\n", first_b - t0
+          if (nb >= total) { printf "all_bound_s=%.3f\n", last_b - t0; printf "rate=%.1f\n", nb / (last_b - t0) }
+        }' "$work/gang-events"
+    } >"$work/gang-result"
+  fi
   {
-    echo "result=$result"
-    echo "total=$total"
-    awk -v t0="$t0" -v total="$total" '
-      !($2 in seen) { seen[$2] = $1 }
-      NF >= 3 && $3 != "" && !($2 in bound) { bound[$2] = $1 }
-      END {
-        nc = 0; last_c = 0; for (p in seen) { nc++; if (seen[p] > last_c) last_c = seen[p] }
-        nb = 0; first_b = 0; last_b = 0
-        for (p in bound) { nb++; if (first_b == 0 || bound[p] < first_b) first_b = bound[p]; if (bound[p] > last_b) last_b = bound[p] }
-        printf "bound=%d\n", nb
-        if (nc >= total) printf "created_s=%.3f\n", last_c - t0
-        if (nb > 0) printf "first_bound_s=%.3f\n", first_b - t0
-        if (nb >= total) { printf "all_bound_s=%.3f\n", last_b - t0; printf "rate=%.1f\n", nb / (last_b - t0) }
-      }' "$work/gang-events"
-  } >"$work/gang-result"
+    cat "$work/gang-result"
+    echo "load_start=$load_start"
+    echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "cpu_window_s=$cpu_window_s"
+    vc_bench_proc_lines proc
+  } >"$tout/gang"
+  metrics_to "$tout/metrics-gang"
+  cat "$work/gang-result" >&2
+  empty scale-gang 600 || true
 fi
-{
-  cat "$work/gang-result"
-  echo "load_start=$load_start"
-  echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "cpu_window_s=$cpu_window_s"
-  vc_bench_proc_lines proc
-} >"$tout/gang"
-metrics_to "$tout/metrics-gang"
-cat "$work/gang-result" >&2
-empty scale-gang 600 || true
 
 # --- (c) the stream and (d) the faults ------------------------------------------------------------
-if [ "$target" != floor ]; then
+if [ "$target" != floor ] && { wants stream || wants faults; }; then
   for q in "${queues[@]}"; do
     printf 'apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: %s}\nspec: {weight: 1}\n---\n' "$q"
   done >"$work/queues.yaml"
@@ -450,9 +461,11 @@ if [ "$target" != floor ]; then
     grep -E '^(jobs|started|partial_gangs|pods_lost|pods_duplicated|wait_all|util_pct|phases)=' "$tout/$name" >&2
   }
 
-  say "stream: ${stream_seconds} s at $stream_rate/s"
-  run_stream stream "$stream_rate" "$stream_seconds"
-  empty scale-stream 300 || true
+  if wants stream; then
+    say "stream: ${stream_seconds} s at $stream_rate/s"
+    run_stream stream "$stream_rate" "$stream_seconds"
+    empty scale-stream 300 || true
+  fi
 
   # The faults, one every sixth of the stream; each prints "fault_N=WHAT at S s: OUTCOME".
   api_restart() {
@@ -547,7 +560,9 @@ if [ "$target" != floor ]; then
     plane_faults "$t0f" "$step"
   }
 
-  if [ "$target" = tephra ]; then
+  if ! wants faults; then
+    :
+  elif [ "$target" = tephra ]; then
     # From here tephra runs with leader election behind the proxy, as two replicas would run
     # behind their Services.
     stop_tephra
