@@ -525,10 +525,10 @@ pub struct ExtenderFlags {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_or_zero)]
     pub bind_gather_timeout: std::time::Duration,
 
-    /// Scheduler extender: when a gang member's bind arrives and the members the session has
-    /// placed reach the gang's minMember, bind all of them at once instead of waiting for
-    /// kube-scheduler to ask for each (it places one pod per cycle). The gang is still bound
-    /// whole. Members with PersistentVolumeClaims, ephemeral volumes, resource claims,
+    /// Scheduler extender: once the members the session has placed reach the gang's
+    /// minMember, bind all of them at once (when their plan gates are off, or when the first
+    /// member's bind arrives) instead of waiting for kube-scheduler to ask for each (it places
+    /// one pod per cycle). The gang is still bound whole. Members with PersistentVolumeClaims, ephemeral volumes, resource claims,
     /// inter-pod affinity or topology spread constraints are never bound ahead (kube-scheduler
     /// checks or prepares those). `false` binds only members kube-scheduler asked for.
     #[arg(

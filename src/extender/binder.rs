@@ -37,7 +37,12 @@
 //! member and the gang's bound, held, gathered and *placed but not yet asked* members reach
 //! `minMember`, the binder posts Bindings for all of them at once: the gang is still bound
 //! whole, as Volcano's own binder binds a ready gang, and kube-scheduler sees the members it
-//! had not reached bound through its watch and drops them from its queue. A member that uses
+//! had not reached bound through its watch and drops them from its queue.
+//! The same happens, without waiting for a first request, as soon as the plan gates of a
+//! placed gang have come off (the extender's nudger tells the binder when the API has
+//! answered the removals): a gang of 100 is ungated in about a second, and kube-scheduler,
+//! whose queue may hold thousands of other gangs' pods, would otherwise reach its first
+//! member only later, and its other members later still. A member that uses
 //! something only kube-scheduler checks or prepares before binding (volumes it binds in
 //! PreBind, resource claims, inter-pod affinity, topology spread:
 //! `Constraints::needs_kube_scheduler`) is never bound ahead; its gang gathers as above.
@@ -195,6 +200,13 @@ pub fn on_arrival(c: GangCounts, bind_ahead: bool) -> OnArrival {
     } else {
         OnArrival::Hold
     }
+}
+
+/// `job`'s `minMember` (0 without a PodGroup).
+fn min_member(idx: &ClusterIndex, job: &str) -> usize {
+    idx.podgroup(job)
+        .map_or(0, |pg| pg.spec.min_member.unwrap_or(0))
+        .max(0) as usize
 }
 
 /// What to do with a gang's open requests when their hold times out.
@@ -465,6 +477,80 @@ impl Binder {
         rx.await.unwrap_or(Err(BindError::Abandoned))
     }
 
+    /// Called once the plan gates of `job`'s placed members have come off (the API answered
+    /// the removals): with binding ahead, the gang is bound now when its bound, held,
+    /// gathered and placed members reach `minMember`, whether or not kube-scheduler has asked
+    /// for one of them yet. kube-scheduler sees the gang's pods ungated and bound in the same
+    /// moment; a member it asks for meanwhile joins the Binding in flight. Without this, the
+    /// first member kube-scheduler asked for while the rest were still gated would wait for
+    /// another member's request (a gang of 100 is ungated in about a second while
+    /// kube-scheduler's queue holds other gangs' pods ahead of it), and its hold could time out.
+    pub fn gates_off(&self, job: &str) {
+        if !self.inner.bind_ahead {
+            return;
+        }
+        let taken = {
+            let mut holds = lock(&self.inner.holds);
+            if !holds.contains_key(job) {
+                let (bound, min) = {
+                    let idx = self.inner.scheduler.index();
+                    if idx.podgroup(job).is_none() {
+                        return;
+                    }
+                    (self.bound_members(&idx, job, None), min_member(&idx, job))
+                };
+                if bound >= min {
+                    // Whole already: members beyond minMember bind as kube-scheduler asks.
+                    return;
+                }
+                holds.insert(
+                    job.to_string(),
+                    Hold {
+                        generation: self.inner.generation.fetch_add(1, Ordering::Relaxed),
+                        bound,
+                        min,
+                        members: Vec::new(),
+                        gathered: Vec::new(),
+                        last_arrival: Instant::now(),
+                    },
+                );
+            }
+            let taken = self.take_for_flush(&mut holds, job);
+            // An empty hold made here (nothing to bind yet) is not kept: no request waits on it.
+            if holds
+                .get(job)
+                .is_some_and(|h| h.members.is_empty() && h.gathered.is_empty())
+            {
+                holds.remove(job);
+            }
+            taken
+        };
+        self.release(&taken.dropped);
+        if !taken.flush.is_empty() {
+            let me = self.clone();
+            let job = job.to_string();
+            tokio::spawn(async move { me.flush(job, taken.flush).await });
+        }
+    }
+
+    /// How many of `job`'s members are bound, or have a Binding posted by this binder
+    /// (`except` not counted among the latter).
+    fn bound_members(&self, idx: &ClusterIndex, job: &str, except: Option<&str>) -> usize {
+        let mut bound: HashSet<String> = idx
+            .job_tasks(job)
+            .filter(|t| {
+                t.node.is_some()
+                    && !t.assumed
+                    && t.status != crate::scheduler::model::TaskStatus::Releasing
+            })
+            .map(|t| t.uid.clone())
+            .collect();
+        if let Some(c) = lock(&self.inner.committed).get(job) {
+            bound.extend(c.keys().filter(|u| Some(u.as_str()) != except).cloned());
+        }
+        bound.len()
+    }
+
     /// Answers a request for a pod whose Binding this binder posted: the same node waits for
     /// that Binding's result (bounded by the hold timeout), another node is refused. `None`
     /// when there is no such Binding (or it failed): the request is decided afresh.
@@ -649,7 +735,10 @@ impl Binder {
             // A member still behind the plan gate cannot be bound (the API refuses a Binding
             // for a gated pod); its gate is on its way off, and it arrives through
             // kube-scheduler like the rest.
-            if !t.constraints.needs_kube_scheduler && !idx.plan_gated(&t.uid) {
+            if !t.constraints.needs_kube_scheduler
+                && !idx.plan_gated(&t.uid)
+                && !idx.native_member(&t.uid)
+            {
                 ahead.push(Held {
                     uid: t.uid.clone(),
                     namespace: t.namespace.clone(),
@@ -710,23 +799,8 @@ impl Binder {
         let Some(job) = task.job.clone() else {
             return Ok(Admit::Now(None));
         };
-        let min = idx
-            .podgroup(&job)
-            .map_or(0, |pg| pg.spec.min_member.unwrap_or(0))
-            .max(0) as usize;
-        let mut bound: HashSet<String> = idx
-            .job_tasks(&job)
-            .filter(|t| {
-                t.node.is_some()
-                    && !t.assumed
-                    && t.status != crate::scheduler::model::TaskStatus::Releasing
-            })
-            .map(|t| t.uid.clone())
-            .collect();
-        if let Some(c) = lock(&self.inner.committed).get(&job) {
-            bound.extend(c.keys().filter(|u| **u != args.pod_uid).cloned());
-        }
-        let bound = bound.len();
+        let min = min_member(&idx, &job);
+        let bound = self.bound_members(&idx, &job, Some(&args.pod_uid));
         if bound >= min {
             return Ok(Admit::Now(Some(job)));
         }

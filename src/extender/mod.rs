@@ -69,8 +69,8 @@ pub struct ExtenderOptions {
     pub bind_hold_timeout: Duration,
     /// `--bind-gather-timeout` (zero: placements released at the hold timeout).
     pub bind_gather_timeout: Duration,
-    /// `--bind-ahead`: a gang whose placed members reach `minMember` is bound whole at its
-    /// first bind request (see [`binder`]).
+    /// `--bind-ahead`: a gang whose placed members reach `minMember` is bound whole once their
+    /// plan gates are off or at its first bind request (see [`binder`]).
     pub bind_ahead: bool,
     /// `--extender-plan-wait`.
     pub plan_wait: Duration,
@@ -379,46 +379,95 @@ impl Extender {
 
     /// Removes the plan gate from `pods`, 16 writes at a time; a pod with a pin is read first
     /// and has its required node affinity narrowed in the same write ([`pin`]). A failed
-    /// write is left to the next round ([`book`] sends it again).
+    /// write is left to the next round ([`book`] sends it again). Once the last write for a
+    /// gang's pods has been answered, the binder may bind that gang at once
+    /// ([`Binder::gates_off`]); native gangs are kube-scheduler's to bind.
     async fn ungate(&self, pods: Vec<book::GateDue>) {
+        // Per extender gang, its writes not answered yet.
+        let pending: Mutex<HashMap<String, usize>> = {
+            let idx = self.scheduler.index();
+            let mut pending = HashMap::new();
+            for d in &pods {
+                if let Some(job) = idx.task(&d.uid).and_then(|t| t.job.clone())
+                    && !idx.native_member(&d.uid)
+                {
+                    *pending.entry(job).or_insert(0) += 1;
+                }
+            }
+            Mutex::new(pending)
+        };
+        let pending = &pending;
         let writes = pods.into_iter().map(|d| async move {
-            let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
-                kube::Api::namespaced(self.client.clone(), &d.namespace);
-            let pod = match &d.pin {
-                Some(_) => match api.get(&d.name).await {
-                    Ok(p) => Some(p),
-                    Err(e) => {
-                        tracing::debug!(pod = %format!("{}/{}", d.namespace, d.name), error = %crate::report::report(&e), "reading a pod to pin failed");
-                        return;
+            let ok = self.remove_plan_gate(&d).await;
+            let job = {
+                let mut idx = self.scheduler.index();
+                if ok {
+                    idx.note_plan_gate_removed(&d.uid);
+                }
+                idx.task(&d.uid).and_then(|t| t.job.clone())
+            };
+            let Some(job) = job else { return };
+            let last = {
+                let mut pending = lock(pending);
+                match pending.get_mut(&job) {
+                    Some(n) if *n > 1 => {
+                        *n -= 1;
+                        false
                     }
-                },
-                None => None,
-            };
-            let patch = match pin::ungate_patch(pod.as_ref(), d.pin.as_deref()) {
-                Ok((p, pin::Pinned::CannotSay)) => {
-                    tracing::warn!(pod = %format!("{}/{}", d.namespace, d.name), "its gang must stay inside one HyperNode, but the pod has required node affinity terms and a node of the HyperNode has no kubernetes.io/hostname label: it goes to kube-scheduler unpinned");
-                    p
-                }
-                Ok((p, _)) => p,
-                Err(e) => {
-                    tracing::error!(error = %e, "building the plan-gate removal failed");
-                    return;
+                    Some(_) => pending.remove(&job).is_some(),
+                    None => false,
                 }
             };
-            let params = kube::api::PatchParams::default();
-            match api
-                .patch(&d.name, &params, &kube::api::Patch::Json::<()>(patch))
-                .await
-            {
-                Ok(_) => self.metrics.plan_gates_removed.inc(),
-                Err(e) => tracing::debug!(
-                    pod = %format!("{}/{}", d.namespace, d.name),
-                    error = %crate::report::report(&e),
-                    "removing the plan gate failed"
-                ),
+            if last {
+                self.binder.gates_off(&job);
             }
         });
         futures::StreamExt::for_each_concurrent(futures::stream::iter(writes), 16, |f| f).await;
+    }
+
+    /// Removes the plan gate from one pod; `true` when the API answered with the pod ungated.
+    async fn remove_plan_gate(&self, d: &book::GateDue) -> bool {
+        let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(self.client.clone(), &d.namespace);
+        let pod = match &d.pin {
+            Some(_) => match api.get(&d.name).await {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::debug!(pod = %format!("{}/{}", d.namespace, d.name), error = %crate::report::report(&e), "reading a pod to pin failed");
+                    return false;
+                }
+            },
+            None => None,
+        };
+        let patch = match pin::ungate_patch(pod.as_ref(), d.pin.as_deref()) {
+            Ok((p, pin::Pinned::CannotSay)) => {
+                tracing::warn!(pod = %format!("{}/{}", d.namespace, d.name), "its gang must stay inside one HyperNode, but the pod has required node affinity terms and a node of the HyperNode has no kubernetes.io/hostname label: it goes to kube-scheduler unpinned");
+                p
+            }
+            Ok((p, _)) => p,
+            Err(e) => {
+                tracing::error!(error = %e, "building the plan-gate removal failed");
+                return false;
+            }
+        };
+        let params = kube::api::PatchParams::default();
+        match api
+            .patch(&d.name, &params, &kube::api::Patch::Json::<()>(patch))
+            .await
+        {
+            Ok(_) => {
+                self.metrics.plan_gates_removed.inc();
+                true
+            }
+            Err(e) => {
+                tracing::debug!(
+                    pod = %format!("{}/{}", d.namespace, d.name),
+                    error = %crate::report::report(&e),
+                    "removing the plan gate failed"
+                );
+                false
+            }
+        }
     }
 
     /// Re-plans `job` within `names`, one re-plan at a time.

@@ -44,6 +44,8 @@ struct Options {
     sim_kubelet: bool,
     gather: Duration,
     bind_ahead: bool,
+    /// Run the extender's nudger, which takes plan gates off placed pods (as a leader does).
+    nudger: bool,
 }
 
 impl Default for Options {
@@ -54,6 +56,7 @@ impl Default for Options {
             sim_kubelet: false,
             gather: GATHER,
             bind_ahead: false,
+            nudger: false,
         }
     }
 }
@@ -86,6 +89,7 @@ async fn start_opts(nodes: usize, opts: Options) -> Env {
         sim_kubelet,
         gather,
         bind_ahead,
+        nudger,
     } = opts;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let shutdown = CancellationToken::new();
@@ -131,11 +135,15 @@ async fn start_opts(nodes: usize, opts: Options) -> Env {
         &registry,
     )
     .unwrap();
+    let ext = Arc::new(ext);
+    if nudger {
+        ext.clone().spawn_nudger(shutdown.clone());
+    }
     Env {
         _api: api,
         client,
         scheduler,
-        router: extender::router(Arc::new(ext)),
+        router: extender::router(ext),
         registry,
         shutdown,
     }
@@ -662,6 +670,135 @@ async fn a_gang_placed_whole_is_bound_ahead_at_its_first_bind() {
     assert!(
         a["Error"].as_str().unwrap().contains("already bound"),
         "{a}"
+    );
+}
+
+/// A gang of pods behind the plan gate, as the Job controller creates them.
+async fn gated_gang(c: &Client, name: &str, size: usize) -> Vec<Pod> {
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": size, "queue": "default"}
+    }))
+    .unwrap();
+    Api::<PodGroup>::namespaced(c.clone(), "default")
+        .create(&PostParams::default(), &pg)
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for i in 0..size {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("{name}-{i}"),
+                "annotations": {"scheduling.k8s.io/group-name": name}},
+            "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
+                "schedulingGates": [{"name": tephra::api::keys::PLAN_GATE}],
+                "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": "1"}}}]}
+        }))
+        .unwrap();
+        out.push(
+            Api::<Pod>::namespaced(c.clone(), "default")
+                .create(&PostParams::default(), &p)
+                .await
+                .unwrap(),
+        );
+    }
+    out
+}
+
+/// Binding ahead, before kube-scheduler asks at all: once the session has placed a gated gang
+/// and the API has answered the removal of every member's plan gate, the binder binds the
+/// gang whole. No bind request is made here; every pod ends on the node the plan gave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placed_gang_is_bound_once_its_plan_gates_are_off() {
+    let env = start_opts(
+        3,
+        Options {
+            bind_ahead: true,
+            nudger: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let pods = gated_gang(&env.client, "ungated", 4).await;
+    // Placed, ungated and bound within a session or two: the placements are gone from the
+    // plan by the time a test could read them, so the binds are checked against the pods.
+    let bound = bound_at_least(&env, 4).await;
+    assert!(bound.iter().all(|(_, n)| n.is_some()), "{bound:?}");
+    assert_eq!(gang_binds(&env, "ahead"), 4.0);
+    assert_eq!(gang_binds_reach(&env, "completed", 4.0).await, 4.0);
+    // kube-scheduler, reaching a member afterwards, is told it is bound where it asks, and
+    // refused elsewhere; nothing is posted again.
+    let node = bound[2].1.clone().unwrap();
+    let a = bind(&env, &pods[2], &node).await;
+    assert_eq!(a["Error"], "", "{a}");
+    let other = NODES.iter().find(|n| **n != node).unwrap();
+    let a = bind(&env, &pods[2], other).await;
+    assert!(
+        a["Error"].as_str().unwrap().contains("already bound"),
+        "{a}"
+    );
+    assert_eq!(gang_binds(&env, "completed"), 4.0);
+}
+
+/// With binding ahead off, the plan gates still come off, but the gang waits for
+/// kube-scheduler's binds: nothing is bound by the gates alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_binding_ahead_ungated_pods_wait_for_kube_scheduler() {
+    let env = start_opts(
+        3,
+        Options {
+            nudger: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let pods = gated_gang(&env.client, "waits", 2).await;
+    let nodes = planned(&env, &pods).await;
+    let api = Api::<Pod>::namespaced(env.client.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let gated = api
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.scheduling_gates.as_ref())
+                    .is_some_and(|g| !g.is_empty())
+            })
+            .count();
+        if gated == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{gated} pods still gated");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A few sessions later, still nothing bound.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        bound_nodes(&env.client)
+            .await
+            .iter()
+            .all(|(_, n)| n.is_none())
+    );
+    // kube-scheduler's binds bind the gang.
+    let (a, b) = tokio::join!(
+        bind(&env, &pods[0], &nodes[0]),
+        bind(&env, &pods[1], &nodes[1])
+    );
+    assert_eq!(a["Error"], "", "{a}");
+    assert_eq!(b["Error"], "", "{b}");
+    assert_eq!(
+        bound_at_least(&env, 2)
+            .await
+            .iter()
+            .filter(|(_, n)| n.is_some())
+            .count(),
+        2
     );
 }
 

@@ -897,6 +897,21 @@ impl ClusterIndex {
         self.pods.get(uid).is_some_and(|e| e.plan_gated)
     }
 
+    /// Notes that the API answered a removal of the pod's [`keys::PLAN_GATE`] with the pod
+    /// ungated, before the watch brings that pod: whoever binds the gang next need not wait
+    /// for the event. A later event of the pod replaces the note either way.
+    pub fn note_plan_gate_removed(&mut self, uid: &str) {
+        if let Some(e) = self.pods.get_mut(uid) {
+            e.plan_gated = false;
+        }
+    }
+
+    /// `true` for a pod of a native PodGroup (`spec.schedulingGroup`): kube-scheduler places
+    /// and binds it with its group, never the extender's binder.
+    pub fn native_member(&self, uid: &str) -> bool {
+        self.pods.get(uid).is_some_and(|e| e.native_member)
+    }
+
     /// The task of a pod, by uid.
     pub fn task(&self, uid: &str) -> Option<&TaskInfo> {
         self.pods.get(uid).map(|e| &e.task)
