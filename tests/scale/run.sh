@@ -208,14 +208,15 @@ stop_watch() {
 # bound FILE: how many pods the events of FILE show bound.
 bound() { awk 'NF >= 3 && $3 != "" && $3 != "-" { b[$2] = 1 } END { print length(b) }' "$1"; }
 # empty NAMESPACE SECONDS: deletes every vcJob and pod of NAMESPACE and waits until no pod is left.
-# The pods go in one delete-collection request (kubectl's --all deletes them one by one: minutes
-# for ten thousand).
+# The pods go in delete-collection requests (kubectl's --all deletes them one by one: minutes
+# for ten thousand); kube-apiserver ends one after its request timeout (a minute) with part of
+# the pods deleted, so another follows while pods are left.
 empty() {
   k delete jobs.batch.volcano.sh --all -n "$1" --wait=false >/dev/null 2>&1 || true
-  kubectl --request-timeout="${2}s" delete --raw "/api/v1/namespaces/$1/pods" >/dev/null 2>&1 || true
-  local i
-  for ((i = 0; i < $2; i++)); do
+  local until=$((SECONDS + $2))
+  while [ "$SECONDS" -lt "$until" ]; do
     k get --raw "/api/v1/namespaces/$1/pods?limit=1" 2>/dev/null | grep -q '"items":\[\]' && return 0
+    kubectl --request-timeout=90s delete --raw "/api/v1/namespaces/$1/pods" >/dev/null 2>&1 || true
     sleep 1
   done
   say "pods of $1 still there after $2 s"
