@@ -8,43 +8,57 @@
 //! ```
 //!
 //! A relist is buffered until it is complete, so the index is replaced in one step and never
-//! seen half empty while the list is still arriving. Objects that did not decode (a
-//! [`DeserializeGuard`] holding an error) are left out: an index only ever sees whole objects.
+//! seen half empty while the list is still arriving. What is buffered of each object is the
+//! index's choice ([`Index::Listed`]): a relist of every pod in the cluster arrives at each
+//! index that follows pods, and a whole copy per index would be held until the list ends
+//! (three copies of every pod at start-up, the peak of a replica's memory). Objects that did
+//! not decode (a [`DeserializeGuard`] holding an error) are left out: an index only ever sees
+//! whole objects.
 
 use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
 
 /// An index kept from the objects of one kind.
 pub trait Index<K> {
+    /// What a relist in progress keeps of each object listed, until the list is complete:
+    /// the object itself, or only what the index takes from it.
+    type Listed;
+    /// What to keep of `obj` while its relist is in progress.
+    fn listed(obj: &K) -> Self::Listed;
     /// The object was added or changed.
     fn apply(&mut self, obj: &K);
     /// The object was deleted.
     fn delete(&mut self, obj: &K);
     /// A relist finished: these are every object there is; forget the rest.
-    fn reset(&mut self, all: Vec<K>);
+    fn reset(&mut self, all: Vec<Self::Listed>);
 }
 
-/// The buffer of one watch's relist in progress: feed it every event of that watch.
+/// The buffer of one watch's relist in progress (`L`: what the index keeps of each object
+/// listed): feed it every event of that watch.
 #[derive(Debug)]
-pub struct Relist<K> {
-    buffered: Option<Vec<K>>,
+pub struct Relist<L> {
+    buffered: Option<Vec<L>>,
 }
 
-impl<K> Default for Relist<K> {
+impl<L> Default for Relist<L> {
     fn default() -> Self {
         Self { buffered: None }
     }
 }
 
-impl<K: Clone> Relist<K> {
+impl<L> Relist<L> {
     /// Passes one watch event on to `index`.
-    pub fn feed<I: Index<K> + ?Sized>(&mut self, index: &mut I, ev: &watcher::Event<K>) {
+    pub fn feed<K, I: Index<K, Listed = L> + ?Sized>(
+        &mut self,
+        index: &mut I,
+        ev: &watcher::Event<K>,
+    ) {
         self.feed_with(index, ev, |k| Some(k));
     }
 
     /// Passes one event of a watch whose objects may not decode on to `index`, leaving out
     /// the objects that did not.
-    pub fn feed_decoded<I: Index<K> + ?Sized>(
+    pub fn feed_decoded<K, I: Index<K, Listed = L> + ?Sized>(
         &mut self,
         index: &mut I,
         ev: &watcher::Event<DeserializeGuard<K>>,
@@ -52,7 +66,7 @@ impl<K: Clone> Relist<K> {
         self.feed_with(index, ev, |g| g.0.as_ref().ok());
     }
 
-    fn feed_with<T, I: Index<K> + ?Sized>(
+    fn feed_with<K, T, I: Index<K, Listed = L> + ?Sized>(
         &mut self,
         index: &mut I,
         ev: &watcher::Event<T>,
@@ -72,7 +86,7 @@ impl<K: Clone> Relist<K> {
             watcher::Event::Init => self.buffered = Some(Vec::new()),
             watcher::Event::InitApply(t) => {
                 if let Some(k) = obj(t) {
-                    self.buffered.get_or_insert_default().push(k.clone());
+                    self.buffered.get_or_insert_default().push(I::listed(k));
                 }
             }
             watcher::Event::InitDone => index.reset(self.buffered.take().unwrap_or_default()),
@@ -92,6 +106,10 @@ mod tests {
     }
 
     impl Index<String> for Names {
+        type Listed = String;
+        fn listed(obj: &String) -> String {
+            obj.clone()
+        }
         fn apply(&mut self, obj: &String) {
             if !self.names.contains(obj) {
                 self.names.push(obj.clone());

@@ -13,13 +13,20 @@ use crate::cluster::Index;
 macro_rules! index_of {
     ($($ty:ty => $apply:ident, $delete:ident, $reset:ident;)*) => {$(
         impl Index<$ty> for ClusterIndex {
+            // Boxed, so the relist's buffer grows by a pointer per object, not by the
+            // object's whole size.
+            type Listed = Box<$ty>;
+            fn listed(obj: &$ty) -> Box<$ty> {
+                Box::new(obj.clone())
+            }
             fn apply(&mut self, obj: &$ty) {
                 self.$apply(obj);
             }
             fn delete(&mut self, obj: &$ty) {
                 self.$delete(obj);
             }
-            fn reset(&mut self, all: Vec<$ty>) {
+            fn reset(&mut self, all: Vec<Box<$ty>>) {
+                let all: Vec<&$ty> = all.iter().map(|b| &**b).collect();
                 self.$reset(&all);
             }
         }

@@ -6,7 +6,7 @@
 //! them) are *assumed*: they count against their node at once and are released when the pod is
 //! deleted, when it shows up bound, or when their time-to-live passes without a bind.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -150,6 +150,11 @@ pub struct ClusterIndex {
     /// Pods a session evicted that the API has not shown deleting yet: uid → until when, and
     /// the status the pod would have otherwise (see [`ClusterIndex::assume_evicted`]).
     evicting: HashMap<String, (Instant, TaskStatus)>,
+    /// Pods whose plan gate the API has answered removed while the watch may still bring
+    /// events from before ([`ClusterIndex::note_plan_gate_removed`]). Kubernetes never lets a
+    /// scheduling gate be added after creation, so an event that still shows the gate is
+    /// older than the removal; the uid goes once an event shows the pod without it.
+    ungated: HashSet<String>,
     /// PodGroup phases sessions decided that the watch does not show yet, by job. See
     /// [`ClusterIndex::decided_phases`].
     decided: HashMap<JobId, Decided>,
@@ -252,6 +257,7 @@ impl ClusterIndex {
             priority_classes: HashMap::new(),
             assumed: HashMap::new(),
             evicting: HashMap::new(),
+            ungated: HashSet::new(),
             decided: HashMap::new(),
             grow_delay_ms: 0,
             grow_from: HashMap::new(),
@@ -358,7 +364,7 @@ impl ClusterIndex {
     }
 
     /// A relist replaced every node.
-    pub fn reset_nodes(&mut self, nodes: &[Node]) {
+    pub fn reset_nodes(&mut self, nodes: &[&Node]) {
         let keep: BTreeSet<&str> = nodes
             .iter()
             .filter_map(|n| n.metadata.name.as_deref())
@@ -553,7 +559,10 @@ impl ClusterIndex {
                 .insert(task.uid.clone());
         }
         let parked = is_parked(pod);
-        let plan_gated = has_plan_gate(pod);
+        let plan_gated = has_plan_gate(pod) && !self.ungated.contains(&task.uid);
+        if !has_plan_gate(pod) {
+            self.ungated.remove(&task.uid);
+        }
         let native_member = pod
             .spec
             .as_ref()
@@ -577,6 +586,7 @@ impl ClusterIndex {
         };
         self.assumed.remove(uid);
         self.evicting.remove(uid);
+        self.ungated.remove(uid);
         if let Some(old) = self.pods.remove(uid) {
             self.contribute(&old.task, false);
             if let Some(j) = &old.task.job
@@ -589,7 +599,7 @@ impl ClusterIndex {
     }
 
     /// A relist replaced every pod.
-    pub fn reset_pods(&mut self, pods: &[Pod]) {
+    pub fn reset_pods(&mut self, pods: &[&Pod]) {
         self.pods.clear();
         self.job_tasks.clear();
         for n in self.nodes.values_mut() {
@@ -604,6 +614,7 @@ impl ClusterIndex {
             .collect();
         self.assumed.retain(|k, _| live.contains(k.as_str()));
         self.evicting.retain(|k, _| live.contains(k.as_str()));
+        self.ungated.retain(|k| live.contains(k.as_str()));
         for p in pods {
             self.apply_pod(p);
         }
@@ -899,10 +910,14 @@ impl ClusterIndex {
 
     /// Notes that the API answered a removal of the pod's [`keys::PLAN_GATE`] with the pod
     /// ungated, before the watch brings that pod: whoever binds the gang next need not wait
-    /// for the event. A later event of the pod replaces the note either way.
+    /// for the event, and events from before the removal that the watch still brings do not
+    /// put the gate back.
     pub fn note_plan_gate_removed(&mut self, uid: &str) {
-        if let Some(e) = self.pods.get_mut(uid) {
+        if let Some(e) = self.pods.get_mut(uid)
+            && e.plan_gated
+        {
             e.plan_gated = false;
+            self.ungated.insert(uid.to_string());
         }
     }
 
@@ -1056,7 +1071,7 @@ impl ClusterIndex {
     }
 
     /// A relist replaced every PodGroup.
-    pub fn reset_podgroups(&mut self, pgs: &[PodGroup]) {
+    pub fn reset_podgroups(&mut self, pgs: &[&PodGroup]) {
         self.podgroups.clear();
         for pg in pgs {
             self.apply_podgroup(pg);
@@ -1084,7 +1099,7 @@ impl ClusterIndex {
     }
 
     /// A relist replaced every Queue.
-    pub fn reset_queues(&mut self, qs: &[Queue]) {
+    pub fn reset_queues(&mut self, qs: &[&Queue]) {
         self.queues.clear();
         for q in qs {
             self.apply_queue(q);
@@ -1109,7 +1124,7 @@ impl ClusterIndex {
     }
 
     /// A relist replaced every PriorityClass.
-    pub fn reset_priority_classes(&mut self, pcs: &[PriorityClass]) {
+    pub fn reset_priority_classes(&mut self, pcs: &[&PriorityClass]) {
         self.priority_classes.clear();
         for pc in pcs {
             self.apply_priority_class(pc);
@@ -1208,7 +1223,7 @@ impl ClusterIndex {
     }
 
     /// A relist replaced every ResourceQuota.
-    pub fn reset_resource_quotas(&mut self, rqs: &[ResourceQuota]) {
+    pub fn reset_resource_quotas(&mut self, rqs: &[&ResourceQuota]) {
         self.quotas.clear();
         for rq in rqs {
             self.apply_resource_quota(rq);
@@ -1249,7 +1264,7 @@ impl ClusterIndex {
     }
 
     /// A relist replaced every PodDisruptionBudget.
-    pub fn reset_pod_disruption_budgets(&mut self, pdbs: &[PodDisruptionBudget]) {
+    pub fn reset_pod_disruption_budgets(&mut self, pdbs: &[&PodDisruptionBudget]) {
         self.budgets.clear();
         for pdb in pdbs {
             self.apply_pod_disruption_budget(pdb);
@@ -1288,11 +1303,11 @@ impl ClusterIndex {
     }
 
     /// A relist replaced every HyperNode.
-    pub fn reset_hypernodes(&mut self, hns: &[HyperNode]) {
+    pub fn reset_hypernodes(&mut self, hns: &[&HyperNode]) {
         self.hypernodes.clear();
         for hn in hns {
             if let Some(name) = hn.metadata.name.clone() {
-                self.hypernodes.insert(name, Arc::new(hn.clone()));
+                self.hypernodes.insert(name, Arc::new((*hn).clone()));
             }
         }
         self.resolved = OnceLock::new();

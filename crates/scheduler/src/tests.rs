@@ -762,6 +762,43 @@ fn pods_behind_the_plan_gate_are_placed_and_pods_behind_other_gates_are_not() {
 }
 
 #[test]
+fn a_removed_plan_gate_stays_removed_whatever_older_events_the_watch_still_brings() {
+    let w = World::default()
+        .nodes(1, 4, 16)
+        .gang("ns", "ours", "default", 0, 1, 1000, 0, "Inqueue");
+    let mut idx = w.index;
+    let mut p = super::testing::pod("ns", "ours-task-0", "ours", 1000, 0);
+    if let Some(spec) = p.spec.as_mut() {
+        spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: tephra_api::keys::PLAN_GATE.into(),
+        }]);
+    }
+    let uid = p.metadata.uid.clone().unwrap();
+    idx.apply_pod(&p);
+    assert!(idx.plan_gated(&uid));
+    // The API answered the removal; an event from before it (another writer's annotation,
+    // say) arrives afterwards and still shows the gate: a gate is never added back, so the
+    // event is stale on that point.
+    idx.note_plan_gate_removed(&uid);
+    assert!(!idx.plan_gated(&uid));
+    idx.apply_pod(&p);
+    assert!(!idx.plan_gated(&uid), "a stale event put the gate back");
+    // The watch catches up: the pod without the gate, and nothing is remembered any more.
+    let mut ungated = p.clone();
+    if let Some(spec) = ungated.spec.as_mut() {
+        spec.scheduling_gates = None;
+    }
+    idx.apply_pod(&ungated);
+    assert!(!idx.plan_gated(&uid));
+    // A pod made again under the same uid is impossible; a new pod of the same name has a
+    // new uid and is gated as it says.
+    let mut again = p.clone();
+    again.metadata.uid = Some("another".into());
+    idx.apply_pod(&again);
+    assert!(idx.plan_gated("another"));
+}
+
+#[test]
 fn capacity_shares_the_cluster_as_the_queues_declare_not_by_weight() {
     // 8 nodes × 4 cpu = 32 cpu; equal weights, declared shares of 8 and 24 cpu.
     let mut w = World::default().nodes(8, 4, 64);

@@ -27,14 +27,21 @@ pub fn job_of(pod: &Pod) -> Option<&str> {
         .filter(|j| !j.is_empty())
 }
 
+/// A pod of a job, as [`JobPodIndex`] keeps it: `(namespace, job)` and its name.
+type Member = ((String, String), String);
+
+/// The job a pod is a member of, and its name; `None` for a pod of no job.
+fn member(pod: &Pod) -> Option<Member> {
+    let job = job_of(pod)?;
+    Some((
+        (pod.namespace().unwrap_or_default(), job.to_string()),
+        pod.name_any(),
+    ))
+}
+
 impl JobPodIndex {
-    fn insert(&mut self, pod: &Pod) {
-        if let Some(job) = job_of(pod) {
-            self.jobs
-                .entry((pod.namespace().unwrap_or_default(), job.to_string()))
-                .or_default()
-                .insert(pod.name_any());
-        }
+    fn insert(&mut self, (key, name): Member) {
+        self.jobs.entry(key).or_default().insert(name);
     }
 
     /// Names of the pods of a job.
@@ -47,27 +54,35 @@ impl JobPodIndex {
 }
 
 impl Index<Pod> for JobPodIndex {
+    /// Only a job's pods, and of them only the names.
+    type Listed = Option<Member>;
+
+    fn listed(pod: &Pod) -> Option<Member> {
+        member(pod)
+    }
+
     fn apply(&mut self, pod: &Pod) {
-        self.insert(pod);
+        if let Some(m) = member(pod) {
+            self.insert(m);
+        }
     }
 
     fn delete(&mut self, pod: &Pod) {
-        let Some(job) = job_of(pod) else {
+        let Some((key, name)) = member(pod) else {
             return;
         };
-        let key = (pod.namespace().unwrap_or_default(), job.to_string());
         if let Some(set) = self.jobs.get_mut(&key) {
-            set.remove(&pod.name_any());
+            set.remove(&name);
             if set.is_empty() {
                 self.jobs.remove(&key);
             }
         }
     }
 
-    fn reset(&mut self, all: Vec<Pod>) {
+    fn reset(&mut self, all: Vec<Option<Member>>) {
         self.jobs.clear();
-        for pod in &all {
-            self.insert(pod);
+        for m in all.into_iter().flatten() {
+            self.insert(m);
         }
     }
 }

@@ -134,6 +134,42 @@ fn group_uid(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
+/// What the subscriber needs of a pod the index had not seen before, to bring its gang up:
+/// the gang's key, the scheduler that serves the pod, and whether the pod names a PodGroup
+/// made by someone else. Kept instead of the pod, so a relist of every pod in the cluster is
+/// not copied whole into this index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fresh {
+    /// The pod's gang.
+    pub key: GroupKey,
+    /// The pod's name.
+    pub name: String,
+    /// The scheduler serving the pod ([`keys::served_scheduler`]).
+    pub scheduler: String,
+    /// It names a PodGroup this controller did not make ([`has_foreign_group`]).
+    pub foreign: bool,
+}
+
+impl Fresh {
+    /// The record of `pod`.
+    pub fn of(pod: &Pod) -> Self {
+        Self {
+            key: key_for_pod(pod),
+            name: pod.name_any(),
+            scheduler: keys::served_scheduler(pod).to_string(),
+            foreign: has_foreign_group(pod),
+        }
+    }
+}
+
+/// A pod as a relist of [`PodIndex`] keeps it until the list is complete.
+#[derive(Clone, Debug)]
+pub struct ListedPod {
+    /// The uid that names its PodGroup ([`group_uid`]).
+    group: String,
+    fresh: Fresh,
+}
+
 /// Pods by the uid that names their PodGroup, so a reconcile reads its ten pods instead of
 /// scanning every pod in the cluster: an [`Index`] of the pod watch, fed through a
 /// [`Relist`]. It also notes the pods it had not seen before, for the subscriber to bring
@@ -142,7 +178,7 @@ fn group_uid(pod: &Pod) -> String {
 pub struct PodIndex {
     groups: HashMap<(String, String), BTreeSet<String>>,
     pods: HashMap<(String, String), String>,
-    fresh: Vec<Pod>,
+    fresh: Vec<Fresh>,
 }
 
 impl PodIndex {
@@ -189,19 +225,28 @@ impl PodIndex {
 
     /// The pods applied since the last call that the index had not seen before, and after a
     /// relist every pod listed (a relist may follow missed events, so each is looked at again).
-    pub fn take_fresh(&mut self) -> Vec<Pod> {
+    pub fn take_fresh(&mut self) -> Vec<Fresh> {
         std::mem::take(&mut self.fresh)
     }
 }
 
 impl Index<Pod> for PodIndex {
+    type Listed = ListedPod;
+
+    fn listed(p: &Pod) -> ListedPod {
+        ListedPod {
+            group: group_uid(p),
+            fresh: Fresh::of(p),
+        }
+    }
+
     fn apply(&mut self, p: &Pod) {
         if self.insert(
             &p.namespace().unwrap_or_default(),
             &p.name_any(),
             &group_uid(p),
         ) {
-            self.fresh.push(p.clone());
+            self.fresh.push(Fresh::of(p));
         }
     }
 
@@ -209,17 +254,13 @@ impl Index<Pod> for PodIndex {
         self.remove(&p.namespace().unwrap_or_default(), &p.name_any());
     }
 
-    fn reset(&mut self, all: Vec<Pod>) {
+    fn reset(&mut self, all: Vec<ListedPod>) {
         self.groups.clear();
         self.pods.clear();
         for p in &all {
-            self.insert(
-                &p.namespace().unwrap_or_default(),
-                &p.name_any(),
-                &group_uid(p),
-            );
+            self.insert(&p.fresh.key.namespace, &p.fresh.name, &p.group);
         }
-        self.fresh.extend(all);
+        self.fresh.extend(all.into_iter().map(|p| p.fresh));
     }
 }
 
@@ -739,18 +780,14 @@ pub(crate) fn start(
                 relist.feed(&mut *idx, ev);
                 idx.take_fresh()
             };
-            let served = |p: &Pod| {
-                let s = crate::api::keys::served_scheduler(p);
-                names.iter().any(|n| n == s)
-            };
             // New pods, and served pods still without a group name, bring their gang up.
             let lacking = match ev {
-                watcher::Event::Apply(p) if group_name_of(p).is_none() => Some(p),
+                watcher::Event::Apply(p) if group_name_of(p).is_none() => Some(Fresh::of(p)),
                 _ => None,
             };
-            for p in fresh.iter().chain(lacking) {
-                if served(p) && !has_foreign_group(p) {
-                    queue.add(key_for_pod(p));
+            for f in fresh.into_iter().chain(lacking) {
+                if names.contains(&f.scheduler) && !f.foreign {
+                    queue.add(f.key);
                 }
             }
         }));
@@ -891,7 +928,7 @@ mod tests {
             p.metadata.name = Some(name.into());
             p
         };
-        let names = |pods: Vec<Pod>| pods.iter().map(|p| p.name_any()).collect::<Vec<_>>();
+        let names = |fresh: Vec<Fresh>| fresh.into_iter().map(|f| f.name).collect::<Vec<_>>();
         let mut i = PodIndex::default();
         let mut relist = Relist::default();
         relist.feed(&mut i, &watcher::Event::Apply(member("a")));

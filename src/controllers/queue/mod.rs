@@ -119,6 +119,10 @@ impl PodGroupIndex {
 }
 
 impl Index<PodGroup> for PodGroupIndex {
+    type Listed = PodGroup;
+    fn listed(pg: &PodGroup) -> PodGroup {
+        pg.clone()
+    }
     fn apply(&mut self, pg: &PodGroup) {
         self.record(pg);
     }

@@ -37,19 +37,22 @@ impl Proc {
             }
             _ => (Stdio::null(), Stdio::null()),
         };
-        let child = Command::new(env!("CARGO_BIN_EXE_tephra"))
-            .args(args)
-            .envs(env.iter().copied())
-            // TEPHRA_TEST_RUST_LOG (e.g. `tephra=debug`) for more than the default, with
-            // TEPHRA_TEST_LOG naming the file.
-            .env(
-                "RUST_LOG",
-                std::env::var("TEPHRA_TEST_RUST_LOG").unwrap_or_else(|_| "tephra=info".into()),
-            )
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting tephra: {e}"));
+        let child = Command::new(
+            std::env::var_os("TEPHRA_TEST_BIN")
+                .unwrap_or_else(|| env!("CARGO_BIN_EXE_tephra").into()),
+        )
+        .args(args)
+        .envs(env.iter().copied())
+        // TEPHRA_TEST_RUST_LOG (e.g. `tephra=debug`) for more than the default, with
+        // TEPHRA_TEST_LOG naming the file.
+        .env(
+            "RUST_LOG",
+            std::env::var("TEPHRA_TEST_RUST_LOG").unwrap_or_else(|_| "tephra=info".into()),
+        )
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting tephra: {e}"));
         Self { child: Some(child) }
     }
 
