@@ -37,22 +37,23 @@ impl Proc {
             }
             _ => (Stdio::null(), Stdio::null()),
         };
-        let child = Command::new(
-            std::env::var_os("TEPHRA_TEST_BIN")
-                .unwrap_or_else(|| env!("CARGO_BIN_EXE_tephra").into()),
-        )
-        .args(args)
-        .envs(env.iter().copied())
-        // TEPHRA_TEST_RUST_LOG (e.g. `tephra=debug`) for more than the default, with
-        // TEPHRA_TEST_LOG naming the file.
-        .env(
-            "RUST_LOG",
-            std::env::var("TEPHRA_TEST_RUST_LOG").unwrap_or_else(|_| "tephra=info".into()),
-        )
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting tephra: {e}"));
+        // TEPHRA_TEST_BIN runs another build in place of this checkout's: the one before a
+        // change, for a side-by-side bench, or a wrapper running it under a profiler.
+        let bin = std::env::var_os("TEPHRA_TEST_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_tephra").into());
+        let child = Command::new(bin)
+            .args(args)
+            .envs(env.iter().copied())
+            // TEPHRA_TEST_RUST_LOG (e.g. `tephra=debug`) for more than the default, with
+            // TEPHRA_TEST_LOG naming the file.
+            .env(
+                "RUST_LOG",
+                std::env::var("TEPHRA_TEST_RUST_LOG").unwrap_or_else(|_| "tephra=info".into()),
+            )
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting tephra: {e}"));
         Self { child: Some(child) }
     }
 
