@@ -147,9 +147,10 @@ s_job_completes() {
   wait_phase hello-gang Completed 90 || return 1
   local filter bind ahead
   filter=$(extender_calls filter) bind=$(extender_calls bind) ahead=$(bound_ahead)
-  # Each of the 3 pods is bound through the extender: at its own bind call, or ahead of it
-  # at the first member's call (--bind-ahead).
-  if [ "$filter" -le "$before_filter" ] || [ "$bind" -le "$before_bind" ] \
+  # kube-scheduler asks the extender about the pods, and each of the 3 is bound through it:
+  # at its own bind call, or ahead of it once the gang's plan gates are off or at the first
+  # member's call (--bind-ahead).
+  if [ "$filter" -le "$before_filter" ] \
     || [ $((bind - before_bind + ahead - before_ahead)) -lt 3 ]; then
     why="tephra's extender metrics show no calls from kube-scheduler (filter $before_filter -> $filter, bind $before_bind -> $bind, bound ahead $before_ahead -> $ahead)"
     return 1
