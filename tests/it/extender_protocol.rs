@@ -167,6 +167,28 @@ async fn post(env: &Env, path: &str, body: impl Into<Body>) -> (StatusCode, Valu
 
 /// A PodGroup of `min` and `size` pods of `cpu` cores each.
 async fn gang(c: &Client, name: &str, min: usize, size: usize, cpu: u32) -> Vec<Pod> {
+    podgroup(c, name, min).await;
+    let mut out = Vec::new();
+    for i in 0..size {
+        out.push(pod(c, &format!("{name}-{i}"), Some(name), cpu).await);
+    }
+    out
+}
+
+/// A gang of `size` one-cpu pods (minMember `size`) behind the plan gate, as the Job
+/// controller creates them.
+async fn gated_gang(c: &Client, name: &str, size: usize) -> Vec<Pod> {
+    podgroup(c, name, size).await;
+    let mut out = Vec::new();
+    for i in 0..size {
+        let gates = [tephra::api::keys::PLAN_GATE];
+        out.push(pod_with(c, "volcano", &format!("{name}-{i}"), Some(name), 1, &gates).await);
+    }
+    out
+}
+
+/// A PodGroup of `min` in the default queue.
+async fn podgroup(c: &Client, name: &str, min: usize) {
     let pg: PodGroup = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
         "metadata": {"name": name, "namespace": "default"},
@@ -177,11 +199,6 @@ async fn gang(c: &Client, name: &str, min: usize, size: usize, cpu: u32) -> Vec<
         .create(&PostParams::default(), &pg)
         .await
         .unwrap();
-    let mut out = Vec::new();
-    for i in 0..size {
-        out.push(pod(c, &format!("{name}-{i}"), Some(name), cpu).await);
-    }
-    out
 }
 
 async fn pod(c: &Client, name: &str, group: Option<&str>, cpu: u32) -> Pod {
@@ -190,15 +207,31 @@ async fn pod(c: &Client, name: &str, group: Option<&str>, cpu: u32) -> Pod {
 
 /// A pod of scheduler `scheduler`.
 async fn pod_of(c: &Client, scheduler: &str, name: &str, group: Option<&str>, cpu: u32) -> Pod {
+    pod_with(c, scheduler, name, group, cpu, &[]).await
+}
+
+/// A pod of scheduler `scheduler` behind the scheduling gates `gates`.
+async fn pod_with(
+    c: &Client,
+    scheduler: &str,
+    name: &str,
+    group: Option<&str>,
+    cpu: u32,
+    gates: &[&str],
+) -> Pod {
     let mut annotations = json!({});
     if let Some(g) = group {
         annotations = json!({"scheduling.k8s.io/group-name": g});
     }
+    let mut spec = json!({"schedulerName": scheduler, "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "busybox",
+            "resources": {"requests": {"cpu": cpu.to_string()}}}]});
+    if !gates.is_empty() {
+        spec["schedulingGates"] = gates.iter().map(|g| json!({ "name": g })).collect();
+    }
     let p: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": annotations},
-        "spec": {"schedulerName": scheduler, "restartPolicy": "Never",
-            "containers": [{"name": "c", "image": "busybox",
-                "resources": {"requests": {"cpu": cpu.to_string()}}}]}
+        "spec": spec
     }))
     .unwrap();
     Api::<Pod>::namespaced(c.clone(), "default")
@@ -671,39 +704,6 @@ async fn a_gang_placed_whole_is_bound_ahead_at_its_first_bind() {
         a["Error"].as_str().unwrap().contains("already bound"),
         "{a}"
     );
-}
-
-/// A gang of pods behind the plan gate, as the Job controller creates them.
-async fn gated_gang(c: &Client, name: &str, size: usize) -> Vec<Pod> {
-    let pg: PodGroup = serde_json::from_value(json!({
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"minMember": size, "queue": "default"}
-    }))
-    .unwrap();
-    Api::<PodGroup>::namespaced(c.clone(), "default")
-        .create(&PostParams::default(), &pg)
-        .await
-        .unwrap();
-    let mut out = Vec::new();
-    for i in 0..size {
-        let p: Pod = serde_json::from_value(json!({
-            "metadata": {"name": format!("{name}-{i}"),
-                "annotations": {"scheduling.k8s.io/group-name": name}},
-            "spec": {"schedulerName": "volcano", "restartPolicy": "Never",
-                "schedulingGates": [{"name": tephra::api::keys::PLAN_GATE}],
-                "containers": [{"name": "c", "image": "busybox",
-                    "resources": {"requests": {"cpu": "1"}}}]}
-        }))
-        .unwrap();
-        out.push(
-            Api::<Pod>::namespaced(c.clone(), "default")
-                .create(&PostParams::default(), &p)
-                .await
-                .unwrap(),
-        );
-    }
-    out
 }
 
 /// Binding ahead, before kube-scheduler asks at all: once the session has placed a gated gang
