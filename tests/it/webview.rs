@@ -100,6 +100,16 @@ async fn the_web_view_shows_queues_gangs_pods_and_what_if_without_writing() {
     }))
     .unwrap();
     queues.create(&PostParams::default(), &queue).await.unwrap();
+    // The webhooks admit a vcJob into a queue their cache holds; the queue controller, which
+    // reads the same caches, marks it Open once they do.
+    eventually(30, "queue research Open", || {
+        let queues = queues.clone();
+        async move {
+            let q = queues.get("research").await.ok()?;
+            (q.state() == Some(&tephra::api::scheduling::QueueState::Open)).then_some(())
+        }
+    })
+    .await;
     let jobs: Api<Job> = Api::namespaced(c.clone(), "default");
     let submit = |j: Value| {
         let jobs = jobs.clone();
