@@ -377,18 +377,8 @@ JOB
     {
       echo "result=$result"
       echo "total=$total"
-      awk -v t0="$t0" -v total="$total" '
-        !($2 in seen) { seen[$2] = $1 }
-        NF >= 3 && $3 != "" && !($2 in bound) { bound[$2] = $1 }
-        END {
-          nc = 0; last_c = 0; for (p in seen) { nc++; if (seen[p] > last_c) last_c = seen[p] }
-          nb = 0; first_b = 0; last_b = 0
-          for (p in bound) { nb++; if (first_b == 0 || bound[p] < first_b) first_b = bound[p]; if (bound[p] > last_b) last_b = bound[p] }
-          printf "bound=%d\n", nb
-          if (nc >= total) printf "created_s=%.3f\n", last_c - t0
-          if (nb > 0) printf "first_bound_s=%.3f\n", first_b - t0
-          if (nb >= total) { printf "all_bound_s=%.3f\n", last_b - t0; printf "rate=%.1f\n", nb / (last_b - t0) }
-        }' "$work/gang-events"
+      echo "bound=$(bound "$work/gang-events")"
+      vc_bench_bind_times "$t0" "$total" "$work/gang-events"
     } >"$work/gang-result"
   fi
   {

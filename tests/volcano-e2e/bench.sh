@@ -312,18 +312,7 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "load_start=$load_start"
   echo "load_end=$load_end"
   echo "submit_s=$(awk -v a="$t0" -v b="$t_submitted" 'BEGIN { printf "%.3f", b - a }')"
-  # From the events: first sight of each pod, first sight of it on a node.
-  awk -v t0="$t0" -v total="$total" '
-    !($2 in seen) { seen[$2] = $1 }
-    NF >= 3 && $3 != "" && !($2 in bound) { bound[$2] = $1 }
-    END {
-      nc = 0; last_c = 0; for (p in seen) { nc++; if (seen[p] > last_c) last_c = seen[p] }
-      nb = 0; first_b = 0; last_b = 0
-      for (p in bound) { nb++; if (first_b == 0 || bound[p] < first_b) first_b = bound[p]; if (bound[p] > last_b) last_b = bound[p] }
-      if (nc >= total) printf "created_s=%.3f\n", last_c - t0
-      if (nb > 0) printf "first_bound_s=%.3f\n", first_b - t0
-      if (nb >= total) { printf "all_bound_s=%.3f\n", last_b - t0; printf "rate=%.1f\n", nb / (last_b - t0) }
-    }' "$events"
+  vc_bench_bind_times "$t0" "$total" "$events"
   vc_bench_proc_lines proc
 } >"$tout/result"
 # The CPU window ends here, within 0.5 s (one poll) of the last bind.

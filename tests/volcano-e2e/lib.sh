@@ -260,6 +260,24 @@ vc_bench_cpu_start() {
 # vc_bench_proc_lines [KEY]: per process "KEY=NAME CPU_S PEAK_RSS_MIB RSS_MIB FILE_MIB"
 # (KEY default proc): CPU seconds since vc_bench_cpu_start, VmHWM, VmRSS and RssFile;
 # "KEY=NAME exited - - -" for a process that is gone.
+# vc_bench_bind_times T0 TOTAL EVENTS: from a pod watch's events (podwatch.py: TIME NAME NODE
+# ...), the seconds from T0 until the TOTAL-th pod was first seen (created_s), the first and
+# the last pod first seen on a node (first_bound_s, all_bound_s once TOTAL are bound) and the
+# pods bound per second (rate).
+vc_bench_bind_times() {
+  awk -v t0="$1" -v total="$2" '
+    !($2 in seen) { seen[$2] = $1 }
+    NF >= 3 && $3 != "" && $3 != "-" && !($2 in bound) { bound[$2] = $1 }
+    END {
+      nc = 0; last_c = 0; for (p in seen) { nc++; if (seen[p] > last_c) last_c = seen[p] }
+      nb = 0; first_b = 0; last_b = 0
+      for (p in bound) { nb++; if (first_b == 0 || bound[p] < first_b) first_b = bound[p]; if (bound[p] > last_b) last_b = bound[p] }
+      if (nc >= total) printf "created_s=%.3f\n", last_c - t0
+      if (nb > 0) printf "first_bound_s=%.3f\n", first_b - t0
+      if (nb >= total) { printf "all_bound_s=%.3f\n", last_b - t0; printf "rate=%.1f\n", nb / (last_b - t0) }
+    }' "$3"
+}
+
 vc_bench_proc_lines() {
   local key=${1:-proc} p name pid c1 clk
   clk=$(getconf CLK_TCK)
