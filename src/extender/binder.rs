@@ -262,6 +262,20 @@ struct Hold {
     last_arrival: Instant,
 }
 
+impl Hold {
+    /// A hold with nothing held or gathered yet.
+    fn new(generation: u64, bound: usize, min: usize) -> Self {
+        Self {
+            generation,
+            bound,
+            min,
+            members: Vec::new(),
+            gathered: Vec::new(),
+            last_arrival: Instant::now(),
+        }
+    }
+}
+
 /// The result of a posted Binding, `None` while in flight.
 type Landing = Option<Result<(), BindError>>;
 
@@ -439,14 +453,9 @@ impl Binder {
                     .await
                     .unwrap_or_else(|| Err(BindError::InFlight(args.node.clone())));
             }
-            let hold = holds.entry(job.clone()).or_insert_with(|| Hold {
-                generation: 0,
-                bound,
-                min,
-                members: Vec::new(),
-                gathered: Vec::new(),
-                last_arrival: Instant::now(),
-            });
+            let hold = holds
+                .entry(job.clone())
+                .or_insert_with(|| Hold::new(0, bound, min));
             // The latest counts win: members may have been bound since the hold began.
             hold.bound = bound;
             hold.min = min;
@@ -503,17 +512,8 @@ impl Binder {
                     // Whole already: members beyond minMember bind as kube-scheduler asks.
                     return;
                 }
-                holds.insert(
-                    job.to_string(),
-                    Hold {
-                        generation: self.inner.generation.fetch_add(1, Ordering::Relaxed),
-                        bound,
-                        min,
-                        members: Vec::new(),
-                        gathered: Vec::new(),
-                        last_arrival: Instant::now(),
-                    },
-                );
+                let generation = self.inner.generation.fetch_add(1, Ordering::Relaxed);
+                holds.insert(job.to_string(), Hold::new(generation, bound, min));
             }
             let taken = self.take_for_flush(&mut holds, job);
             // An empty hold made here (nothing to bind yet) is not kept: no request waits on it.

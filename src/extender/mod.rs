@@ -383,43 +383,39 @@ impl Extender {
     /// gang's pods has been answered, the binder may bind that gang at once
     /// ([`Binder::gates_off`]); native gangs are kube-scheduler's to bind.
     async fn ungate(&self, pods: Vec<book::GateDue>) {
-        // Per extender gang, its writes not answered yet.
-        let pending: Mutex<HashMap<String, usize>> = {
+        // Each pod with its extender gang (none for a native one), and per gang the writes
+        // not answered yet.
+        let mut pending: HashMap<String, usize> = HashMap::new();
+        let pods: Vec<(book::GateDue, Option<String>)> = {
             let idx = self.scheduler.index();
-            let mut pending = HashMap::new();
-            for d in &pods {
-                if let Some(job) = idx.task(&d.uid).and_then(|t| t.job.clone())
-                    && !idx.native_member(&d.uid)
-                {
-                    *pending.entry(job).or_insert(0) += 1;
-                }
-            }
-            Mutex::new(pending)
+            pods.into_iter()
+                .map(|d| {
+                    let gang = idx
+                        .task(&d.uid)
+                        .and_then(|t| t.job.clone())
+                        .filter(|_| !idx.native_member(&d.uid));
+                    if let Some(g) = &gang {
+                        *pending.entry(g.clone()).or_default() += 1;
+                    }
+                    (d, gang)
+                })
+                .collect()
         };
+        let pending = Mutex::new(pending);
         let pending = &pending;
-        let writes = pods.into_iter().map(|d| async move {
-            let ok = self.remove_plan_gate(&d).await;
-            let job = {
-                let mut idx = self.scheduler.index();
-                if ok {
-                    idx.note_plan_gate_removed(&d.uid);
-                }
-                idx.task(&d.uid).and_then(|t| t.job.clone())
-            };
-            let Some(job) = job else { return };
+        let writes = pods.into_iter().map(|(d, gang)| async move {
+            if self.remove_plan_gate(&d).await {
+                self.scheduler.index().note_plan_gate_removed(&d.uid);
+            }
+            let Some(gang) = gang else { return };
             let last = {
                 let mut pending = lock(pending);
-                match pending.get_mut(&job) {
-                    Some(n) if *n > 1 => {
-                        *n -= 1;
-                        false
-                    }
-                    Some(_) => pending.remove(&job).is_some(),
-                    None => false,
-                }
+                let left = pending.entry(gang.clone()).or_default();
+                *left = left.saturating_sub(1);
+                *left == 0 && pending.remove(&gang).is_some()
             };
             if last {
-                self.binder.gates_off(&job);
+                self.binder.gates_off(&gang);
             }
         });
         futures::StreamExt::for_each_concurrent(futures::stream::iter(writes), 16, |f| f).await;
