@@ -147,12 +147,12 @@ s_job_completes() {
   wait_phase hello-gang Completed 90 || return 1
   local filter bind ahead
   filter=$(extender_calls filter) bind=$(extender_calls bind) ahead=$(bound_ahead)
-  # kube-scheduler asks the extender about the pods, and each of the 3 is bound through it:
-  # at its own bind call, or ahead of it once the gang's plan gates are off or at the first
-  # member's call (--bind-ahead).
-  if [ "$filter" -le "$before_filter" ] \
-    || [ $((bind - before_bind + ahead - before_ahead)) -lt 3 ]; then
-    why="tephra's extender metrics show no calls from kube-scheduler (filter $before_filter -> $filter, bind $before_bind -> $bind, bound ahead $before_ahead -> $ahead)"
+  # Each of the 3 pods is bound through tephra's extender: at kube-scheduler's bind call,
+  # or ahead of it (--bind-ahead) at the first member's call or once the gang's plan gates
+  # are off. In the last case kube-scheduler may never ask about a pod at all (it is bound
+  # before kube-scheduler's queue reaches it), so filter calls are not required.
+  if [ $((bind - before_bind + ahead - before_ahead)) -lt 3 ]; then
+    why="tephra's extender metrics show fewer than 3 binds (filter $before_filter -> $filter, bind $before_bind -> $bind, bound ahead $before_ahead -> $ahead)"
     return 1
   fi
   [ "$(k get vcjob hello-gang -o jsonpath='{.status.state.reason}')" = TaskCompleted ] \
@@ -570,7 +570,7 @@ s_native_delete_gc() {
   wait_until 60 native_gone "$pg" || { why="native objects of $pg left 60 s after the vcJob's deletion: $(native_objects "$pg")"; return 1; }
 }
 
-scenario "a vcJob applied with kubectl runs to Completed through kube-scheduler's extender calls" s_job_completes
+scenario "a vcJob applied with kubectl runs to Completed, each pod bound through tephra's extender" s_job_completes
 scenario "an invalid vcJob is refused by kube-apiserver with tephra's message" s_invalid_refused
 scenario "two gangs that cannot both fit run one after the other, each whole" s_gangs_in_turn
 scenario "a Deployment with group-min-member gets its PodGroup through the ReplicaSet controller's pods" s_deployment_podgroup
