@@ -6,7 +6,7 @@
 //! --kubeconfig` (the only replica, so it runs all a leader runs) is started against it three
 //! times: on the empty cluster, with the nodes, with the nodes and the pods. Each time, once
 //! `/readyz` answers and `TEPHRA_MEM_SETTLE_SECS` (default 15) have passed, its resident memory
-//! is read from `/proc`.
+//! is read from `/proc`, with the time `/readyz` took to answer (every cache listed).
 //!
 //! `cargo bench --bench memory`; `TEPHRA_MEM_NODES` (default 1000) and `TEPHRA_MEM_PODS`
 //! (default 20000) set the sizes, `TEPHRA_MEM_TRACE=1` prints the resident memory every second
@@ -388,9 +388,22 @@ fn rss_kib(pid: u32) -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
-/// Starts `tephra serve` against `kubeconfig`, waits for `/readyz` and `settle`, and returns
-/// its resident memory and peak, in MiB.
-async fn measure(kubeconfig: &str, settle: Duration) -> (f64, f64) {
+/// What one start of `tephra serve` measured.
+#[derive(Clone, Copy)]
+struct Reading {
+    /// Resident memory after the settle time, MiB.
+    rss: f64,
+    /// Peak resident memory (`VmHWM`), MiB.
+    peak: f64,
+    /// From the start of the process to `/readyz` answering (every cache has its first
+    /// list), seconds.
+    ready: f64,
+}
+
+/// Starts `tephra serve` against `kubeconfig`, waits for `/readyz` and `settle`, and reads
+/// its memory.
+async fn measure(kubeconfig: &str, settle: Duration) -> Reading {
+    let started = Instant::now();
     let metrics = format!("127.0.0.1:{}", served::free_port());
     let mut serve = served::Proc::spawn(
         &[
@@ -408,6 +421,7 @@ async fn measure(kubeconfig: &str, settle: Duration) -> (f64, f64) {
             .as_deref(),
     );
     served::readyz(&metrics).await;
+    let ready = started.elapsed().as_secs_f64();
     let until = Instant::now() + settle;
     while Instant::now() < until {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -421,7 +435,11 @@ async fn measure(kubeconfig: &str, settle: Duration) -> (f64, f64) {
         .and_then(rss_kib)
         .unwrap_or_else(|| panic!("no /proc for tephra serve"));
     serve.stop();
-    (rss as f64 / 1024.0, peak as f64 / 1024.0)
+    Reading {
+        rss: rss as f64 / 1024.0,
+        peak: peak as f64 / 1024.0,
+        ready,
+    }
 }
 
 fn main() {
@@ -465,18 +483,21 @@ fn main() {
         );
         let with_pods = measure(&kubeconfig, settle).await;
 
-        println!("\n| cluster | resident | peak |\n| --- | ---: | ---: |");
-        for (what, (rss, peak)) in [
+        println!("\n| cluster | resident | peak | ready |\n| --- | ---: | ---: | ---: |");
+        for (what, r) in [
             ("empty".to_string(), empty),
             (format!("{nodes} nodes"), with_nodes),
             (format!("{nodes} nodes, {pods} pods"), with_pods),
         ] {
-            println!("| {what} | {rss:.0} MiB | {peak:.0} MiB |");
+            println!(
+                "| {what} | {:.0} MiB | {:.0} MiB | {:.1} s |",
+                r.rss, r.peak, r.ready
+            );
         }
-        let per_nodes = (with_nodes.0 - empty.0) * 1000.0 / nodes as f64;
+        let per_nodes = (with_nodes.rss - empty.rss) * 1000.0 / nodes as f64;
         println!("\nper 1,000 nodes: {per_nodes:.1} MiB");
         if pods > 0 {
-            let per_pods = (with_pods.0 - with_nodes.0) * 10_000.0 / pods as f64;
+            let per_pods = (with_pods.rss - with_nodes.rss) * 10_000.0 / pods as f64;
             println!("per 10,000 pods (with their Deployments and ReplicaSets): {per_pods:.1} MiB");
         }
         api.stop();
