@@ -101,7 +101,7 @@ async fn page_headers(mut response: Response) -> Response {
 struct Objects {
     queues: Vec<Arc<DeserializeGuard<Queue>>>,
     pod_groups: Vec<Arc<DeserializeGuard<PodGroup>>>,
-    pods: Vec<Pod>,
+    pods: Vec<Arc<Pod>>,
 }
 
 impl Objects {
@@ -109,7 +109,7 @@ impl Objects {
         Self {
             queues: caches.queues().state(),
             pod_groups: caches.podgroups().state(),
-            pods: caches.all_pods(),
+            pods: caches.pods().state(),
         }
     }
 
@@ -127,7 +127,7 @@ impl Objects {
                 .iter()
                 .filter_map(|g| g.0.as_ref().ok())
                 .collect(),
-            pods: self.pods.iter().collect(),
+            pods: self.pods.iter().map(AsRef::as_ref).collect(),
             figures,
         }
     }
@@ -272,7 +272,7 @@ fn cluster_state(caches: &Caches) -> ClusterState {
     }
     let mut state = ClusterState::new(Time(now()));
     state.nodes = all::<Node>(caches.nodes().state());
-    state.pods = caches.all_pods();
+    state.pods = all::<Pod>(caches.pods().state());
     state.queues = valid(caches.queues().state());
     state.pod_groups = valid(caches.podgroups().state());
     state.jobs = valid::<Job>(caches.jobs().state());

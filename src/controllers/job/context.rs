@@ -20,7 +20,6 @@ use super::request::Request;
 use crate::api::{Job, PodGroup, Queue};
 use crate::cluster::Caches;
 use crate::cluster::events::{EventRecorder, EventType, object_ref};
-use crate::cluster::packed::PackedPod;
 use crate::controllers::workqueue::WorkQueue;
 use crate::controllers::{ControllerMetrics, KubeOp};
 use crate::sync::lock;
@@ -38,9 +37,9 @@ pub(crate) struct Inflight {
     /// Pods deleted (by uid) that the cache still lists.
     deleted: HashSet<String>,
     /// The last version the watch showed of each job pod, to tell what an update changed
-    /// (the shared store already holds the new one when subscribers run). Packed and shared
-    /// with the store, not copied: a copy of every job pod doubled the memory the pods take.
-    last_pods: HashMap<(String, String), Arc<PackedPod>>,
+    /// (the shared store already holds the new one when subscribers run). Shared with the
+    /// store, not copied: a copy of every job pod doubled the memory the pods take.
+    last_pods: HashMap<(String, String), Arc<Pod>>,
     /// The last PodGroupPending message recorded per job, so the Event is recorded when the
     /// reason changes, not on every sync as Volcano does.
     pg_pending: HashMap<(String, String), String>,
@@ -236,8 +235,12 @@ impl Context {
 
     /// A pod from the cache (or created by this controller and not yet listed).
     pub(crate) fn pod(&self, namespace: &str, name: &str) -> Option<Pod> {
-        if let Some(p) = self.caches.pod(namespace, name) {
-            return Some(p);
+        if let Some(p) = self
+            .caches
+            .pods()
+            .get(&ObjectRef::new(name).within(namespace))
+        {
+            return Some(p.as_ref().clone());
         }
         self.inflight()
             .created
@@ -257,7 +260,7 @@ impl Context {
         let mut seen = HashSet::new();
         let mut w = self.inflight();
         for n in names {
-            let Some(mut p) = self.caches.pod(&ns, &n) else {
+            let Some(p) = self.caches.pods().get(&ObjectRef::new(&n).within(&ns)) else {
                 continue;
             };
             if !owned_by(&p, &uid) {
@@ -270,6 +273,7 @@ impl Context {
             {
                 w.created.remove(&key);
             }
+            let mut p = p.as_ref().clone();
             if let Some(u) = &p.metadata.uid
                 && w.deleted.contains(u)
                 && p.metadata.deletion_timestamp.is_none()
@@ -287,10 +291,10 @@ impl Context {
         out
     }
 
-    /// The cached pods of `job`'s incarnation in the same task as `pod`. Pods created but not
-    /// listed yet are left out: they have no status, so they neither succeeded nor
-    /// restarted, which is all the callers count.
-    pub(crate) fn task_pods(&self, job: &Job, pod: &Pod) -> Vec<Pod> {
+    /// The cached pods of `job`'s incarnation in the same task as `pod` (shared, not copied).
+    /// Pods created but not listed yet are left out: they have no status, so they neither
+    /// succeeded nor restarted, which is all the callers count.
+    pub(crate) fn task_pods(&self, job: &Job, pod: &Pod) -> Vec<Arc<Pod>> {
         let ns = job.namespace().unwrap_or_default();
         let uid = job.metadata.uid.clone().unwrap_or_default();
         let task = Some(
@@ -302,7 +306,7 @@ impl Context {
         let names = lock(&self.index).pods_of(&ns, &job.name_any());
         names
             .iter()
-            .filter_map(|n| self.caches.pod(&ns, n))
+            .filter_map(|n| self.caches.pods().get(&ObjectRef::new(n).within(&ns)))
             .filter(|p| {
                 owned_by(p, &uid)
                     && p.annotations().get(crate::api::keys::TASK_SPEC) == task.as_ref()
@@ -373,22 +377,17 @@ impl Context {
     /// `new` is remembered as the shared store's own copy when the store holds this version
     /// (it does for an `Apply`: subscribers run after the store took the event); only during
     /// a relist, which the store applies at its end, is it copied.
-    pub(crate) fn last_pod(
-        &self,
-        namespace: &str,
-        name: &str,
-        new: &Pod,
-    ) -> Option<Arc<PackedPod>> {
+    pub(crate) fn last_pod(&self, namespace: &str, name: &str, new: &Pod) -> Option<Arc<Pod>> {
         super::index::job_of(new)?;
         let shared = self
             .caches
             .pods()
             .get(&ObjectRef::new(name).within(namespace))
             .filter(|p| {
-                p.resource_version().is_some()
-                    && p.resource_version() == new.metadata.resource_version.as_deref()
+                p.metadata.resource_version.is_some()
+                    && p.metadata.resource_version == new.metadata.resource_version
             })
-            .unwrap_or_else(|| Arc::new(PackedPod::pack(new)));
+            .unwrap_or_else(|| Arc::new(new.clone()));
         let key = (namespace.to_string(), name.to_string());
         let mut w = self.inflight();
         if w.created

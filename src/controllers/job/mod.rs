@@ -313,7 +313,7 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
                 watcher::Event::Apply(p) => {
                     let ns = p.namespace().unwrap_or_default();
                     // Pods the watch shows for the first time are "added".
-                    let old = ctx.last_pod(&ns, &p.name_any(), p).and_then(|o| o.get());
+                    let old = ctx.last_pod(&ns, &p.name_any(), p);
                     match old {
                         None => policy::pod_added(p),
                         Some(old) => {

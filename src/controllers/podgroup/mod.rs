@@ -335,11 +335,11 @@ impl Context {
         self.config.scheduler_names.iter().any(|s| s == name)
     }
 
-    fn pods(&self, namespace: &str, uid: &str) -> Vec<Pod> {
+    fn pods(&self, namespace: &str, uid: &str) -> Vec<Arc<Pod>> {
         let names = lock(&self.index).pods_of(namespace, uid);
         names
             .iter()
-            .filter_map(|n| self.caches.pod(namespace, n))
+            .filter_map(|n| self.caches.pods().get(&ObjectRef::new(n).within(namespace)))
             .collect()
     }
 
@@ -478,7 +478,7 @@ pub async fn reconcile(key: GroupKey, ctx: Arc<Context>) -> Result<Action, PodGr
             sync_gang(&ctx, ns, uid, None, &pods, None, &owners).await
         }
         GroupOwner::Pod(name) => {
-            let Some(pod) = ctx.caches.pod(ns, name) else {
+            let Some(pod) = ctx.caches.pods().get(&ObjectRef::new(name).within(ns)) else {
                 return Ok(Action::AwaitChange);
             };
             if build::controller_of(&pod).is_some() {
@@ -532,7 +532,7 @@ async fn sync_gang(
     ns: &str,
     uid: &str,
     replicas: Option<i32>,
-    pods: &[Pod],
+    pods: &[Arc<Pod>],
     revision: Option<&str>,
     owners: &[OwnerInfo],
 ) -> Result<Action, PodGroupError> {
@@ -544,6 +544,7 @@ async fn sync_gang(
     }
     let live: Vec<&Pod> = pods
         .iter()
+        .map(AsRef::as_ref)
         .filter(|p| p.metadata.deletion_timestamp.is_none() && ctx.serves(p))
         .collect();
     let (ours, foreign): (Vec<&Pod>, Vec<&Pod>) = live.iter().partition(|p| !has_foreign_group(p));

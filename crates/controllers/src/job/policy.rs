@@ -223,7 +223,7 @@ pub fn pod_updated(
     job: Option<&Job>,
     old: &Pod,
     new: &Pod,
-    siblings: &dyn Fn() -> Vec<Pod>,
+    siblings: &dyn Fn() -> Vec<std::sync::Arc<Pod>>,
 ) -> Option<Request> {
     // Volcano checks the owner before the resourceVersion; both only filter.
     job_owner(new)?;
@@ -236,7 +236,7 @@ pub fn pod_updated(
     let with_siblings = |f: fn(&Job, &str, &[&Pod]) -> bool| {
         job.is_some_and(|j| {
             let pods = siblings();
-            let refs: Vec<&Pod> = pods.iter().collect();
+            let refs: Vec<&Pod> = pods.iter().map(|p| p.as_ref()).collect();
             f(j, task, &refs)
         })
     };
@@ -832,7 +832,10 @@ mod tests {
         // (old phase, new pod, siblings) → event
         let ev = |old: &str, new: Pod, sib: &[&Pod]| {
             let o = pod("j-t-0", "t", old, "1");
-            let sib: Vec<Pod> = sib.iter().map(|p| (*p).clone()).collect();
+            let sib: Vec<std::sync::Arc<Pod>> = sib
+                .iter()
+                .map(|p| std::sync::Arc::new((*p).clone()))
+                .collect();
             pod_updated(Some(&j), &o, &new, &|| sib.clone()).map(|r| (r.event, r.exit_code))
         };
         let p = |phase: &str| pod("j-t-0", "t", phase, "2");
@@ -908,7 +911,10 @@ mod tests {
         // no cached job: no task tests
         let o = pod("j-t-0", "t", "Running", "1");
         assert_eq!(
-            pod_updated(None, &o, &restarted, &|| vec![restarted.clone()]).map(|r| r.event),
+            pod_updated(None, &o, &restarted, &|| vec![std::sync::Arc::new(
+                restarted.clone()
+            )])
+            .map(|r| r.event),
             Some(Event::OutOfSync)
         );
         // same resourceVersion: nothing
