@@ -9,8 +9,11 @@
 //! is read from `/proc`, with the time `/readyz` took to answer (every cache listed).
 //!
 //! `cargo bench --bench memory`; `TEPHRA_MEM_NODES` (default 1000) and `TEPHRA_MEM_PODS`
-//! (default 20000) set the sizes, `TEPHRA_MEM_TRACE=1` prints the resident memory every second
-//! while it settles, `TEPHRA_TEST_LOG=FILE` keeps the last `serve`'s log. Every step is bounded
+//! (default 20000) set the sizes, `TEPHRA_MEM_SCHEDULER` the pods' `schedulerName` (default
+//! `default-scheduler`: pods tephra only counts; `volcano` makes them pods tephra works on,
+//! which its PodGroup controller groups and its cache keeps whole), `TEPHRA_MEM_TRACE=1`
+//! prints the resident memory every second while it settles, `TEPHRA_TEST_LOG=FILE` keeps
+//! the last `serve`'s log. Every step is bounded
 //! (`TEPHRA_BENCH_TIMEOUT` seconds for each load, default 300); the servers listen on
 //! 127.0.0.1 only.
 
@@ -178,11 +181,16 @@ fn template(d: u64, hash: &str) -> Value {
                 "imagePullPolicy": "IfNotPresent",
             }],
             "volumes": [{"name": "config", "configMap": {"name": format!("{app}-config"), "defaultMode": 420}}],
-            "schedulerName": "default-scheduler", "serviceAccountName": "default",
+            "schedulerName": scheduler_name(), "serviceAccountName": "default",
             "serviceAccount": "default", "dnsPolicy": "ClusterFirst", "restartPolicy": "Always",
             "terminationGracePeriodSeconds": 30, "securityContext": {"fsGroup": 2000, "runAsUser": 1000},
         }
     })
+}
+
+/// The pods' `schedulerName` (`TEPHRA_MEM_SCHEDULER`).
+fn scheduler_name() -> String {
+    std::env::var("TEPHRA_MEM_SCHEDULER").unwrap_or_else(|_| "default-scheduler".into())
 }
 
 fn deployment(d: u64) -> Value {

@@ -153,7 +153,7 @@ async fn run(label: &str, n_rs: u64, n_pods: u64, named: bool, timeout: Duration
     let mut done = false;
     while start.elapsed() < timeout {
         let pgs = caches.podgroups().state().len();
-        let all_pods = caches.pods().state();
+        let all_pods = caches.all_pods();
         let linked = all_pods
             .iter()
             .filter(|p| {

@@ -109,7 +109,7 @@ impl Objects {
         Self {
             queues: caches.queues().state(),
             pod_groups: caches.podgroups().state(),
-            pods: caches.pods().state(),
+            pods: caches.all_pods(),
         }
     }
 
@@ -272,7 +272,7 @@ fn cluster_state(caches: &Caches) -> ClusterState {
     }
     let mut state = ClusterState::new(Time(now()));
     state.nodes = all::<Node>(caches.nodes().state());
-    state.pods = all::<Pod>(caches.pods().state());
+    state.pods = all::<Pod>(caches.all_pods());
     state.queues = valid(caches.queues().state());
     state.pod_groups = valid(caches.podgroups().state());
     state.jobs = valid::<Job>(caches.jobs().state());

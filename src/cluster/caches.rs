@@ -6,7 +6,9 @@
 //! cluster is skipped (and logged) instead of breaking the whole watch.
 //!
 //! Each object is trimmed at the reflector to the fields some reader uses ([`super::trim`]):
-//! a reader that starts using another field keeps it there.
+//! a reader that starts using another field keeps it there. Pods, most of what a large
+//! cluster holds, are stored packed ([`super::packed`]) and read through [`Caches::pod`] and
+//! [`Caches::all_pods`]; the watch's subscribers get each event's pod unpacked.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use super::packed::{Stored, StoredPod};
 use super::startup::{Class, INSTALL_CRDS, WARN_EVERY, WarnEvery, classify};
 use super::trim::Trim;
 use crate::admission::ClusterView;
@@ -45,14 +48,24 @@ pub enum CacheError {
 /// say) is kept current from the same single watch: it must be quick and must not block.
 pub type Subscriber<K> = Arc<dyn Fn(&watcher::Event<K>) + Send + Sync>;
 
+/// The type a watched kind is stored as: itself, or the form named after `as`.
+macro_rules! stored {
+    ($ty:ty) => {
+        $ty
+    };
+    ($ty:ty, $st:ty) => {
+        $st
+    };
+}
+
 /// Every resource tephra watches, once per process. A macro keeps the reader struct, the
 /// writer struct, the subscriber lists and the start-up in step: adding a resource is one line.
 macro_rules! caches {
-    ($( $(#[$doc:meta])* $field:ident : $ty:ty => $api:ident ),* $(,)?) => {
+    ($( $(#[$doc:meta])* $field:ident : $ty:ty $(as $st:ty)? => $api:ident ),* $(,)?) => {
         /// The read side of every shared cache.
         #[derive(Clone)]
         pub struct Caches {
-            $( $(#[$doc])* $field: Store<$ty>, )*
+            $( $(#[$doc])* $field: Store<stored!($ty $(, $st)?)>, )*
         }
 
         impl std::fmt::Debug for Caches {
@@ -68,7 +81,7 @@ macro_rules! caches {
         /// out (to the admission router, the scheduler) before the API they watch is up, as in
         /// embedded mode, where the CRDs are installed after the HTTPS listener is bound.
         pub struct CacheFeeds {
-            $( $field: (reflector::store::Writer<$ty>, Vec<Subscriber<$ty>>), )*
+            $( $field: (reflector::store::Writer<stored!($ty $(, $st)?)>, Vec<Subscriber<$ty>>), )*
         }
 
         impl CacheFeeds {
@@ -125,7 +138,7 @@ macro_rules! caches {
 
             $(
                 #[doc = concat!("The shared store of `", stringify!($field), "`.")]
-                pub fn $field(&self) -> &Store<$ty> {
+                pub fn $field(&self) -> &Store<stored!($ty $(, $st)?)> {
                     &self.$field
                 }
             )*
@@ -136,7 +149,8 @@ macro_rules! caches {
 caches! {
     queues: DeserializeGuard<Queue> => all,
     namespaces: Namespace => all,
-    pods: Pod => all,
+    /// Packed ([`StoredPod`]): read them through [`Caches::pod`] and [`Caches::all_pods`].
+    pods: Pod as StoredPod => all,
     nodes: Node => all,
     podgroups: DeserializeGuard<PodGroup> => all,
     priority_classes: PriorityClass => all,
@@ -187,8 +201,8 @@ where
 /// logging (not failing on) watch errors: the watcher's default backoff retries them, and the
 /// store keeps serving the last known state meanwhile. Every object is trimmed to what
 /// tephra reads ([`super::trim`]) before the store or a subscriber sees it.
-fn spawn_reflector<K>(
-    writer: reflector::store::Writer<K>,
+fn spawn_reflector<K, S>(
+    mut writer: reflector::store::Writer<S>,
     subscribers: Vec<Subscriber<K>>,
     api: Api<K>,
     warn: Arc<std::sync::Mutex<WarnEvery>>,
@@ -196,14 +210,13 @@ fn spawn_reflector<K>(
 ) where
     K: Resource + Trim + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    S: Stored<K>,
+    S::DynamicType: Eq + std::hash::Hash + Clone,
 {
     let kind = K::kind(&K::DynamicType::default()).to_string();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(Trim::trim),
-    );
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(Trim::trim);
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         loop {
@@ -211,6 +224,7 @@ fn spawn_reflector<K>(
                 () = shutdown.cancelled() => break,
                 next = stream.next() => match next {
                     Some(Ok(event)) => {
+                        S::apply(&mut writer, &event);
                         for s in &subscribers {
                             s(&event);
                         }
@@ -251,6 +265,19 @@ impl Caches {
         let (caches, feeds) = Self::new();
         feeds.run(client, shutdown);
         caches
+    }
+
+    /// The cached pod `namespace/name` (shared, or unpacked when kept packed).
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.pods
+            .get(&reflector::ObjectRef::new(name).within(namespace))?
+            .get()
+    }
+
+    /// Every cached pod: a parse of each packed one, for the readers that need them all (the
+    /// web view's pages and what-if).
+    pub fn all_pods(&self) -> Vec<Arc<Pod>> {
+        self.pods.state().iter().filter_map(|p| p.get()).collect()
     }
 
     fn valid_queues(&self) -> impl Iterator<Item = Queue> + '_ {

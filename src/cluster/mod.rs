@@ -7,6 +7,7 @@ pub mod caches;
 pub mod config;
 pub mod events;
 pub mod index;
+pub mod packed;
 pub mod startup;
 pub mod trim;
 pub mod webhooks;

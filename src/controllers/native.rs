@@ -227,10 +227,7 @@ fn first_member_class(ctx: &Context, key: &str) -> Option<Option<String>> {
         let task = idx.job_tasks(key).next()?;
         (task.namespace.clone(), task.name.clone())
     };
-    let pod = ctx
-        .caches
-        .pods()
-        .get(&ObjectRef::new(&name).within(&namespace))?;
+    let pod = ctx.caches.pod(&namespace, &name)?;
     Some(
         pod.spec
             .as_ref()

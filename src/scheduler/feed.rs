@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use tephra_scheduler::ClusterIndex;
+use tephra_scheduler::{ClusterIndex, PodDigest};
 
 use crate::api::{HyperNode, PodGroup, Queue};
 use crate::cluster::Index;
@@ -33,8 +33,25 @@ macro_rules! index_of {
     )*};
 }
 
+impl Index<Pod> for ClusterIndex {
+    // What the index takes of each pod (a fraction of the pod), worked out as the list
+    // arrives.
+    type Listed = Option<PodDigest>;
+    fn listed(obj: &Pod) -> Option<PodDigest> {
+        ClusterIndex::digest(obj)
+    }
+    fn apply(&mut self, obj: &Pod) {
+        self.apply_pod(obj);
+    }
+    fn delete(&mut self, obj: &Pod) {
+        self.delete_pod(obj);
+    }
+    fn reset(&mut self, all: Vec<Option<PodDigest>>) {
+        self.reset_digests(all.into_iter().flatten().collect());
+    }
+}
+
 index_of! {
-    Pod => apply_pod, delete_pod, reset_pods;
     Node => apply_node, delete_node, reset_nodes;
     PodGroup => apply_podgroup, delete_podgroup, reset_podgroups;
     Queue => apply_queue, delete_queue, reset_queues;

@@ -113,6 +113,24 @@ struct PodEntry {
     native_member: bool,
 }
 
+/// What the index takes of one pod, worked out from the pod alone ([`ClusterIndex::digest`]):
+/// a relist buffers these rather than the pods, and applies them once the list is complete.
+#[derive(Clone, Debug)]
+pub struct PodDigest {
+    /// The task, as if its scheduler were ours and nothing were assumed.
+    task: TaskInfo,
+    /// The scheduler serving it.
+    scheduler: String,
+    /// Has a deletion timestamp.
+    deleting: bool,
+    /// kube-scheduler marked it unschedulable.
+    parked: bool,
+    /// Carries the plan gate.
+    plan_gate: bool,
+    /// Names a native PodGroup.
+    native_member: bool,
+}
+
 /// What changed since the last session, so the runner can decide whether an on-demand session
 /// is worth running.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -426,7 +444,9 @@ impl ClusterIndex {
 
     // ----- pods -----
 
-    fn task_of(&self, pod: &Pod) -> Option<(TaskInfo, bool)> {
+    /// What the index keeps of `pod`, worked out from the pod alone; [`Self::apply_digest`]
+    /// adds what depends on the index (whether the scheduler is ours, assumed placements).
+    pub fn digest(pod: &Pod) -> Option<PodDigest> {
         let meta = &pod.metadata;
         let uid = meta.uid.clone()?;
         let namespace = meta.namespace.clone().unwrap_or_default();
@@ -434,15 +454,11 @@ impl ClusterIndex {
         let annotations = meta.annotations.as_ref();
         let labels = meta.labels.as_ref();
         let spec = pod.spec.as_ref();
-        let scheduler = keys::served_scheduler(pod);
-        let ours = self.scheduler_names.iter().any(|n| n == scheduler);
-        let group = annotations
+        let scheduler = keys::served_scheduler(pod).to_string();
+        let job = annotations
             .and_then(|a| a.get(keys::KUBE_GROUP_NAME_ANNOTATION))
-            .filter(|g| !g.is_empty());
-        let job = match group {
-            Some(g) if ours => Some(format!("{namespace}/{g}")),
-            _ => None,
-        };
+            .filter(|g| !g.is_empty())
+            .map(|g| format!("{namespace}/{g}"));
         let role = annotations
             .and_then(|a| a.get(keys::TASK_SPEC))
             .or_else(|| labels.and_then(|l| l.get(keys::TASK_SPEC)))
@@ -465,23 +481,15 @@ impl ClusterIndex {
             .and_then(|s| s.phase.as_deref())
             .unwrap_or("Pending");
         let deleting = meta.deletion_timestamp.is_some();
-        let mut node = spec
+        let node = spec
             .and_then(|s| s.node_name.clone())
             .filter(|n| !n.is_empty());
-        let mut assumed = false;
         let status = match phase {
             "Running" if deleting => TaskStatus::Releasing,
             "Running" => TaskStatus::Running,
             "Pending" if deleting => TaskStatus::Releasing,
             "Pending" if node.is_some() => TaskStatus::Bound,
-            "Pending" => match self.assumed.get(&uid) {
-                Some(a) => {
-                    node = Some(a.node.clone());
-                    assumed = true;
-                    TaskStatus::Binding
-                }
-                None => TaskStatus::Pending,
-            },
+            "Pending" => TaskStatus::Pending,
             "Succeeded" => TaskStatus::Succeeded,
             "Failed" => TaskStatus::Failed,
             _ => TaskStatus::Unknown,
@@ -505,17 +513,48 @@ impl ClusterIndex {
             critical,
             created: secs(meta.creation_timestamp.as_ref()),
             constraints: Arc::new(constraints),
-            assumed,
+            assumed: false,
         };
-        Some((task, ours))
+        Some(PodDigest {
+            task,
+            scheduler,
+            deleting,
+            parked: is_parked(pod),
+            plan_gate: has_plan_gate(pod),
+            native_member: spec.is_some_and(|s| s.scheduling_group.is_some()),
+        })
     }
 
     /// A pod was added or changed.
     pub fn apply_pod(&mut self, pod: &Pod) {
-        let Some((mut task, ours)) = self.task_of(pod) else {
-            return;
-        };
-        if pod.metadata.deletion_timestamp.is_some() {
+        if let Some(d) = Self::digest(pod) {
+            self.apply_digest(d);
+        }
+    }
+
+    /// [`Self::apply_pod`], from the pod's digest.
+    pub fn apply_digest(&mut self, d: PodDigest) {
+        let PodDigest {
+            mut task,
+            scheduler,
+            deleting,
+            parked,
+            plan_gate,
+            native_member,
+        } = d;
+        let ours = self.scheduler_names.contains(&scheduler);
+        if !ours {
+            // Only the pods of this scheduler's gangs belong to a job.
+            task.job = None;
+        }
+        if task.status == TaskStatus::Pending
+            && let Some(a) = self.assumed.get(&task.uid)
+        {
+            task.node = Some(a.node.clone());
+            task.assumed = true;
+            task.status = TaskStatus::Binding;
+        }
+        if deleting {
             // The API shows the eviction now: the pod's own status says Releasing.
             self.evicting.remove(&task.uid);
         } else if let Some((_, underlying)) = self.evicting.get_mut(&task.uid)
@@ -558,15 +597,10 @@ impl ClusterIndex {
                 .or_default()
                 .insert(task.uid.clone());
         }
-        let parked = is_parked(pod);
-        let plan_gated = has_plan_gate(pod) && !self.ungated.contains(&task.uid);
-        if !has_plan_gate(pod) {
+        let plan_gated = plan_gate && !self.ungated.contains(&task.uid);
+        if !plan_gate {
             self.ungated.remove(&task.uid);
         }
-        let native_member = pod
-            .spec
-            .as_ref()
-            .is_some_and(|s| s.scheduling_group.is_some());
         self.pods.insert(
             task.uid.clone(),
             PodEntry {
@@ -600,6 +634,12 @@ impl ClusterIndex {
 
     /// A relist replaced every pod.
     pub fn reset_pods(&mut self, pods: &[&Pod]) {
+        self.reset_digests(pods.iter().filter_map(|p| Self::digest(p)).collect());
+    }
+
+    /// [`Self::reset_pods`], from the pods' digests (what a relist buffers: a fraction of the
+    /// pods themselves).
+    pub fn reset_digests(&mut self, pods: Vec<PodDigest>) {
         self.pods.clear();
         self.job_tasks.clear();
         for n in self.nodes.values_mut() {
@@ -608,15 +648,12 @@ impl ClusterIndex {
             n.task_count = 0;
             n.used_ports.clear();
         }
-        let live: BTreeSet<&str> = pods
-            .iter()
-            .filter_map(|p| p.metadata.uid.as_deref())
-            .collect();
-        self.assumed.retain(|k, _| live.contains(k.as_str()));
-        self.evicting.retain(|k, _| live.contains(k.as_str()));
-        self.ungated.retain(|k| live.contains(k.as_str()));
+        let live: HashSet<String> = pods.iter().map(|p| p.task.uid.clone()).collect();
+        self.assumed.retain(|k, _| live.contains(k));
+        self.evicting.retain(|k, _| live.contains(k));
+        self.ungated.retain(|k| live.contains(k));
         for p in pods {
-            self.apply_pod(p);
+            self.apply_digest(p);
         }
         self.changes.capacity = true;
     }

@@ -5,11 +5,11 @@
 //! Comparisons allow an epsilon of 0.1 per dimension, as Volcano's do: quantities written as
 //! `0.1` cpu and `100m` must compare equal after floating-point arithmetic.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use litemap::LiteMap;
 
 use tephra_api::quantity;
 
@@ -26,8 +26,10 @@ pub struct Resource {
     pub milli_cpu: f64,
     /// Bytes.
     pub memory: f64,
-    /// Every other resource, milli-scaled (`nvidia.com/gpu: 1` is 1000).
-    pub scalars: BTreeMap<String, f64>,
+    /// Every other resource, milli-scaled (`nvidia.com/gpu: 1` is 1000), by name. A sorted
+    /// vector rather than a tree: a pod's requests hold one or two (`pods` always), and the
+    /// index keeps one per pod.
+    pub scalars: LiteMap<String, f64>,
 }
 
 /// Resource names that are quota keys or not scalar resources at all. A PodGroup written by
@@ -51,7 +53,7 @@ impl Resource {
         Self {
             milli_cpu,
             memory,
-            scalars: BTreeMap::new(),
+            scalars: LiteMap::new(),
         }
     }
 
@@ -383,6 +385,7 @@ pub fn pod_request(pod: &Pod) -> Resource {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     fn pod(v: serde_json::Value) -> Pod {
         serde_json::from_value(v).unwrap()

@@ -235,11 +235,7 @@ impl Context {
 
     /// A pod from the cache (or created by this controller and not yet listed).
     pub(crate) fn pod(&self, namespace: &str, name: &str) -> Option<Pod> {
-        if let Some(p) = self
-            .caches
-            .pods()
-            .get(&ObjectRef::new(name).within(namespace))
-        {
+        if let Some(p) = self.caches.pod(namespace, name) {
             return Some(p.as_ref().clone());
         }
         self.inflight()
@@ -260,7 +256,7 @@ impl Context {
         let mut seen = HashSet::new();
         let mut w = self.inflight();
         for n in names {
-            let Some(p) = self.caches.pods().get(&ObjectRef::new(&n).within(&ns)) else {
+            let Some(p) = self.caches.pod(&ns, &n) else {
                 continue;
             };
             if !owned_by(&p, &uid) {
@@ -306,7 +302,7 @@ impl Context {
         let names = lock(&self.index).pods_of(&ns, &job.name_any());
         names
             .iter()
-            .filter_map(|n| self.caches.pods().get(&ObjectRef::new(n).within(&ns)))
+            .filter_map(|n| self.caches.pod(&ns, n))
             .filter(|p| {
                 owned_by(p, &uid)
                     && p.annotations().get(crate::api::keys::TASK_SPEC) == task.as_ref()
@@ -374,15 +370,15 @@ impl Context {
     /// the in-flight copy goes (else `pods_of` scans every pod of a burst until each job
     /// happens to sync again).
     ///
-    /// `new` is remembered as the shared store's own copy when the store holds this version
+    /// `new` is remembered as the shared store's own copy (job pods are kept whole there,
+    /// [`crate::cluster::packed::works_on`]) when the store holds this version
     /// (it does for an `Apply`: subscribers run after the store took the event); only during
     /// a relist, which the store applies at its end, is it copied.
     pub(crate) fn last_pod(&self, namespace: &str, name: &str, new: &Pod) -> Option<Arc<Pod>> {
         super::index::job_of(new)?;
         let shared = self
             .caches
-            .pods()
-            .get(&ObjectRef::new(name).within(namespace))
+            .pod(namespace, name)
             .filter(|p| {
                 p.metadata.resource_version.is_some()
                     && p.metadata.resource_version == new.metadata.resource_version

@@ -339,7 +339,7 @@ impl Context {
         let names = lock(&self.index).pods_of(namespace, uid);
         names
             .iter()
-            .filter_map(|n| self.caches.pods().get(&ObjectRef::new(n).within(namespace)))
+            .filter_map(|n| self.caches.pod(namespace, n))
             .collect()
     }
 
@@ -478,7 +478,7 @@ pub async fn reconcile(key: GroupKey, ctx: Arc<Context>) -> Result<Action, PodGr
             sync_gang(&ctx, ns, uid, None, &pods, None, &owners).await
         }
         GroupOwner::Pod(name) => {
-            let Some(pod) = ctx.caches.pods().get(&ObjectRef::new(name).within(ns)) else {
+            let Some(pod) = ctx.caches.pod(ns, name) else {
                 return Ok(Action::AwaitChange);
             };
             if build::controller_of(&pod).is_some() {
