@@ -44,6 +44,11 @@ impl JobPodIndex {
         self.jobs.entry(key).or_default().insert(name);
     }
 
+    /// The jobs that have pods, as `(namespace, job)`.
+    pub fn jobs(&self) -> impl Iterator<Item = &(String, String)> {
+        self.jobs.keys()
+    }
+
     /// Names of the pods of a job.
     pub fn pods_of(&self, namespace: &str, job: &str) -> Vec<String> {
         self.jobs

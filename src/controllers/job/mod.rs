@@ -21,6 +21,7 @@ pub mod delay;
 mod execute;
 pub mod index;
 pub mod metrics;
+mod relist;
 mod writes;
 
 // The decisions are the tephra-controllers crate's; the edge names them as its own modules.
@@ -35,6 +36,7 @@ use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use prometheus::Registry;
+use relist::RelistHold;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -260,8 +262,10 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
         let ctx = ctx.clone();
         // The previous version of each job, to tell what an update changed.
         let seen: Arc<Mutex<HashMap<(String, String), Job>>> = Arc::default();
+        let hold = Mutex::new(RelistHold::default());
         feeds.jobs(Arc::new(move |ev| {
             let mut seen = lock(&seen);
+            let mut made = None;
             match ev {
                 watcher::Event::Apply(DeserializeGuard(Ok(job)))
                 | watcher::Event::InitApply(DeserializeGuard(Ok(job))) => {
@@ -272,9 +276,7 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
                     };
                     set_phase_gauge(&ctx, seen.get(&key), Some(job));
                     seen.insert(key, job.clone());
-                    if let Some(r) = req {
-                        ctx.router.add(r);
-                    }
+                    made = req;
                 }
                 watcher::Event::Delete(DeserializeGuard(Ok(job))) => {
                     let key = (job.namespace().unwrap_or_default(), job.name_any());
@@ -290,11 +292,15 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
                 }
                 _ => {}
             }
+            for r in lock(&hold).route(ev, made) {
+                ctx.router.add(r);
+            }
         }));
     }
     {
         let ctx = ctx.clone();
         let relist = Mutex::new(Relist::default());
+        let hold = Mutex::new(RelistHold::default());
         feeds.pods(Arc::new(move |ev| {
             let was_cached = match (ev, pod_of(ev)) {
                 (watcher::Event::Delete(_), Some(p)) => {
@@ -309,6 +315,15 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
                 _ => true,
             };
             lock(&relist).feed(&mut *lock(&ctx.index), ev);
+            let mut made: Vec<Request> = match ev {
+                // Pods deleted while the watch was away leave with the relist, unannounced:
+                // each job with pods before it or after it is synced at its end.
+                watcher::Event::Init | watcher::Event::InitDone => lock(&ctx.index)
+                    .jobs()
+                    .map(|(ns, job)| Request::job(ns, job, Event::OutOfSync))
+                    .collect(),
+                _ => Vec::new(),
+            };
             let req = match ev {
                 watcher::Event::Apply(p) => {
                     let ns = p.namespace().unwrap_or_default();
@@ -337,7 +352,8 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
                 }
                 _ => None,
             };
-            if let Some(r) = req {
+            made.extend(req);
+            for r in lock(&hold).route(ev, made) {
                 ctx.router.add(r);
             }
         }));
@@ -364,16 +380,16 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
     {
         let ctx = ctx.clone();
         let seen: Arc<Mutex<HashMap<(String, String), crate::api::PodGroup>>> = Arc::default();
+        let hold = Mutex::new(RelistHold::default());
         feeds.podgroups(Arc::new(move |ev| {
             let mut seen = lock(&seen);
+            let mut made = None;
             match ev {
                 watcher::Event::Apply(DeserializeGuard(Ok(pg)))
                 | watcher::Event::InitApply(DeserializeGuard(Ok(pg))) => {
                     let key = (pg.namespace().unwrap_or_default(), pg.name_any());
-                    if let Some(old) = seen.get(&key)
-                        && let Some(r) = policy::pod_group_updated(old, pg)
-                    {
-                        ctx.router.add(r);
+                    if let Some(old) = seen.get(&key) {
+                        made = policy::pod_group_updated(old, pg);
                     }
                     seen.insert(key, pg.clone());
                 }
@@ -381,6 +397,9 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
                     seen.remove(&(pg.namespace().unwrap_or_default(), pg.name_any()));
                 }
                 _ => {}
+            }
+            for r in lock(&hold).route(ev, made) {
+                ctx.router.add(r);
             }
         }));
     }
