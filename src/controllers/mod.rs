@@ -29,6 +29,7 @@ pub mod job;
 pub mod native;
 pub mod podgroup;
 pub mod queue;
+mod relist;
 pub mod workqueue;
 
 use std::future::Future;

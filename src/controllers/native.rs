@@ -34,6 +34,7 @@ use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::relist::queue_keys;
 use super::workqueue::WorkQueue;
 use super::{Action, ControllerConfig, ControllerMetrics, KubeOp, MetricLabel};
 use crate::api::PodGroup;
@@ -117,15 +118,13 @@ fn key_of<K: Resource>(obj: &K) -> Option<String> {
     ))
 }
 
-/// Queues the key of every object an event touches.
-fn queue_event<K: Resource>(queue: &WorkQueue<String>, ev: &watcher::Event<K>) {
+/// The key of the object an event touches.
+fn event_key<K: Resource>(ev: &watcher::Event<K>) -> Option<String> {
     match ev {
         watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
-            if let Some(key) = key_of(o) {
-                queue.add(key);
-            }
+            key_of(o)
         }
-        watcher::Event::Init | watcher::Event::InitDone => {}
+        watcher::Event::Init | watcher::Event::InitDone => None,
     }
 }
 
@@ -420,33 +419,21 @@ pub(crate) fn start(
     shutdown: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     let queue: WorkQueue<String> = WorkQueue::new(shutdown.clone());
-    {
-        let queue = queue.clone();
-        feeds.podgroups(Arc::new(move |ev| match ev {
-            watcher::Event::Apply(g) | watcher::Event::InitApply(g) => {
-                if let Some(key) = key_of(g) {
-                    queue.add(key);
-                }
-            }
-            _ => {}
-        }));
-    }
-    let workloads = {
-        let queue = queue.clone();
-        crate::cluster::caches::own_store::<native::Workload>(
-            client,
-            Arc::new(move |ev| queue_event(&queue, ev)),
-            shutdown,
-        )
-    };
-    let pod_groups = {
-        let queue = queue.clone();
-        crate::cluster::caches::own_store::<native::PodGroup>(
-            client,
-            Arc::new(move |ev| queue_event(&queue, ev)),
-            shutdown,
-        )
-    };
+    // Every watch's keys from a relist wait for its end, when the store holds what was listed.
+    feeds.podgroups(queue_keys(queue.clone(), |ev| match ev {
+        watcher::Event::Apply(g) | watcher::Event::InitApply(g) => key_of(g),
+        _ => None,
+    }));
+    let workloads = crate::cluster::caches::own_store::<native::Workload>(
+        client,
+        queue_keys(queue.clone(), event_key),
+        shutdown,
+    );
+    let pod_groups = crate::cluster::caches::own_store::<native::PodGroup>(
+        client,
+        queue_keys(queue.clone(), event_key),
+        shutdown,
+    );
     let ctx = Arc::new(Context {
         client: client.clone(),
         caches: caches.clone(),

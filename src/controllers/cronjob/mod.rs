@@ -24,6 +24,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::relist::queue_keys;
 use super::workqueue::WorkQueue;
 use super::{Action, ControllerConfig, ControllerMetrics, KubeOp, MetricLabel};
 use crate::api::batch::{API_VERSION, CronJob, CronJobStatus, Job};
@@ -243,29 +244,25 @@ pub(crate) fn start(
     shutdown: &CancellationToken,
 ) -> Vec<JoinHandle<()>> {
     let queue: WorkQueue<Key> = WorkQueue::new(shutdown.clone());
-    {
-        let queue = queue.clone();
-        feeds.cronjobs(Arc::new(move |ev| {
-            if let watcher::Event::Apply(DeserializeGuard(Ok(cj)))
-            | watcher::Event::InitApply(DeserializeGuard(Ok(cj))) = ev
-            {
-                queue.add((cj.namespace().unwrap_or_default(), cj.name_any()));
+    feeds.cronjobs(queue_keys::<DeserializeGuard<crate::api::CronJob>, _, _>(
+        queue.clone(),
+        |ev| match ev {
+            watcher::Event::Apply(DeserializeGuard(Ok(cj)))
+            | watcher::Event::InitApply(DeserializeGuard(Ok(cj))) => {
+                Some((cj.namespace().unwrap_or_default(), cj.name_any()))
             }
-        }));
-    }
-    {
-        let queue = queue.clone();
-        feeds.jobs(Arc::new(move |ev| match ev {
+            _ => None,
+        },
+    ));
+    feeds.jobs(queue_keys::<DeserializeGuard<crate::api::Job>, _, _>(
+        queue.clone(),
+        |ev| match ev {
             watcher::Event::Apply(DeserializeGuard(Ok(j)))
             | watcher::Event::InitApply(DeserializeGuard(Ok(j)))
-            | watcher::Event::Delete(DeserializeGuard(Ok(j))) => {
-                if let Some(key) = controller_of(j) {
-                    queue.add(key);
-                }
-            }
-            _ => {}
-        }));
-    }
+            | watcher::Event::Delete(DeserializeGuard(Ok(j))) => controller_of(j),
+            _ => None,
+        },
+    ));
     let ctx = Arc::new(Context {
         client: client.clone(),
         caches: caches.clone(),

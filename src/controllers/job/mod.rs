@@ -21,7 +21,6 @@ pub mod delay;
 mod execute;
 pub mod index;
 pub mod metrics;
-mod relist;
 mod writes;
 
 // The decisions are the tephra-controllers crate's; the edge names them as its own modules.
@@ -31,12 +30,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::relist::{RelistHold, queue_keys};
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use prometheus::Registry;
-use relist::RelistHold;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -216,17 +215,18 @@ pub fn start(
     });
     subscribe(&ctx, feeds);
     let commands: WorkQueue<(String, String)> = WorkQueue::new(token.clone());
-    {
-        let commands = commands.clone();
-        feeds.commands(Arc::new(move |ev| {
-            if let watcher::Event::Apply(DeserializeGuard(Ok(c)))
-            | watcher::Event::InitApply(DeserializeGuard(Ok(c))) = ev
-                && c.targets_job()
+    feeds.commands(queue_keys::<DeserializeGuard<crate::api::Command>, _, _>(
+        commands.clone(),
+        |ev| match ev {
+            watcher::Event::Apply(DeserializeGuard(Ok(c)))
+            | watcher::Event::InitApply(DeserializeGuard(Ok(c)))
+                if c.targets_job() =>
             {
-                commands.add((c.namespace().unwrap_or_default(), c.name_any()));
+                Some((c.namespace().unwrap_or_default(), c.name_any()))
             }
-        }));
-    }
+            _ => None,
+        },
+    ));
     let mut tasks = Vec::new();
     for (i, queue) in router.queues().iter().enumerate() {
         tasks.push(tokio::spawn(worker(ctx.clone(), i, queue.clone())));

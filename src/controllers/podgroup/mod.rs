@@ -37,6 +37,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::relist::queue_keys;
 use super::workqueue::WorkQueue;
 use super::{Action, ControllerConfig, ControllerMetrics, KubeOp, MetricLabel};
 use crate::admission::ClusterView;
@@ -792,28 +793,27 @@ pub(crate) fn start(
             }
         }));
     }
-    {
-        let queue = queue.clone();
-        feeds.replica_sets(Arc::new(move |ev| {
-            if let watcher::Event::Apply(rs) | watcher::Event::InitApply(rs) = ev {
-                queue.add(GroupKey {
-                    namespace: rs.namespace().unwrap_or_default(),
-                    owner: GroupOwner::ReplicaSet(rs.name_any()),
-                });
-            }
-        }));
-    }
-    {
-        let queue = queue.clone();
-        feeds.stateful_sets(Arc::new(move |ev| {
-            if let watcher::Event::Apply(s) | watcher::Event::InitApply(s) = ev {
-                queue.add(GroupKey {
-                    namespace: s.namespace().unwrap_or_default(),
-                    owner: GroupOwner::StatefulSet(s.name_any()),
-                });
-            }
-        }));
-    }
+    // A relist's keys wait for its end, when the store holds what was listed.
+    feeds.replica_sets(queue_keys::<ReplicaSet, _, _>(
+        queue.clone(),
+        |ev| match ev {
+            watcher::Event::Apply(rs) | watcher::Event::InitApply(rs) => Some(GroupKey {
+                namespace: rs.namespace().unwrap_or_default(),
+                owner: GroupOwner::ReplicaSet(rs.name_any()),
+            }),
+            _ => None,
+        },
+    ));
+    feeds.stateful_sets(queue_keys::<StatefulSet, _, _>(
+        queue.clone(),
+        |ev| match ev {
+            watcher::Event::Apply(s) | watcher::Event::InitApply(s) => Some(GroupKey {
+                namespace: s.namespace().unwrap_or_default(),
+                owner: GroupOwner::StatefulSet(s.name_any()),
+            }),
+            _ => None,
+        },
+    ));
     {
         // A Deployment's annotations are part of its ReplicaSets' PodGroups.
         let (queue, caches) = (queue.clone(), caches.clone());

@@ -32,6 +32,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::relist::queue_keys;
 use super::workqueue::WorkQueue;
 use super::{Action, ControllerConfig, ControllerMetrics, KubeOp, MetricLabel};
 use crate::api::bus::Action as CommandAction;
@@ -326,26 +327,31 @@ pub(crate) fn start(
     let queue: WorkQueue<String> = WorkQueue::new(shutdown.clone());
     let index = Arc::new(Mutex::new(PodGroupIndex::default()));
     {
-        let (queue, caches) = (queue.clone(), caches.clone());
-        feeds.queues(Arc::new(move |ev| {
-            if let watcher::Event::Apply(DeserializeGuard(Ok(q)))
-            | watcher::Event::InitApply(DeserializeGuard(Ok(q))) = ev
-            {
-                let name = q.name_any();
-                // A parent's state change is its children's business too (closed with it,
-                // reopened with it), at once: the store already has the parent's new state
-                // (subscribers run after it), and a child reopened late could undo a Closed
-                // written to it meanwhile.
-                for child in caches.queues().state() {
-                    if let Ok(c) = &child.0
-                        && c.spec.parent.as_deref() == Some(name.as_str())
-                    {
-                        queue.add(c.name_any());
+        let caches = caches.clone();
+        feeds.queues(queue_keys::<DeserializeGuard<crate::api::Queue>, _, _>(
+            queue.clone(),
+            move |ev| {
+                let mut keys = Vec::new();
+                if let watcher::Event::Apply(DeserializeGuard(Ok(q)))
+                | watcher::Event::InitApply(DeserializeGuard(Ok(q))) = ev
+                {
+                    let name = q.name_any();
+                    // A parent's state change is its children's business too (closed with it,
+                    // reopened with it), at once: the store already has the parent's new state
+                    // (subscribers run after it; a relist's keys wait for its end), and a child
+                    // reopened late could undo a Closed written to it meanwhile.
+                    for child in caches.queues().state() {
+                        if let Ok(c) = &child.0
+                            && c.spec.parent.as_deref() == Some(name.as_str())
+                        {
+                            keys.push(c.name_any());
+                        }
                     }
+                    keys.push(name);
                 }
-                queue.add(name);
-            }
-        }));
+                keys
+            },
+        ));
     }
     {
         let (queue, index) = (queue.clone(), index.clone());
@@ -364,18 +370,18 @@ pub(crate) fn start(
             }
         }));
     }
-    {
-        let queue = queue.clone();
-        feeds.commands(Arc::new(move |ev| {
-            if let watcher::Event::Apply(DeserializeGuard(Ok(c)))
-            | watcher::Event::InitApply(DeserializeGuard(Ok(c))) = ev
-                && c.targets_queue()
-                && let Some(t) = c.target()
+    feeds.commands(queue_keys::<DeserializeGuard<crate::api::Command>, _, _>(
+        queue.clone(),
+        |ev| match ev {
+            watcher::Event::Apply(DeserializeGuard(Ok(c)))
+            | watcher::Event::InitApply(DeserializeGuard(Ok(c)))
+                if c.targets_queue() =>
             {
-                queue.add(t.name.clone());
+                c.target().map(|t| t.name.clone())
             }
-        }));
-    }
+            _ => None,
+        },
+    ));
     let mut tasks = Vec::new();
     {
         // Closing must end once its PodGroups are gone even if an event was missed.

@@ -1,39 +1,69 @@
-//! Requests made while a watch relists.
+//! Work queued from a watch while it relists.
 //!
 //! The shared store takes a relist in one step at its end (`InitDone`), after each object
-//! listed was handed to the subscribers. A request made from a listed object and run at once
-//! reads the store from before the relist: the job's sync counts the pods as they were, and
-//! the coalescer (see [`super::coalesce`]) lets that sync cover the request, so the change the
-//! relist carried is lost until the job's next event (a job left Pending with every pod
-//! Running, when a slow pod watch fell behind and was relisted). So the requests a relist
-//! makes are held and queued at its end, once the store holds what was listed.
+//! listed was handed to the subscribers. Work queued from a listed object and run at once
+//! reads the store from before the relist: a job's sync counts its pods as they were, and the
+//! Job controller's coalescer lets that sync cover the request, so the change the relist
+//! carried is lost until the job's next event (a job left Pending with every pod Running,
+//! when a slow pod watch fell behind and was relisted); a PodGroup compared with a
+//! ReplicaSet's old size stays so. So what a relist queues is held and queued at its end,
+//! once the store holds what was listed.
 //!
 //! A relist also drops, without a `Delete` event, the objects deleted while the watch was
-//! away: for pods, every job that had pods before or has pods after the relist is synced at
-//! its end (the subscriber asks for those at `Init` and at `InitDone`).
+//! away; a subscriber that must hear of those asks, at `Init` and at `InitDone`, for work on
+//! everything its index holds before and after.
 
 use std::collections::HashSet;
+use std::hash::Hash;
+
+use std::sync::{Arc, Mutex};
 
 use kube::runtime::watcher;
 
-use super::request::Request;
+use super::workqueue::WorkQueue;
+use crate::cluster::caches::Subscriber;
+use crate::sync::lock;
 
-/// The requests of one watch's relist in progress.
-#[derive(Debug, Default)]
-pub(crate) struct RelistHold {
-    /// `Some` from a relist's `Init` to its `InitDone`.
-    held: Option<HashSet<Request>>,
+/// A subscriber that queues on `queue` the keys `keys` finds in each event, a relist's held
+/// until its end.
+pub(crate) fn queue_keys<K, Q, I>(
+    queue: WorkQueue<Q>,
+    keys: impl Fn(&watcher::Event<K>) -> I + Send + Sync + 'static,
+) -> Subscriber<K>
+where
+    Q: Clone + Eq + Hash + Send + Sync + 'static,
+    I: IntoIterator<Item = Q>,
+{
+    let hold = Mutex::new(RelistHold::default());
+    Arc::new(move |ev| {
+        for k in lock(&hold).route(ev, keys(ev)) {
+            queue.add(k);
+        }
+    })
 }
 
-impl RelistHold {
+/// The work (requests, keys) of one watch's relist in progress.
+#[derive(Debug)]
+pub(crate) struct RelistHold<R> {
+    /// `Some` from a relist's `Init` to its `InitDone`.
+    held: Option<HashSet<R>>,
+}
+
+impl<R> Default for RelistHold<R> {
+    fn default() -> Self {
+        Self { held: None }
+    }
+}
+
+impl<R: Eq + Hash> RelistHold<R> {
     /// Routes the requests made from `ev`: returns those to queue now. Requests made from a
     /// relist's events (its `Init` and `InitApply`s) are held until its `InitDone`, which
     /// releases them all, with its own.
     pub(crate) fn route<K>(
         &mut self,
         ev: &watcher::Event<K>,
-        requests: impl IntoIterator<Item = Request>,
-    ) -> Vec<Request> {
+        requests: impl IntoIterator<Item = R>,
+    ) -> Vec<R> {
         match ev {
             watcher::Event::Init => {
                 self.held.get_or_insert_default().extend(requests);
@@ -46,14 +76,9 @@ impl RelistHold {
                 Vec::new()
             }
             watcher::Event::InitDone => {
-                let mut out: Vec<Request> =
-                    self.held.take().unwrap_or_default().into_iter().collect();
-                for r in requests {
-                    if !out.contains(&r) {
-                        out.push(r);
-                    }
-                }
-                out
+                let mut all = self.held.take().unwrap_or_default();
+                all.extend(requests);
+                all.into_iter().collect()
             }
             watcher::Event::Apply(_) | watcher::Event::Delete(_) => requests.into_iter().collect(),
         }
@@ -64,6 +89,7 @@ impl RelistHold {
 mod tests {
     use super::*;
     use crate::api::batch::Event;
+    use crate::controllers::job::request::Request;
 
     fn sync(job: &str) -> Request {
         Request::job("ns", job, Event::OutOfSync)
@@ -109,5 +135,22 @@ mod tests {
             ["c"]
         );
         assert!(hold.route(&ev(watcher::Event::InitDone), []).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_queues_a_relists_keys_once_it_is_over() {
+        let queue: WorkQueue<String> = WorkQueue::new(tokio_util::sync::CancellationToken::new());
+        let sub = queue_keys::<String, _, _>(queue.clone(), |ev| match ev {
+            watcher::Event::Apply(k) | watcher::Event::InitApply(k) => Some(k.clone()),
+            _ => None,
+        });
+        sub(&watcher::Event::Apply("a".into()));
+        assert_eq!(queue.len(), 1);
+        sub(&watcher::Event::Init);
+        sub(&watcher::Event::InitApply("b".into()));
+        sub(&watcher::Event::InitApply("c".into()));
+        assert_eq!(queue.len(), 1, "a relist's keys wait");
+        sub(&watcher::Event::InitDone);
+        assert_eq!(queue.len(), 3);
     }
 }
