@@ -15,7 +15,6 @@
 
 use std::collections::HashSet;
 use std::hash::Hash;
-
 use std::sync::{Arc, Mutex};
 
 use kube::runtime::watcher;
