@@ -1,4 +1,4 @@
-//! Benchmarks of the embedded API (the figures issue 3 asks for). Run with
+//! Benchmarks of the embedded API: loading, listing, creating and watching. Run with
 //! `cargo bench --bench embedded` (optimized build); sizes can be lowered with
 //! `EMB_NODES`, `EMB_PODS`, `EMB_WATCH_SECS`. Everything is in process (no sockets): writes go
 //! through the same create/patch path as REST requests, LISTs and watches through the axum

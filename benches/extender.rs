@@ -1,4 +1,4 @@
-//! Scheduler extender performance (issue 9, "Performance"). Two parts, both printed as a table:
+//! Scheduler extender performance. Two parts, both printed as a table:
 //!
 //! 1. **filter**: `/scheduler/filter` in the `NodeNames` form with 5,000 names, for a gang pod
 //!    the plan has placed (the common case: keep one node), on tephra's real HTTPS stack

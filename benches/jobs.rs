@@ -1,4 +1,4 @@
-//! Job controller throughput (issue 11, "Performance"): `TEPHRA_BENCH_JOBS` vcJobs (default
+//! Job controller throughput: `TEPHRA_BENCH_JOBS` vcJobs (default
 //! 1000) of `TEPHRA_BENCH_PODS` pods (default 4, in one task) submitted at once to the real
 //! `tephra serve --embedded` (every webhook on, the scheduler, the kube-scheduler and kubelet
 //! stand-ins). Measured: the time until every pod exists and every job is Running, jobs/s,

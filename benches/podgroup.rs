@@ -1,4 +1,4 @@
-//! PodGroup controller throughput (issue 10, "Performance"): `TEPHRA_BENCH_RS` ReplicaSets
+//! PodGroup controller throughput: `TEPHRA_BENCH_RS` ReplicaSets
 //! (default 1000) × `TEPHRA_BENCH_PODS` pods (default 10) created at once in the embedded API;
 //! the time until every pod carries its group name and every PodGroup exists, and the requests
 //! the controllers sent per pod. Run with `cargo bench --bench podgroup`.

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The benchmark of issue 12, sourced by run.sh when TEPHRA_CLUSTER_BENCH=1
+# The placement benchmark, sourced by run.sh when TEPHRA_CLUSTER_BENCH=1
 # (start it with bench.sh): with tephra installed and running, it measures
 # pods placed per second by kube-scheduler alone and by kube-scheduler with
 # tephra as its extender, for plain pods and for gangs, in one run.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark of issue 12: pods placed per second by kube-scheduler alone and
+# The placement benchmark: pods placed per second by kube-scheduler alone and
 # with tephra as its extender, plain pods and gangs, on kwok nodes.
 # Usage: bench.sh [NODES]   (default 1000; TEPHRA_BENCH_PODS=5000, TEPHRA_BENCH_GANGS=500)
 # See bench-body.sh for what is measured.
