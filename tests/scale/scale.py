@@ -167,9 +167,12 @@ def cmd_existing(cfg, count, first, last, threads=8):
     if failed:
         sys.exit(f"scale.py: {failed} of {count} existing pods could not be created")
     # kwok starts them; wait until none is Pending (a LIST with a field selector, limit 1).
+    # With a limit the API server reads every pod from etcd to find one that matches: more
+    # than 30 s at 150,000 pods, so this client waits up to 5 minutes for each answer.
     query = urllib.parse.urlencode({"fieldSelector": "status.phase=Pending", "limit": "1"})
-    for _ in range(3600):
-        status, body = apis[0].call("GET", f"/api/v1/namespaces/{ns}/pods?{query}")
+    waiter = Api(cfg)
+    while time.time() - t0 < 3600 + created:
+        status, body = waiter.call("GET", f"/api/v1/namespaces/{ns}/pods?{query}", timeout=300.0)
         if status == 200 and not body.get("items"):
             print(f"existing_running_s={time.time() - t0:.1f}")
             return
