@@ -21,8 +21,9 @@ start_operator() {
   dir=$(fw_dir "$name") && [ -n "$dir" ] || { why="tests/frameworks/build.sh $name failed"; return 1; }
   # Server-side: the CRDs are larger than the annotation a client-side apply keeps.
   k apply --server-side -f "$dir/crds/" >/dev/null || { why="apply $name's CRDs"; return 1; }
-  k wait --for condition=established --timeout=60s -f "$dir/crds/" >/dev/null \
-    || { why="$name's CRDs not established after 60 s"; return 1; }
+  # Large CRDs can take over a minute to be established on a loaded 2-core machine.
+  k wait --for condition=established --timeout=180s -f "$dir/crds/" >/dev/null \
+    || { why="$name's CRDs not established after 180 s"; return 1; }
   ("$launch" "$dir") >"$work/$name-operator.log" 2>&1 &
   op_pids[$name]=$!
   echo "#   $name operator $(basename "$dir") started (log $work/$name-operator.log)"
