@@ -7,8 +7,9 @@
 //!
 //! Each object is trimmed at the reflector to the fields some reader uses ([`super::trim`]):
 //! a reader that starts using another field keeps it there. Pods, most of what a large
-//! cluster holds, are stored packed ([`super::packed`]) and read through [`Caches::pod`] and
-//! [`Caches::all_pods`]; the watch's subscribers get each event's pod unpacked.
+//! cluster holds, are stored packed unless tephra works on them ([`super::packed`]) and read
+//! through [`Caches::pod`] and [`Caches::all_pods`]; the watch's subscribers get each event's
+//! pod decoded.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

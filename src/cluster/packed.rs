@@ -117,11 +117,6 @@ impl StoredPod {
     pub fn resource_version(&self) -> Option<&str> {
         self.meta.resource_version.as_deref()
     }
-
-    /// Whether the pod is kept packed.
-    pub fn is_packed(&self) -> bool {
-        matches!(self.body, Body::Packed(_))
-    }
 }
 
 impl Resource for StoredPod {
@@ -210,14 +205,14 @@ mod tests {
     fn a_kept_pod_reads_back_the_same_in_either_form() {
         let p = pod("a", "7", "Running");
         let packed = StoredPod::keep(&p);
-        assert!(packed.is_packed());
+        assert!(matches!(packed.body, Body::Packed(_)));
         assert_eq!(*packed.unpack().unwrap(), p);
         assert_eq!(packed.resource_version(), Some("7"));
         assert_eq!(packed.meta().name.as_deref(), Some("a"));
         assert_eq!(packed.meta().namespace.as_deref(), Some("ns"));
         let ours = annotated("b", keys::JOB_NAME);
         let whole = StoredPod::keep(&ours);
-        assert!(!whole.is_packed());
+        assert!(matches!(whole.body, Body::Whole(_)));
         assert_eq!(*whole.unpack().unwrap(), ours);
     }
 

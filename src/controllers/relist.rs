@@ -64,13 +64,7 @@ impl<R: Eq + Hash> RelistHold<R> {
         requests: impl IntoIterator<Item = R>,
     ) -> Vec<R> {
         match ev {
-            watcher::Event::Init => {
-                self.held.get_or_insert_default().extend(requests);
-                Vec::new()
-            }
-            watcher::Event::InitApply(_) => {
-                // An InitApply always follows an Init; should one come alone, it is held all
-                // the same, and its InitDone releases it.
+            watcher::Event::Init | watcher::Event::InitApply(_) => {
                 self.held.get_or_insert_default().extend(requests);
                 Vec::new()
             }

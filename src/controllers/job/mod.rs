@@ -30,7 +30,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::relist::{RelistHold, queue_keys};
 use k8s_openapi::api::core::v1::Pod;
 use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
@@ -39,6 +38,7 @@ use prometheus::Registry;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::relist::{RelistHold, queue_keys};
 use super::workqueue::WorkQueue;
 use super::{ControllerMetrics, KubeOp, MetricLabel};
 use crate::api::Job;
