@@ -44,8 +44,9 @@ pub fn replan_gang(
         for uid in &release {
             idx.forget(uid);
         }
-        idx.snapshot()
-    };
+        idx.snapshot_source()
+    }
+    .build();
     let Some(j) = snapshot.jobs.iter().position(|x| x.id == job) else {
         return Replanned::Unknown;
     };

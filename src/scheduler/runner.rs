@@ -306,14 +306,17 @@ impl Scheduler {
     pub fn run_once(&self, trigger: &str) -> Outcome {
         let start = Instant::now();
         let now = Instant::now();
-        let snapshot = {
+        let source = {
             let mut idx = self.index();
             let expired = idx.expire_assumed(now);
             idx.expire_decided(now);
             self.inner.metrics.placements_expired.inc_by(expired as u64);
             idx.take_changes();
-            idx.snapshot()
+            idx.snapshot_source()
         };
+        // The copy is made with the index unlocked: the extender's filter and the watches
+        // need the index while it is made.
+        let snapshot = source.build();
         let conf = self.conf();
         let id = format!("{:x}", rand_id());
         let outcome = run_session(

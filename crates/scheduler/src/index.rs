@@ -99,7 +99,8 @@ struct Decided {
 /// Per-pod bookkeeping: the task and what it added to a node.
 #[derive(Clone, Debug)]
 struct PodEntry {
-    task: TaskInfo,
+    /// Shared with the snapshots taken while it was current (see [`SnapshotSource`]).
+    task: Arc<TaskInfo>,
     /// Served by this service (its `schedulerName` is ours).
     ours: bool,
     /// kube-scheduler marked it unschedulable (`PodScheduled=False`, reason `Unschedulable`):
@@ -154,7 +155,8 @@ impl Changes {
 #[derive(Debug)]
 pub struct ClusterIndex {
     scheduler_names: Vec<String>,
-    nodes: HashMap<String, NodeInfo>,
+    /// Shared with the snapshots taken while they were current (see [`SnapshotSource`]).
+    nodes: HashMap<String, Arc<NodeInfo>>,
     pods: HashMap<String, PodEntry>,
     podgroups: HashMap<JobId, Arc<PodGroup>>,
     /// When each PodGroup was first seen, as a sequence number (see [`JobInfo::seen`]).
@@ -351,19 +353,21 @@ impl ClusterIndex {
         if self.nodes.get(&name).is_none_or(|n| n.labels != labels) {
             self.resolved = OnceLock::new();
         }
-        let entry = self.nodes.entry(name.clone()).or_insert_with(|| NodeInfo {
-            name,
-            allocatable: Resource::zero(),
-            used: Resource::zero(),
-            releasing: Resource::zero(),
-            pipelined: Resource::zero(),
-            labels: Arc::default(),
-            taints: Arc::default(),
-            unschedulable: false,
-            ready: false,
-            task_count: 0,
-            used_ports: Vec::new(),
-        });
+        let entry = Arc::make_mut(self.nodes.entry(name.clone()).or_insert_with(|| {
+            Arc::new(NodeInfo {
+                name,
+                allocatable: Resource::zero(),
+                used: Resource::zero(),
+                releasing: Resource::zero(),
+                pipelined: Resource::zero(),
+                labels: Arc::default(),
+                taints: Arc::default(),
+                unschedulable: false,
+                ready: false,
+                task_count: 0,
+                used_ports: Vec::new(),
+            })
+        }));
         entry.allocatable = allocatable;
         entry.labels = labels;
         entry.taints = taints;
@@ -397,13 +401,13 @@ impl ClusterIndex {
     }
 
     fn recount_usage(&mut self) {
-        for n in self.nodes.values_mut() {
+        for n in self.nodes.values_mut().map(Arc::make_mut) {
             n.used = Resource::zero();
             n.releasing = Resource::zero();
             n.task_count = 0;
             n.used_ports.clear();
         }
-        let tasks: Vec<TaskInfo> = self.pods.values().map(|p| p.task.clone()).collect();
+        let tasks: Vec<Arc<TaskInfo>> = self.pods.values().map(|p| p.task.clone()).collect();
         for t in &tasks {
             self.contribute(t, true);
         }
@@ -417,7 +421,7 @@ impl ClusterIndex {
         if !t.status.occupies_node() {
             return;
         }
-        let Some(n) = self.nodes.get_mut(node) else {
+        let Some(n) = self.nodes.get_mut(node).map(Arc::make_mut) else {
             return;
         };
         if add {
@@ -587,7 +591,7 @@ impl ClusterIndex {
             }
         }
         if ours && task.status == TaskStatus::Pending {
-            let changed = old.as_ref().is_none_or(|o| o.task != task);
+            let changed = old.as_ref().is_none_or(|o| *o.task != task);
             self.changes.pending_pod |= changed;
         }
         self.contribute(&task, true);
@@ -604,7 +608,7 @@ impl ClusterIndex {
         self.pods.insert(
             task.uid.clone(),
             PodEntry {
-                task,
+                task: Arc::new(task),
                 ours,
                 parked,
                 plan_gated,
@@ -642,7 +646,7 @@ impl ClusterIndex {
     pub fn reset_digests(&mut self, pods: Vec<PodDigest>) {
         self.pods.clear();
         self.job_tasks.clear();
-        for n in self.nodes.values_mut() {
+        for n in self.nodes.values_mut().map(Arc::make_mut) {
             n.used = Resource::zero();
             n.releasing = Resource::zero();
             n.task_count = 0;
@@ -669,7 +673,7 @@ impl ClusterIndex {
         if entry.task.node.is_some() && !entry.task.assumed {
             return false;
         }
-        let mut task = entry.task.clone();
+        let mut task = TaskInfo::clone(&entry.task);
         self.contribute(&task, false);
         self.assumed.insert(
             uid.to_string(),
@@ -684,7 +688,7 @@ impl ClusterIndex {
         task.assumed = true;
         self.contribute(&task, true);
         if let Some(e) = self.pods.get_mut(uid) {
-            e.task = task;
+            e.task = Arc::new(task);
         }
         true
     }
@@ -698,10 +702,11 @@ impl ClusterIndex {
             && e.task.assumed
         {
             self.contribute(&e.task, false);
-            let mut task = e.task;
+            let mut task = Arc::unwrap_or_clone(e.task);
             task.node = None;
             task.status = TaskStatus::Pending;
             task.assumed = false;
+            let task = Arc::new(task);
             self.pods.insert(uid.to_string(), PodEntry { task, ..e });
             self.changes.capacity = true;
         }
@@ -723,12 +728,12 @@ impl ClusterIndex {
         if !matches!(underlying, TaskStatus::Running | TaskStatus::Bound) {
             return false;
         }
-        let mut task = entry.task.clone();
+        let mut task = TaskInfo::clone(&entry.task);
         self.contribute(&task, false);
         task.status = TaskStatus::Releasing;
         self.contribute(&task, true);
         if let Some(e) = self.pods.get_mut(uid) {
-            e.task = task;
+            e.task = Arc::new(task);
         }
         self.evicting
             .insert(uid.to_string(), (now + ttl, underlying));
@@ -750,9 +755,10 @@ impl ClusterIndex {
                 && e.task.status == TaskStatus::Releasing
             {
                 self.contribute(&e.task, false);
-                let mut task = e.task;
+                let mut task = Arc::unwrap_or_clone(e.task);
                 task.status = underlying;
                 self.contribute(&task, true);
+                let task = Arc::new(task);
                 self.pods.insert(uid, PodEntry { task, ..e });
                 self.changes.capacity = true;
             }
@@ -966,7 +972,7 @@ impl ClusterIndex {
 
     /// The task of a pod, by uid.
     pub fn task(&self, uid: &str) -> Option<&TaskInfo> {
-        self.pods.get(uid).map(|e| &e.task)
+        self.pods.get(uid).map(|e| &*e.task)
     }
 
     /// Is pod `uid` known and served by this service (its `schedulerName` is ours)?
@@ -981,7 +987,7 @@ impl ClusterIndex {
 
     /// A node, by name.
     pub fn node(&self, name: &str) -> Option<&NodeInfo> {
-        self.nodes.get(name)
+        self.nodes.get(name).map(|n| &**n)
     }
 
     /// The tasks of a job.
@@ -990,7 +996,7 @@ impl ClusterIndex {
             .get(job)
             .into_iter()
             .flatten()
-            .filter_map(|uid| self.pods.get(uid).map(|e| &e.task))
+            .filter_map(|uid| self.pods.get(uid).map(|e| &*e.task))
     }
 
     // ----- podgroups, queues, priority classes -----
@@ -1381,13 +1387,20 @@ impl ClusterIndex {
             .clone()
     }
 
-    /// Copies what a session needs.
+    /// Copies what a session needs: [`Self::snapshot_source`], then
+    /// [`SnapshotSource::build`].
     pub fn snapshot(&self) -> Snapshot {
-        let mut nodes: Vec<NodeInfo> = self.nodes.values().cloned().collect();
+        self.snapshot_source().build()
+    }
+
+    /// What a session's copy is made from: the nodes and tasks as shared handles, the
+    /// PodGroups with what only the index knows of them resolved. Cheap (no task or node is
+    /// copied), so a caller holding the index behind a lock takes this under the lock and
+    /// builds the copy after releasing it: the filter and the watches then wait for this,
+    /// not for tens of thousands of task copies.
+    pub fn snapshot_source(&self) -> SnapshotSource {
+        let mut nodes: Vec<Arc<NodeInfo>> = self.nodes.values().cloned().collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut queues: Vec<QueueInfo> =
-            self.queues.values().map(|q| Self::queue_info(q)).collect();
-        queues.sort_by(|a, b| a.name.cmp(&b.name));
         let default_priority = self
             .priority_classes
             .values()
@@ -1396,11 +1409,9 @@ impl ClusterIndex {
             .unwrap_or(0);
         let mut ids: Vec<&JobId> = self.podgroups.keys().collect();
         ids.sort();
-        let mut jobs = IxVec::from(Vec::with_capacity(ids.len()));
+        let mut jobs = Vec::with_capacity(ids.len());
         let mut orphans = Vec::new();
-        // Every pod in a PodGroup becomes a task: one allocation, not a doubling series of
-        // copies of tens of thousands of tasks.
-        let mut tasks = IxVec::from(Vec::with_capacity(self.pods.len()));
+        let mut tasks = Vec::with_capacity(self.pods.len());
         for id in ids {
             let pg = &self.podgroups[id];
             let spec = &pg.spec;
@@ -1417,50 +1428,31 @@ impl ClusterIndex {
                 });
                 continue;
             }
-            let priority = spec
-                .priority_class_name
-                .as_deref()
-                .and_then(|n| self.priority_classes.get(n))
-                .map(|(v, _)| *v)
-                .unwrap_or(default_priority);
-            let mut job_task_idx = Vec::new();
+            let first = tasks.len();
             if let Some(uids) = self.job_tasks.get(id) {
-                for uid in uids {
-                    if let Some(e) = self.pods.get(uid) {
-                        job_task_idx.push(tasks.push(e.task.clone()));
-                    }
-                }
+                tasks.extend(
+                    uids.iter()
+                        .filter_map(|uid| self.pods.get(uid).map(|e| e.task.clone())),
+                );
             }
-            let annotations = pg.metadata.annotations.as_ref();
-            let labels = pg.metadata.labels.as_ref();
-            jobs.push(JobInfo {
+            jobs.push(JobSource {
                 id: id.clone(),
-                namespace: pg.metadata.namespace.clone().unwrap_or_default(),
-                name: pg.metadata.name.clone().unwrap_or_default(),
-                uid: pg.metadata.uid.clone().unwrap_or_default(),
+                podgroup: pg.clone(),
                 queue,
-                min_available: spec.min_member.unwrap_or(0).max(0),
-                task_min_available: spec.min_task_member.clone().unwrap_or_default(),
-                priority,
-                min_resources: spec.min_resources.as_ref().map(Resource::from_list),
-                phase: match self.decided.get(id) {
-                    Some(d) if pg.metadata.uid.as_ref() == Some(&d.uid) => d.phase.clone(),
-                    _ => pg
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.phase.clone())
-                        .unwrap_or(PodGroupPhase::Pending),
+                priority: spec
+                    .priority_class_name
+                    .as_deref()
+                    .and_then(|n| self.priority_classes.get(n))
+                    .map(|(v, _)| *v)
+                    .unwrap_or(default_priority),
+                decided: match self.decided.get(id) {
+                    Some(d) if pg.metadata.uid.as_ref() == Some(&d.uid) => Some(d.phase.clone()),
+                    _ => None,
                 },
-                created: secs(pg.metadata.creation_timestamp.as_ref()),
-                preemptable: truthy(annotations.and_then(|a| a.get(keys::PREEMPTABLE)))
-                    .or_else(|| truthy(labels.and_then(|l| l.get(keys::PREEMPTABLE))))
-                    .unwrap_or(false),
-                waiting_time: waiting_time(annotations),
                 seen: self.podgroup_seen.get(id).copied().unwrap_or(u64::MAX),
                 grow_from_ms: (self.grow_delay_ms > 0)
                     .then(|| self.grow_from.get(id).copied().unwrap_or(i64::MAX)),
-                podgroup: pg.clone(),
-                tasks: job_task_idx,
+                tasks: first..tasks.len(),
             });
         }
         let topology = if self.hypernodes.is_empty() {
@@ -1470,16 +1462,113 @@ impl ClusterIndex {
             let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
             self.topology_over(&names)
         };
-        Snapshot {
-            nodes: nodes.into(),
+        SnapshotSource {
+            nodes,
+            queues: self.queues.values().cloned().collect(),
             jobs,
             tasks,
-            queues: queues.into(),
             topology,
             quotas: self.quotas.values().cloned().collect(),
             budgets: self.budgets.values().cloned().collect(),
             default_priority,
             orphans,
+        }
+    }
+}
+
+/// What [`ClusterIndex::snapshot_source`] took from the index; [`Self::build`] makes the
+/// session's copy from it, without the index.
+#[derive(Debug)]
+pub struct SnapshotSource {
+    /// Sorted by name.
+    nodes: Vec<Arc<NodeInfo>>,
+    queues: Vec<Arc<Queue>>,
+    /// Sorted by id; each names its range of `tasks`.
+    jobs: Vec<JobSource>,
+    tasks: Vec<Arc<TaskInfo>>,
+    topology: Topology,
+    quotas: Vec<QuotaInfo>,
+    budgets: Vec<BudgetInfo>,
+    default_priority: i32,
+    orphans: Vec<Orphan>,
+}
+
+/// A PodGroup whose queue exists, with what the index knows of it besides the object.
+#[derive(Debug)]
+struct JobSource {
+    id: JobId,
+    podgroup: Arc<PodGroup>,
+    queue: String,
+    priority: i32,
+    /// The phase a session decided and the API does not show yet.
+    decided: Option<PodGroupPhase>,
+    seen: u64,
+    grow_from_ms: Option<i64>,
+    tasks: std::ops::Range<usize>,
+}
+
+impl SnapshotSource {
+    /// The copy a session works on.
+    pub fn build(self) -> Snapshot {
+        let mut queues: Vec<QueueInfo> = self
+            .queues
+            .iter()
+            .map(|q| ClusterIndex::queue_info(q))
+            .collect();
+        queues.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut tasks = IxVec::from(Vec::with_capacity(self.tasks.len()));
+        let mut jobs = IxVec::from(Vec::with_capacity(self.jobs.len()));
+        for j in self.jobs {
+            let job_tasks: Vec<TaskIx> = self.tasks[j.tasks]
+                .iter()
+                .map(|t| tasks.push(TaskInfo::clone(t)))
+                .collect();
+            let pg = &j.podgroup;
+            let spec = &pg.spec;
+            let annotations = pg.metadata.annotations.as_ref();
+            let labels = pg.metadata.labels.as_ref();
+            jobs.push(JobInfo {
+                namespace: pg.metadata.namespace.clone().unwrap_or_default(),
+                name: pg.metadata.name.clone().unwrap_or_default(),
+                uid: pg.metadata.uid.clone().unwrap_or_default(),
+                queue: j.queue,
+                min_available: spec.min_member.unwrap_or(0).max(0),
+                task_min_available: spec.min_task_member.clone().unwrap_or_default(),
+                priority: j.priority,
+                min_resources: spec.min_resources.as_ref().map(Resource::from_list),
+                phase: j.decided.unwrap_or_else(|| {
+                    pg.status
+                        .as_ref()
+                        .and_then(|s| s.phase.clone())
+                        .unwrap_or(PodGroupPhase::Pending)
+                }),
+                created: secs(pg.metadata.creation_timestamp.as_ref()),
+                preemptable: truthy(annotations.and_then(|a| a.get(keys::PREEMPTABLE)))
+                    .or_else(|| truthy(labels.and_then(|l| l.get(keys::PREEMPTABLE))))
+                    .unwrap_or(false),
+                waiting_time: waiting_time(annotations),
+                seen: j.seen,
+                grow_from_ms: j.grow_from_ms,
+                podgroup: j.podgroup.clone(),
+                tasks: job_tasks,
+                id: j.id,
+            });
+        }
+        Snapshot {
+            nodes: self
+                .nodes
+                .into_iter()
+                .map(Arc::unwrap_or_clone)
+                .collect::<Vec<_>>()
+                .into(),
+            jobs,
+            tasks,
+            queues: queues.into(),
+            topology: self.topology,
+            quotas: self.quotas,
+            budgets: self.budgets,
+            default_priority: self.default_priority,
+            orphans: self.orphans,
         }
     }
 }
@@ -1621,6 +1710,49 @@ mod tests {
                 "{extra}"
             );
         }
+    }
+
+    /// A session's copy is built after the lock is released, while the watches and the
+    /// extender go on changing the index: the copy must show the index as it was when the
+    /// source was taken, and the index must keep its own changes (the two share nodes and
+    /// tasks until one of them changes).
+    #[test]
+    fn a_snapshot_source_is_the_index_of_its_moment() {
+        let mut idx = ClusterIndex::new(vec!["volcano".into()]);
+        idx.apply_queue(&crate::testing::queue("default", 1));
+        idx.apply_node(&crate::testing::node("node-0", 4, 16, 110));
+        idx.apply_podgroup(&podgroup("ns", "g", "default", 2, None));
+        let (a, b) = (
+            pod("ns", "g-0", "g", 1000, 64),
+            pod("ns", "g-1", "g", 1000, 64),
+        );
+        idx.apply_pod(&a);
+        idx.apply_pod(&b);
+        let uid_a = a.metadata.uid.clone().unwrap();
+        let source = idx.snapshot_source();
+        // After the source: one member bound, the other assumed onto the node.
+        idx.apply_pod(&running(a, "node-0"));
+        let uid_b = b.metadata.uid.clone().unwrap();
+        assert!(idx.assume(&uid_b, "node-0", Duration::from_secs(30), Instant::now()));
+
+        let then = source.build();
+        assert_eq!(then.jobs.len(), 1);
+        assert_eq!(then.jobs[JobIx::new(0)].tasks.len(), 2);
+        assert!(
+            then.tasks
+                .iter()
+                .all(|t| t.status == TaskStatus::Pending && t.node.is_none())
+        );
+        let node = &then.nodes[NodeIx::new(0)];
+        assert_eq!((node.task_count, node.used.milli_cpu), (0, 0.0));
+
+        let now = idx.snapshot();
+        let status = |uid: &str| now.tasks.iter().find(|t| t.uid == uid).map(|t| t.status);
+        assert_eq!(status(&uid_a), Some(TaskStatus::Running));
+        assert_eq!(status(&uid_b), Some(TaskStatus::Binding));
+        let node = &now.nodes[NodeIx::new(0)];
+        assert_eq!((node.task_count, node.used.milli_cpu), (2, 2000.0));
+        assert_eq!(idx.node("node-0").map(|n| n.task_count), Some(2));
     }
 
     #[test]

@@ -52,5 +52,5 @@ pub mod topology;
 pub mod whatif;
 
 pub use config::{ConfigError, SchedulerConf};
-pub use index::{ClusterIndex, PodDigest, Snapshot};
+pub use index::{ClusterIndex, PodDigest, Snapshot, SnapshotSource};
 pub use outcome::{Outcome, Plan, run_session};
