@@ -4,19 +4,21 @@
 //! the same plan.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use super::config::SchedulerConf;
 use super::framework::{Plugins, Unfit};
 use super::index::Snapshot;
 use super::ix::{Ix, IxVec, JobIx, NodeIx, QueueIx, TaskIx};
-use super::model::{JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
+use super::model::{Constraints, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
 use super::resource::{EPSILON, PODS, Resource};
 
 /// Node fit errors of one task, by reason, for the `0/N nodes are unavailable` message.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FitErrors {
-    /// Node name → reasons.
-    pub nodes: BTreeMap<String, Vec<String>>,
+    /// Node name → reasons. Shared: every job of a kind no node fits gets the same copy
+    /// (see [`UnfitKinds`]).
+    pub nodes: Arc<BTreeMap<String, Vec<String>>>,
     /// A message that replaces the per-node histogram.
     pub err: Option<String>,
 }
@@ -24,7 +26,7 @@ pub struct FitErrors {
 impl FitErrors {
     /// Records why a node did not fit.
     pub fn add(&mut self, node: &str, reason: &str) {
-        self.nodes
+        Arc::make_mut(&mut self.nodes)
             .entry(node.to_string())
             .or_default()
             .push(reason.to_string());
@@ -169,6 +171,50 @@ pub struct State {
     /// same snapshot (an sla waiting time running out), milliseconds since the epoch: the
     /// runner holds a session for then even when nothing else changes.
     pub wake_at_ms: Option<i64>,
+    /// While the allocate action runs: the kinds of task it found no node for.
+    pub unfit: Option<UnfitKinds>,
+}
+
+/// The kinds of task (queue, request, constraints) the allocate action searched every node
+/// for and found none. While it runs, nodes only fill (it allocates and pipelines, and evicts
+/// nothing) until a gang is given up and its tasks leave their nodes: so until then a task of
+/// a kind found nowhere fits nowhere, and the next one is told so without a search of every
+/// node. With a thousand gangs waiting for a full pool of a large cluster, those searches
+/// were most of a session.
+#[derive(Debug, Default)]
+pub struct UnfitKinds {
+    kinds: Vec<(QueueIx, Resource, Arc<Constraints>, FitErrors)>,
+}
+
+impl UnfitKinds {
+    /// Kinds kept at most; the oldest goes first.
+    const MAX: usize = 64;
+
+    /// Why no node fits `task` of queue `q`, if a task of its kind found none.
+    pub fn get(&self, q: QueueIx, task: &TaskInfo) -> Option<FitErrors> {
+        self.kinds
+            .iter()
+            .find(|(kq, req, c, _)| {
+                *kq == q
+                    && *req == task.resreq
+                    && (Arc::ptr_eq(c, &task.constraints) || **c == *task.constraints)
+            })
+            .map(|(_, _, _, e)| e.clone())
+    }
+
+    /// Remembers that no node fits `task` of queue `q`, and why.
+    pub fn insert(&mut self, q: QueueIx, task: &TaskInfo, errors: FitErrors) {
+        if self.kinds.len() >= Self::MAX {
+            self.kinds.remove(0);
+        }
+        self.kinds
+            .push((q, task.resreq.clone(), task.constraints.clone(), errors));
+    }
+
+    /// Forgets every kind: a node has more room than when they were searched for.
+    pub fn clear(&mut self) {
+        self.kinds.clear();
+    }
 }
 
 /// A queue's figures at session close (for status and metrics).
@@ -288,6 +334,7 @@ impl State {
             lending: false,
             first_fit: false,
             wake_at_ms: None,
+            unfit: None,
         }
     }
 
@@ -686,6 +733,11 @@ impl Session {
 
     /// Undoes a statement in reverse order.
     pub fn discard(&mut self, stmt: Statement) {
+        if !stmt.ops.is_empty()
+            && let Some(u) = self.state.unfit.as_mut()
+        {
+            u.clear();
+        }
         for op in stmt.ops.into_iter().rev() {
             match op {
                 Op::Allocate(t, n) | Op::Pipeline(t, n) => {

@@ -14,7 +14,7 @@ use crate::framework::Unfit;
 use crate::ix::{Ix, JobIx, NodeIx, QueueIx, TaskIx};
 use crate::model::TaskStatus;
 use crate::resource::Resource;
-use crate::session::{FitErrors, Session, State, Statement};
+use crate::session::{FitErrors, Session, State, Statement, UnfitKinds};
 use tephra_api::scheduling::PodGroupPhase;
 
 use super::pop_best;
@@ -96,6 +96,12 @@ fn leaves_held_room(st: &State, t: TaskIx, held: &Resource) -> bool {
 /// share, so the shares still decide who goes first; with `reclaim` configured, a queue below
 /// its share takes a loan back as it takes back anything held beyond a deserved share.
 pub fn run(ssn: &mut Session) {
+    ssn.state.unfit = Some(UnfitKinds::default());
+    run_passes(ssn);
+    ssn.state.unfit = None;
+}
+
+fn run_passes(ssn: &mut Session) {
     let held = held_for_unborn_gangs(&ssn.state);
     let mut cursor = 0usize;
     let (by_queue, worksheets) = collect(ssn, |_| true);
@@ -548,6 +554,19 @@ pub fn place(
             }
         }
         if !reusable || candidates.as_ref().is_none_or(|c| c.nodes.is_empty()) {
+            let known = within
+                .is_none()
+                .then(|| ssn.state.unfit.as_ref()?.get(q, &ssn.state.tasks[t]))
+                .flatten();
+            if let Some(errors) = known {
+                candidates = None;
+                ssn.state.job_state[j].fit_errors.insert(t, errors);
+                failed_roles.insert(role);
+                if until == Until::JobReady && need_continue(ssn, j, &failed_roles) {
+                    continue;
+                }
+                break;
+            }
             // Feasible nodes, searched from where the last search stopped.
             let mut found: Vec<Candidate> = Vec::new();
             let mut errors = FitErrors::default();
@@ -570,6 +589,11 @@ pub fn place(
             }
             if found.is_empty() {
                 candidates = None;
+                if within.is_none()
+                    && let Some(u) = ssn.state.unfit.as_mut()
+                {
+                    u.insert(q, &ssn.state.tasks[t], errors.clone());
+                }
                 ssn.state.job_state[j].fit_errors.insert(t, errors);
                 failed_roles.insert(role);
                 if until == Until::JobReady && need_continue(ssn, j, &failed_roles) {
