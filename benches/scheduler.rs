@@ -296,13 +296,10 @@ fn pool_case(full: bool) -> (f64, usize) {
         );
         w.index.apply_podgroup(&with_phase(pg, "Inqueue"));
         for i in 0..4 {
-            w.index.apply_pod(&in_pool(pod(
-                "bench",
-                &format!("{name}-{i}"),
-                &name,
-                1000,
-                64,
-            )));
+            // Labelled by job, as a vcJob's pods are: no two gangs' pods are alike in all.
+            let mut p = in_pool(pod("bench", &format!("{name}-{i}"), &name, 1000, 64));
+            p.metadata.labels = Some([("volcano.sh/job-name".to_string(), name.clone())].into());
+            w.index.apply_pod(&p);
         }
     }
     let t = Instant::now();

@@ -175,35 +175,50 @@ pub struct State {
     pub unfit: Option<UnfitKinds>,
 }
 
-/// The kinds of task (queue, request, constraints) the allocate action searched every node
-/// for and found none. While it runs, nodes only fill (it allocates and pipelines, and evicts
-/// nothing) until a gang is given up and its tasks leave their nodes: so until then a task of
-/// a kind found nowhere fits nowhere, and the next one is told so without a search of every
-/// node. With a thousand gangs waiting for a full pool of a large cluster, those searches
-/// were most of a session.
+/// The kinds of task (queue, request, what the predicates read of its spec) the allocate
+/// action searched every node for and found none. While it runs, nodes only fill (it
+/// allocates and pipelines, and evicts nothing) until a gang is given up and its tasks leave
+/// their nodes: so until then a task of a kind found nowhere fits nowhere, and the next one is
+/// told so without a search of every node. With a thousand gangs waiting for a full pool of a
+/// large cluster, those searches were most of a session.
 #[derive(Debug, Default)]
 pub struct UnfitKinds {
     kinds: Vec<(QueueIx, Resource, Arc<Constraints>, FitErrors)>,
+    /// Some task has required pod anti-affinity: then a pod's labels and namespace decide
+    /// where it fits too, and no kind is remembered.
+    off: bool,
 }
 
 impl UnfitKinds {
     /// Kinds kept at most; the oldest goes first.
     const MAX: usize = 64;
 
+    /// An empty memory for one allocate action over `st`.
+    pub fn new(st: &State) -> Self {
+        Self {
+            kinds: Vec::new(),
+            off: st
+                .tasks
+                .iter()
+                .any(|t| !t.constraints.anti_affinity.is_empty()),
+        }
+    }
+
     /// Why no node fits `task` of queue `q`, if a task of its kind found none.
     pub fn get(&self, q: QueueIx, task: &TaskInfo) -> Option<FitErrors> {
         self.kinds
             .iter()
             .find(|(kq, req, c, _)| {
-                *kq == q
-                    && *req == task.resreq
-                    && (Arc::ptr_eq(c, &task.constraints) || **c == *task.constraints)
+                *kq == q && *req == task.resreq && same_for_predicates(c, &task.constraints)
             })
             .map(|(_, _, _, e)| e.clone())
     }
 
     /// Remembers that no node fits `task` of queue `q`, and why.
     pub fn insert(&mut self, q: QueueIx, task: &TaskInfo, errors: FitErrors) {
+        if self.off {
+            return;
+        }
         if self.kinds.len() >= Self::MAX {
             self.kinds.remove(0);
         }
@@ -215,6 +230,20 @@ impl UnfitKinds {
     pub fn clear(&mut self) {
         self.kinds.clear();
     }
+}
+
+/// Do the node predicates read the same of both? Labels are left out (they matter only to
+/// pod anti-affinity, and [`UnfitKinds`] is off when a task has any), and so are preferred
+/// terms (they score, never exclude): the pods of different jobs differ in their labels.
+fn same_for_predicates(a: &Arc<Constraints>, b: &Arc<Constraints>) -> bool {
+    Arc::ptr_eq(a, b)
+        || (a.node_selector == b.node_selector
+            && a.required_terms == b.required_terms
+            && a.tolerations == b.tolerations
+            && a.host_ports == b.host_ports
+            && a.node_name == b.node_name
+            && a.anti_affinity.is_empty()
+            && b.anti_affinity.is_empty())
 }
 
 /// A queue's figures at session close (for status and metrics).

@@ -96,7 +96,7 @@ fn leaves_held_room(st: &State, t: TaskIx, held: &Resource) -> bool {
 /// share, so the shares still decide who goes first; with `reclaim` configured, a queue below
 /// its share takes a loan back as it takes back anything held beyond a deserved share.
 pub fn run(ssn: &mut Session) {
-    ssn.state.unfit = Some(UnfitKinds::default());
+    ssn.state.unfit = Some(UnfitKinds::new(&ssn.state));
     run_passes(ssn);
     ssn.state.unfit = None;
 }
