@@ -181,7 +181,7 @@ pub struct State {
 /// their nodes: so until then a task of a kind found nowhere fits nowhere, and the next one is
 /// told so without a search of every node. With a thousand gangs waiting for a full pool of a
 /// large cluster, those searches were most of a session.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UnfitKinds {
     kinds: Vec<(QueueIx, Resource, Arc<Constraints>, FitErrors)>,
     /// Some task has required pod anti-affinity: then a pod's labels and namespace decide
@@ -241,9 +241,7 @@ fn same_for_predicates(a: &Arc<Constraints>, b: &Arc<Constraints>) -> bool {
             && a.required_terms == b.required_terms
             && a.tolerations == b.tolerations
             && a.host_ports == b.host_ports
-            && a.node_name == b.node_name
-            && a.anti_affinity.is_empty()
-            && b.anti_affinity.is_empty())
+            && a.node_name == b.node_name)
 }
 
 /// A queue's figures at session close (for status and metrics).

@@ -554,44 +554,19 @@ pub fn place(
             }
         }
         if !reusable || candidates.as_ref().is_none_or(|c| c.nodes.is_empty()) {
-            let known = within
-                .is_none()
+            // A kind of task the whole cluster was searched for in vain is not searched for again.
+            let whole_cluster = within.is_none();
+            let known = whole_cluster
                 .then(|| ssn.state.unfit.as_ref()?.get(q, &ssn.state.tasks[t]))
                 .flatten();
-            if let Some(errors) = known {
-                candidates = None;
-                ssn.state.job_state[j].fit_errors.insert(t, errors);
-                failed_roles.insert(role);
-                if until == Until::JobReady && need_continue(ssn, j, &failed_roles) {
-                    continue;
-                }
-                break;
-            }
-            // Feasible nodes, searched from where the last search stopped.
-            let mut found: Vec<Candidate> = Vec::new();
-            let mut errors = FitErrors::default();
-            let mut checked = 0;
-            while checked < n_nodes && found.len() < want {
-                let at = (*cursor + checked) % n_nodes;
-                let n = within.map_or(NodeIx::new(at), |w| w[at]);
-                checked += 1;
-                match ssn.predicate(t, n) {
-                    Ok(()) => found.push(Candidate {
-                        node: n,
-                        score: ssn.plugins.node_score(&ssn.state, t, n),
-                        idle: ssn.state.fits_idle(t, n),
-                    }),
-                    Err(Unfit { reason, .. }) => errors.add(&ssn.state.nodes[n].name, &reason),
-                }
-            }
-            if n_nodes > 0 {
-                *cursor = (*cursor + checked) % n_nodes;
-            }
+            let remember = whole_cluster && known.is_none();
+            let (found, errors) = match known {
+                Some(errors) => (Vec::new(), errors),
+                None => search(ssn, t, within, n_nodes, want, cursor),
+            };
             if found.is_empty() {
                 candidates = None;
-                if within.is_none()
-                    && let Some(u) = ssn.state.unfit.as_mut()
-                {
+                if remember && let Some(u) = ssn.state.unfit.as_mut() {
                     u.insert(q, &ssn.state.tasks[t], errors.clone());
                 }
                 ssn.state.job_state[j].fit_errors.insert(t, errors);
@@ -633,6 +608,38 @@ pub fn place(
             break;
         }
     }
+}
+
+/// Feasible nodes for task `t` (up to `want`), searched from `cursor` (left where the search
+/// stopped) over `within` or the whole cluster, and why the others did not fit.
+fn search(
+    ssn: &Session,
+    t: TaskIx,
+    within: Option<&[NodeIx]>,
+    n_nodes: usize,
+    want: usize,
+    cursor: &mut usize,
+) -> (Vec<Candidate>, FitErrors) {
+    let mut found: Vec<Candidate> = Vec::new();
+    let mut errors = FitErrors::default();
+    let mut checked = 0;
+    while checked < n_nodes && found.len() < want {
+        let at = (*cursor + checked) % n_nodes;
+        let n = within.map_or(NodeIx::new(at), |w| w[at]);
+        checked += 1;
+        match ssn.predicate(t, n) {
+            Ok(()) => found.push(Candidate {
+                node: n,
+                score: ssn.plugins.node_score(&ssn.state, t, n),
+                idle: ssn.state.fits_idle(t, n),
+            }),
+            Err(Unfit { reason, .. }) => errors.add(&ssn.state.nodes[n].name, &reason),
+        }
+    }
+    if n_nodes > 0 {
+        *cursor = (*cursor + checked) % n_nodes;
+    }
+    (found, errors)
 }
 
 /// A feasible node with its score and whether the task fits its idle resources now.
