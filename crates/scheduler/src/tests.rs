@@ -1033,3 +1033,44 @@ fn a_queue_is_reported_overused_only_when_it_holds_more_than_it_deserves() {
     assert_eq!(overused("b"), Some(false));
     assert_eq!(overused("idle"), Some(false));
 }
+
+/// The allocate action remembers a kind of task it searched every node for in vain, and tells
+/// the next task of that kind so without a search, until a gang is given up: then the nodes
+/// its tasks held are free again, and a smaller gang of the same kind fits there.
+#[test]
+fn a_gang_given_up_frees_its_node_for_the_next_of_its_kind() {
+    use super::testing::{node, pod, podgroup, with_phase};
+    let mut w = World::default();
+    // Only node-0 (8 cpu) is in the pool the pods select: four of the large gang's 2-cpu
+    // pods fit there, its fifth fits nowhere, though the queue's share (16 cpu) allows all.
+    let mut pool = node("node-0", 8, 16, 110);
+    if let Some(labels) = pool.metadata.labels.as_mut() {
+        labels.insert("pool".into(), "a".into());
+    }
+    w.index.apply_node(&pool);
+    w.index.apply_node(&node("node-1", 8, 16, 110));
+    w.index.apply_priority_class(
+        &serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": "high"}, "value": 1000
+        }))
+        .unwrap(),
+    );
+    // The large gang goes first (higher priority), the small one of the same kind after it.
+    for (name, size, class) in [("large", 5, Some("high")), ("small", 2, None)] {
+        let mut pg = podgroup("ns", name, "default", size, Some((2000 * size as u32, 64)));
+        pg.spec.priority_class_name = class.map(str::to_string);
+        w.index.apply_podgroup(&with_phase(pg, "Inqueue"));
+        for i in 0..size {
+            let mut p = pod("ns", &format!("{name}-{i}"), name, 2000, 64);
+            if let Some(spec) = p.spec.as_mut() {
+                spec.node_selector = Some([("pool".to_string(), "a".to_string())].into());
+            }
+            w.index.apply_pod(&p);
+        }
+    }
+    let out = session(&w);
+    let placed = placed_by_gang(&out.plan);
+    assert_eq!(placed.get("ns/large"), None, "{placed:?}");
+    assert_eq!(placed.get("ns/small"), Some(&2), "{placed:?}");
+}
