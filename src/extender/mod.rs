@@ -342,9 +342,20 @@ impl Extender {
                     let idx = self.scheduler.index();
                     lock(&self.book).round(&*idx, Instant::now())
                 };
+                let (gates, nudges) = (round.ungate.len(), round.nudge.len());
+                let started = Instant::now();
                 tokio::select! {
                     () = shutdown.cancelled() => return,
                     _ = futures::future::join(self.ungate(round.ungate), self.nudge(round.nudge)) => {}
+                }
+                if gates + nudges > 0 {
+                    tracing::debug!(
+                        session = seen,
+                        gates,
+                        nudges,
+                        ms = started.elapsed().as_millis() as u64,
+                        "plan gates removed and pods nudged"
+                    );
                 }
             }
         })
