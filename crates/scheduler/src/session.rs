@@ -32,6 +32,11 @@ impl FitErrors {
             .push(reason.to_string());
     }
 
+    /// Replaces whatever was recorded for `node` with `reason`.
+    pub fn set(&mut self, node: &str, reason: String) {
+        Arc::make_mut(&mut self.nodes).insert(node.to_string(), vec![reason]);
+    }
+
     /// Volcano's wording: `0/3 nodes are unavailable: 3 Insufficient cpu.`
     pub fn message(&self) -> String {
         let head = self
@@ -177,16 +182,41 @@ pub struct State {
 
 /// The kinds of task (queue, request, what the predicates read of its spec) the allocate
 /// action searched every node for and found none. While it runs, nodes only fill (it
-/// allocates and pipelines, and evicts nothing) until a gang is given up and its tasks leave
-/// their nodes: so until then a task of a kind found nowhere fits nowhere, and the next one is
-/// told so without a search of every node. With a thousand gangs waiting for a full pool of a
-/// large cluster, those searches were most of a session.
+/// allocates and pipelines, and evicts nothing) except when a gang is given up and its tasks
+/// leave their nodes: so a task of a kind found nowhere fits nowhere until then, and the next
+/// one is told so without a search of every node. With a thousand gangs waiting for a full pool
+/// of a large cluster, those searches were most of a scheduling pass.
+///
+/// A gang given up makes room only on the nodes its tasks had taken, so each kind is then
+/// tried again on those nodes alone ([`Session::discard`]): a kind that fits one of them is
+/// forgotten, the others stay. Forgetting every kind instead cost a search of every node for
+/// each waiting gang once the pool was nearly full, since most gangs then place a few tasks
+/// before one finds no room and the gang is given up.
+///
+/// The errors told are those a search would find now: the nodes filled since a kind was
+/// searched for are looked at again for it ([`Session::known_unfit`]), as a fuller node may
+/// fail for another reason first (`Insufficient cpu` before a node selector).
 #[derive(Debug)]
 pub struct UnfitKinds {
-    kinds: Vec<(QueueIx, Resource, Arc<Constraints>, FitErrors)>,
+    kinds: Vec<UnfitKind>,
+    /// Every node the allocate action has placed a task on, in order (with repeats).
+    filled: Vec<NodeIx>,
     /// Some task has required pod anti-affinity: then a pod's labels and namespace decide
     /// where it fits too, and no kind is remembered.
     off: bool,
+}
+
+/// One kind of task no node fits.
+#[derive(Debug)]
+struct UnfitKind {
+    queue: QueueIx,
+    resreq: Resource,
+    constraints: Arc<Constraints>,
+    /// The task searched for: it stands for its kind when nodes change.
+    task: TaskIx,
+    errors: FitErrors,
+    /// How much of [`UnfitKinds::filled`] the errors account for.
+    seen: usize,
 }
 
 impl UnfitKinds {
@@ -197,6 +227,7 @@ impl UnfitKinds {
     pub fn new(st: &State) -> Self {
         Self {
             kinds: Vec::new(),
+            filled: Vec::new(),
             off: st
                 .tasks
                 .iter()
@@ -204,31 +235,22 @@ impl UnfitKinds {
         }
     }
 
-    /// Why no node fits `task` of queue `q`, if a task of its kind found none.
-    pub fn get(&self, q: QueueIx, task: &TaskInfo) -> Option<FitErrors> {
-        self.kinds
-            .iter()
-            .find(|(kq, req, c, _)| {
-                *kq == q && *req == task.resreq && same_for_predicates(c, &task.constraints)
-            })
-            .map(|(_, _, _, e)| e.clone())
-    }
-
-    /// Remembers that no node fits `task` of queue `q`, and why.
-    pub fn insert(&mut self, q: QueueIx, task: &TaskInfo, errors: FitErrors) {
+    /// Remembers that no node fits task `t` (`task`) of queue `q`, and why.
+    pub fn insert(&mut self, q: QueueIx, t: TaskIx, task: &TaskInfo, errors: FitErrors) {
         if self.off {
             return;
         }
         if self.kinds.len() >= Self::MAX {
             self.kinds.remove(0);
         }
-        self.kinds
-            .push((q, task.resreq.clone(), task.constraints.clone(), errors));
-    }
-
-    /// Forgets every kind: a node has more room than when they were searched for.
-    pub fn clear(&mut self) {
-        self.kinds.clear();
+        self.kinds.push(UnfitKind {
+            queue: q,
+            resreq: task.resreq.clone(),
+            constraints: task.constraints.clone(),
+            task: t,
+            errors,
+            seen: self.filled.len(),
+        });
     }
 }
 
@@ -735,6 +757,9 @@ impl Session {
         }
         node.task_count += 1;
         let name = node.name.clone();
+        if let Some(u) = st.unfit.as_mut() {
+            u.filled.push(n);
+        }
         st.tasks[t].node = Some(name.clone());
         st.set_status(t, status);
         st.last_tx.insert(t, LastTransaction { status, node: name });
@@ -760,11 +785,16 @@ impl Session {
 
     /// Undoes a statement in reverse order.
     pub fn discard(&mut self, stmt: Statement) {
-        if !stmt.ops.is_empty()
-            && let Some(u) = self.state.unfit.as_mut()
-        {
-            u.clear();
-        }
+        let mut freed: Vec<NodeIx> = stmt
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Allocate(_, n) | Op::Pipeline(_, n) => Some(*n),
+                Op::Evict(..) => None,
+            })
+            .collect();
+        freed.sort_unstable();
+        freed.dedup();
         for op in stmt.ops.into_iter().rev() {
             match op {
                 Op::Allocate(t, n) | Op::Pipeline(t, n) => {
@@ -803,6 +833,59 @@ impl Session {
                 }
             }
         }
+        self.recheck_unfit(&freed);
+    }
+
+    /// Why no node fits task `t` of queue `q`, if the allocate action found none for a task of
+    /// its kind; the nodes filled since then are looked at again so the reasons are today's.
+    /// A kind that now fits one of them (nodes only fill, so none should) is forgotten and
+    /// `None` returned: the caller searches.
+    pub fn known_unfit(&mut self, q: QueueIx, t: TaskIx) -> Option<FitErrors> {
+        let mut unfit = self.state.unfit.take()?;
+        let task = &self.state.tasks[t];
+        let found = unfit.kinds.iter().position(|k| {
+            k.queue == q
+                && k.resreq == task.resreq
+                && same_for_predicates(&k.constraints, &task.constraints)
+        });
+        let errors = found.and_then(|i| {
+            let k = &mut unfit.kinds[i];
+            for &n in &unfit.filled[k.seen..] {
+                match self.predicate(k.task, n) {
+                    Ok(()) => {
+                        unfit.kinds.remove(i);
+                        return None;
+                    }
+                    Err(u) => k.errors.set(&self.state.nodes[n].name, u.reason),
+                }
+            }
+            k.seen = unfit.filled.len();
+            Some(k.errors.clone())
+        });
+        self.state.unfit = Some(unfit);
+        errors
+    }
+
+    /// Tries each remembered unfit kind again on `nodes`, which a gang given up has just
+    /// left: a kind that now fits one of them is forgotten; the others keep their errors, with
+    /// those nodes' reasons as they now are.
+    fn recheck_unfit(&mut self, nodes: &[NodeIx]) {
+        if nodes.is_empty() {
+            return;
+        }
+        let Some(mut unfit) = self.state.unfit.take() else {
+            return;
+        };
+        unfit.kinds.retain_mut(|k| {
+            for &n in nodes {
+                match self.predicate(k.task, n) {
+                    Ok(()) => return false,
+                    Err(u) => k.errors.set(&self.state.nodes[n].name, u.reason),
+                }
+            }
+            true
+        });
+        self.state.unfit = Some(unfit);
     }
 
     /// Makes a statement's allocations placements (tasks become Binding) and its evictions

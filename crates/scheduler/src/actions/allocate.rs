@@ -96,9 +96,27 @@ fn leaves_held_room(st: &State, t: TaskIx, held: &Resource) -> bool {
 /// share, so the shares still decide who goes first; with `reclaim` configured, a queue below
 /// its share takes a loan back as it takes back anything held beyond a deserved share.
 pub fn run(ssn: &mut Session) {
-    ssn.state.unfit = Some(UnfitKinds::new(&ssn.state));
+    if remember_unfit() {
+        ssn.state.unfit = Some(UnfitKinds::new(&ssn.state));
+    }
     run_passes(ssn);
     ssn.state.unfit = None;
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests turn the memory of unfit kinds off to check that it never changes a plan.
+    pub(crate) static REMEMBER_UNFIT: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+#[cfg(test)]
+fn remember_unfit() -> bool {
+    REMEMBER_UNFIT.with(std::cell::Cell::get)
+}
+
+#[cfg(not(test))]
+fn remember_unfit() -> bool {
+    true
 }
 
 fn run_passes(ssn: &mut Session) {
@@ -556,9 +574,11 @@ pub fn place(
         if !reusable || candidates.as_ref().is_none_or(|c| c.nodes.is_empty()) {
             // A kind of task the whole cluster was searched for in vain is not searched for again.
             let whole_cluster = within.is_none();
-            let known = whole_cluster
-                .then(|| ssn.state.unfit.as_ref()?.get(q, &ssn.state.tasks[t]))
-                .flatten();
+            let known = if whole_cluster {
+                ssn.known_unfit(q, t)
+            } else {
+                None
+            };
             let remember = whole_cluster && known.is_none();
             let (found, errors) = match known {
                 Some(errors) => (Vec::new(), errors),
@@ -567,7 +587,7 @@ pub fn place(
             if found.is_empty() {
                 candidates = None;
                 if remember && let Some(u) = ssn.state.unfit.as_mut() {
-                    u.insert(q, &ssn.state.tasks[t], errors.clone());
+                    u.insert(q, t, &ssn.state.tasks[t], errors.clone());
                 }
                 ssn.state.job_state[j].fit_errors.insert(t, errors);
                 failed_roles.insert(role);
@@ -621,7 +641,9 @@ fn search(
     cursor: &mut usize,
 ) -> (Vec<Candidate>, FitErrors) {
     let mut found: Vec<Candidate> = Vec::new();
-    let mut errors = FitErrors::default();
+    // Why each node did not fit, made into errors only when none did (a search that finds
+    // nodes throws them away, and most nodes of a large cluster fail most tasks).
+    let mut unfit: Vec<(NodeIx, String)> = Vec::new();
     let mut checked = 0;
     while checked < n_nodes && found.len() < want {
         let at = (*cursor + checked) % n_nodes;
@@ -633,11 +655,17 @@ fn search(
                 score: ssn.plugins.node_score(&ssn.state, t, n),
                 idle: ssn.state.fits_idle(t, n),
             }),
-            Err(Unfit { reason, .. }) => errors.add(&ssn.state.nodes[n].name, &reason),
+            Err(Unfit { reason, .. }) => unfit.push((n, reason)),
         }
     }
     if n_nodes > 0 {
         *cursor = (*cursor + checked) % n_nodes;
+    }
+    let mut errors = FitErrors::default();
+    if found.is_empty() {
+        for (n, reason) in unfit {
+            errors.set(&ssn.state.nodes[n].name, reason);
+        }
     }
     (found, errors)
 }
