@@ -30,6 +30,7 @@ pub mod config;
 pub mod framework;
 pub mod index;
 pub mod ix;
+pub mod kind_fits;
 pub mod model;
 pub mod outcome;
 pub mod pending;

@@ -10,14 +10,15 @@ use super::config::SchedulerConf;
 use super::framework::{Plugins, Unfit};
 use super::index::Snapshot;
 use super::ix::{Ix, IxVec, JobIx, NodeIx, QueueIx, TaskIx};
-use super::model::{Constraints, JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
+use super::kind_fits::KindFits;
+use super::model::{JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
 use super::resource::{EPSILON, PODS, Resource};
 
 /// Node fit errors of one task, by reason, for the `0/N nodes are unavailable` message.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FitErrors {
     /// Node name → reasons. Shared: every job of a kind no node fits gets the same copy
-    /// (see [`UnfitKinds`]).
+    /// (see [`KindFits`]).
     pub nodes: Arc<BTreeMap<String, Vec<String>>>,
     /// A message that replaces the per-node histogram.
     pub err: Option<String>,
@@ -32,9 +33,24 @@ impl FitErrors {
             .push(reason.to_string());
     }
 
-    /// Replaces whatever was recorded for `node` with `reason`.
+    /// Makes `reason` the one reason recorded for `node` (the map is copied only when that
+    /// changes it and others share it).
     pub fn set(&mut self, node: &str, reason: String) {
+        if self
+            .nodes
+            .get(node)
+            .is_some_and(|r| r.len() == 1 && r[0] == reason)
+        {
+            return;
+        }
         Arc::make_mut(&mut self.nodes).insert(node.to_string(), vec![reason]);
+    }
+
+    /// Forgets `node` (it fits now).
+    pub fn remove(&mut self, node: &str) {
+        if self.nodes.contains_key(node) {
+            Arc::make_mut(&mut self.nodes).remove(node);
+        }
     }
 
     /// Volcano's wording: `0/3 nodes are unavailable: 3 Insufficient cpu.`
@@ -176,94 +192,9 @@ pub struct State {
     /// same snapshot (an sla waiting time running out), milliseconds since the epoch: the
     /// runner holds a session for then even when nothing else changes.
     pub wake_at_ms: Option<i64>,
-    /// While the allocate action runs: the kinds of task it found no node for.
-    pub unfit: Option<UnfitKinds>,
-}
-
-/// The kinds of task (queue, request, what the predicates read of its spec) the allocate
-/// action searched every node for and found none. While it runs, nodes only fill (it
-/// allocates and pipelines, and evicts nothing) except when a gang is given up and its tasks
-/// leave their nodes: so a task of a kind found nowhere fits nowhere until then, and the next
-/// one is told so without a search of every node. With a thousand gangs waiting for a full pool
-/// of a large cluster, those searches were most of a scheduling pass.
-///
-/// A gang given up makes room only on the nodes its tasks had taken, so each kind is then
-/// tried again on those nodes alone ([`Session::discard`]): a kind that fits one of them is
-/// forgotten, the others stay. Forgetting every kind instead cost a search of every node for
-/// each waiting gang once the pool was nearly full, since most gangs then place a few tasks
-/// before one finds no room and the gang is given up.
-///
-/// The errors told are those a search would find now: the nodes filled since a kind was
-/// searched for are looked at again for it ([`Session::known_unfit`]), as a fuller node may
-/// fail for another reason first (`Insufficient cpu` before a node selector).
-#[derive(Debug)]
-pub struct UnfitKinds {
-    kinds: Vec<UnfitKind>,
-    /// Every node the allocate action has placed a task on, in order (with repeats).
-    filled: Vec<NodeIx>,
-    /// Some task has required pod anti-affinity: then a pod's labels and namespace decide
-    /// where it fits too, and no kind is remembered.
-    off: bool,
-}
-
-/// One kind of task no node fits.
-#[derive(Debug)]
-struct UnfitKind {
-    queue: QueueIx,
-    resreq: Resource,
-    constraints: Arc<Constraints>,
-    /// The task searched for: it stands for its kind when nodes change.
-    task: TaskIx,
-    errors: FitErrors,
-    /// How much of [`UnfitKinds::filled`] the errors account for.
-    seen: usize,
-}
-
-impl UnfitKinds {
-    /// Kinds kept at most; the oldest goes first.
-    const MAX: usize = 64;
-
-    /// An empty memory for one allocate action over `st`.
-    pub fn new(st: &State) -> Self {
-        Self {
-            kinds: Vec::new(),
-            filled: Vec::new(),
-            off: st
-                .tasks
-                .iter()
-                .any(|t| !t.constraints.anti_affinity.is_empty()),
-        }
-    }
-
-    /// Remembers that no node fits task `t` (`task`) of queue `q`, and why.
-    pub fn insert(&mut self, q: QueueIx, t: TaskIx, task: &TaskInfo, errors: FitErrors) {
-        if self.off {
-            return;
-        }
-        if self.kinds.len() >= Self::MAX {
-            self.kinds.remove(0);
-        }
-        self.kinds.push(UnfitKind {
-            queue: q,
-            resreq: task.resreq.clone(),
-            constraints: task.constraints.clone(),
-            task: t,
-            errors,
-            seen: self.filled.len(),
-        });
-    }
-}
-
-/// Do the node predicates read the same of both? Labels are left out (they matter only to
-/// pod anti-affinity, and [`UnfitKinds`] is off when a task has any), and so are preferred
-/// terms (they score, never exclude): the pods of different jobs differ in their labels.
-fn same_for_predicates(a: &Arc<Constraints>, b: &Arc<Constraints>) -> bool {
-    Arc::ptr_eq(a, b)
-        || (a.node_selector == b.node_selector
-            && a.required_terms == b.required_terms
-            && a.tolerations == b.tolerations
-            && a.host_ports == b.host_ports
-            && a.node_name == b.node_name)
+    /// While the allocate action runs: which nodes each kind of task it searched every node
+    /// for fits.
+    pub kind_fits: Option<KindFits>,
 }
 
 /// A queue's figures at session close (for status and metrics).
@@ -383,7 +314,7 @@ impl State {
             lending: false,
             first_fit: false,
             wake_at_ms: None,
-            unfit: None,
+            kind_fits: None,
         }
     }
 
@@ -757,8 +688,8 @@ impl Session {
         }
         node.task_count += 1;
         let name = node.name.clone();
-        if let Some(u) = st.unfit.as_mut() {
-            u.filled.push(n);
+        if let Some(k) = st.kind_fits.as_mut() {
+            k.changed(n);
         }
         st.tasks[t].node = Some(name.clone());
         st.set_status(t, status);
@@ -785,16 +716,6 @@ impl Session {
 
     /// Undoes a statement in reverse order.
     pub fn discard(&mut self, stmt: Statement) {
-        let mut freed: Vec<NodeIx> = stmt
-            .ops
-            .iter()
-            .filter_map(|op| match op {
-                Op::Allocate(_, n) | Op::Pipeline(_, n) => Some(*n),
-                Op::Evict(..) => None,
-            })
-            .collect();
-        freed.sort_unstable();
-        freed.dedup();
         for op in stmt.ops.into_iter().rev() {
             match op {
                 Op::Allocate(t, n) | Op::Pipeline(t, n) => {
@@ -813,6 +734,9 @@ impl Session {
                         }
                     }
                     node.task_count = node.task_count.saturating_sub(1);
+                    if let Some(k) = st.kind_fits.as_mut() {
+                        k.changed(n);
+                    }
                     st.tasks[t].node = None;
                     st.set_status(t, TaskStatus::Pending);
                     self.plugins.on_deallocate(&self.state, t);
@@ -833,59 +757,36 @@ impl Session {
                 }
             }
         }
-        self.recheck_unfit(&freed);
     }
 
-    /// Why no node fits task `t` of queue `q`, if the allocate action found none for a task of
-    /// its kind; the nodes filled since then are looked at again so the reasons are today's.
-    /// A kind that now fits one of them (nodes only fill, so none should) is forgotten and
-    /// `None` returned: the caller searches.
-    pub fn known_unfit(&mut self, q: QueueIx, t: TaskIx) -> Option<FitErrors> {
-        let mut unfit = self.state.unfit.take()?;
-        let task = &self.state.tasks[t];
-        let found = unfit.kinds.iter().position(|k| {
-            k.queue == q
-                && k.resreq == task.resreq
-                && same_for_predicates(&k.constraints, &task.constraints)
-        });
-        let errors = found.and_then(|i| {
-            let k = &mut unfit.kinds[i];
-            for &n in &unfit.filled[k.seen..] {
-                match self.predicate(k.task, n) {
-                    Ok(()) => {
-                        unfit.kinds.remove(i);
-                        return None;
-                    }
-                    Err(u) => k.errors.set(&self.state.nodes[n].name, u.reason),
-                }
+    /// Up to `want` nodes task `t` of queue `q` fits, in the order a search of the whole
+    /// cluster from `cursor` visits them, with how many nodes that search visits and, when
+    /// none fits, why; from what the allocate action knows of the task's kind
+    /// ([`KindFits`]), the nodes changed since brought up to date. `None` when its kind has
+    /// not been searched for yet.
+    pub fn known_fits(
+        &mut self,
+        q: QueueIx,
+        t: TaskIx,
+        cursor: usize,
+        want: usize,
+    ) -> Option<(Vec<NodeIx>, usize, FitErrors)> {
+        let mut kinds = self.state.kind_fits.take()?;
+        let known = kinds.kind_of(q, &self.state.tasks[t]).map(|(k, stale)| {
+            for n in stale {
+                let answer = self.predicate(k.task, n).map_err(|u| u.reason);
+                k.update(n, &self.state.nodes[n].name, answer);
             }
-            k.seen = unfit.filled.len();
-            Some(k.errors.clone())
+            let (nodes, visited) = k.pick(cursor, want, self.state.nodes.len());
+            let errors = if nodes.is_empty() {
+                k.errors.clone()
+            } else {
+                FitErrors::default()
+            };
+            (nodes, visited, errors)
         });
-        self.state.unfit = Some(unfit);
-        errors
-    }
-
-    /// Tries each remembered unfit kind again on `nodes`, which a gang given up has just
-    /// left: a kind that now fits one of them is forgotten; the others keep their errors, with
-    /// those nodes' reasons as they now are.
-    fn recheck_unfit(&mut self, nodes: &[NodeIx]) {
-        if nodes.is_empty() {
-            return;
-        }
-        let Some(mut unfit) = self.state.unfit.take() else {
-            return;
-        };
-        unfit.kinds.retain_mut(|k| {
-            for &n in nodes {
-                match self.predicate(k.task, n) {
-                    Ok(()) => return false,
-                    Err(u) => k.errors.set(&self.state.nodes[n].name, u.reason),
-                }
-            }
-            true
-        });
-        self.state.unfit = Some(unfit);
+        self.state.kind_fits = Some(kinds);
+        known
     }
 
     /// Makes a statement's allocations placements (tasks become Binding) and its evictions

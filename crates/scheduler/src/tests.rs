@@ -1075,7 +1075,7 @@ fn a_gang_given_up_frees_its_node_for_the_next_of_its_kind() {
     assert_eq!(placed.get("ns/small"), Some(&2), "{placed:?}");
 }
 
-/// One random cluster for [`remembering_unfit_kinds_never_changes_a_plan`]: nodes (cpu, in
+/// One random cluster for [`remembering_kinds_never_changes_a_plan`]: nodes (cpu, in
 /// the labelled pool or not) and gangs (queue, pods, minMember, millicores per pod, whether
 /// they select the pool, pods already running on a node of the pool).
 type UnfitScenario = (
@@ -1115,7 +1115,7 @@ fn unfit_world((nodes, gangs): &UnfitScenario) -> World {
     w
 }
 
-/// Found by [`remembering_unfit_kinds_never_changes_a_plan`]: a gang of a kind remembered as
+/// Found by [`remembering_kinds_never_changes_a_plan`]: a gang of a kind remembered as
 /// fitting nowhere is told why as a search would tell it now. Node-1 failed the first gang on
 /// its selector; a gang placed since left node-1 short of cpu, which is checked first.
 #[test]
@@ -1141,13 +1141,13 @@ fn a_remembered_unfit_kind_is_told_todays_reasons() {
 use proptest::prelude::Strategy as _;
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
 
     /// The allocate action's memory of kinds of task no node fits only saves searches: with it
     /// and without it, the same cluster gets the same placements and the same verdicts, gangs
     /// given up midway (their nodes freed again) included.
     #[test]
-    fn remembering_unfit_kinds_never_changes_a_plan(
+    fn remembering_kinds_never_changes_a_plan(
         scenario in (
             proptest::collection::vec((1u32..=8, proptest::bool::ANY), 1..6),
             proptest::collection::vec(
@@ -1157,18 +1157,51 @@ proptest::proptest! {
             ),
         )
     ) {
-        let w = unfit_world(&scenario);
+        same_plan_with_and_without_kinds(&scenario)?;
+    }
+
+    /// The same over more than 100 nodes, where a search stops once it has found a share of
+    /// the nodes: the remembered kinds must hand out the same nodes in the same order.
+    #[test]
+    fn remembering_kinds_never_changes_a_plan_when_searches_stop_early(
+        scenario in (
+            proptest::collection::vec((1u32..=4, proptest::bool::weighted(0.8)), 101..140),
+            proptest::collection::vec(
+                (0usize..3, 1usize..6, 1usize..6, (1u32..=6).prop_map(|c| c * 500),
+                 proptest::bool::ANY, 0usize..3),
+                1..30,
+            ),
+        )
+    ) {
+        same_plan_with_and_without_kinds(&scenario)?;
+    }
+}
+
+fn same_plan_with_and_without_kinds(
+    scenario: &UnfitScenario,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    {
+        let w = unfit_world(scenario);
         let with = session(&w);
-        super::actions::allocate::REMEMBER_UNFIT.with(|r| r.set(false));
+        super::actions::allocate::REMEMBER_KINDS.with(|r| r.set(false));
         let without = session(&w);
-        super::actions::allocate::REMEMBER_UNFIT.with(|r| r.set(true));
+        super::actions::allocate::REMEMBER_KINDS.with(|r| r.set(true));
         let placed = |o: &Outcome| {
-            o.plan.placements.iter().map(|(u, p)| (u.clone(), p.node.clone())).collect::<std::collections::BTreeMap<_, _>>()
+            o.plan
+                .placements
+                .iter()
+                .map(|(u, p)| (u.clone(), p.node.clone()))
+                .collect::<std::collections::BTreeMap<_, _>>()
         };
         let verdicts = |o: &Outcome| {
-            o.plan.gangs.iter().map(|(g, v)| (g.clone(), format!("{v:?}"))).collect::<std::collections::BTreeMap<_, _>>()
+            o.plan
+                .gangs
+                .iter()
+                .map(|(g, v)| (g.clone(), format!("{v:?}")))
+                .collect::<std::collections::BTreeMap<_, _>>()
         };
         proptest::prop_assert_eq!(placed(&with), placed(&without));
         proptest::prop_assert_eq!(verdicts(&with), verdicts(&without));
     }
+    Ok(())
 }

@@ -12,9 +12,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::framework::Unfit;
 use crate::ix::{Ix, JobIx, NodeIx, QueueIx, TaskIx};
+use crate::kind_fits::KindFits;
 use crate::model::TaskStatus;
 use crate::resource::Resource;
-use crate::session::{FitErrors, Session, State, Statement, UnfitKinds};
+use crate::session::{FitErrors, Session, State, Statement};
 use tephra_api::scheduling::PodGroupPhase;
 
 use super::pop_best;
@@ -96,26 +97,26 @@ fn leaves_held_room(st: &State, t: TaskIx, held: &Resource) -> bool {
 /// share, so the shares still decide who goes first; with `reclaim` configured, a queue below
 /// its share takes a loan back as it takes back anything held beyond a deserved share.
 pub fn run(ssn: &mut Session) {
-    if remember_unfit() {
-        ssn.state.unfit = Some(UnfitKinds::new(&ssn.state));
+    if remember_kinds() {
+        ssn.state.kind_fits = Some(KindFits::new(&ssn.state));
     }
     run_passes(ssn);
-    ssn.state.unfit = None;
+    ssn.state.kind_fits = None;
 }
 
 #[cfg(test)]
 thread_local! {
-    /// Tests turn the memory of unfit kinds off to check that it never changes a plan.
-    pub(crate) static REMEMBER_UNFIT: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    /// Tests turn the memory of kinds off to check that it never changes a plan.
+    pub(crate) static REMEMBER_KINDS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
 }
 
 #[cfg(test)]
-fn remember_unfit() -> bool {
-    REMEMBER_UNFIT.with(std::cell::Cell::get)
+fn remember_kinds() -> bool {
+    REMEMBER_KINDS.with(std::cell::Cell::get)
 }
 
 #[cfg(not(test))]
-fn remember_unfit() -> bool {
+fn remember_kinds() -> bool {
     true
 }
 
@@ -572,23 +573,37 @@ pub fn place(
             }
         }
         if !reusable || candidates.as_ref().is_none_or(|c| c.nodes.is_empty()) {
-            // A kind of task the whole cluster was searched for in vain is not searched for again.
+            // A kind of task searched for over every node is not searched for again: what
+            // it fits is kept current (`KindFits`).
             let whole_cluster = within.is_none();
             let known = if whole_cluster {
-                ssn.known_unfit(q, t)
+                ssn.known_fits(q, t, *cursor, want)
             } else {
                 None
             };
-            let remember = whole_cluster && known.is_none();
             let (found, errors) = match known {
-                Some(errors) => (Vec::new(), errors),
-                None => search(ssn, t, within, n_nodes, want, cursor),
+                Some((nodes, visited, errors)) => {
+                    if n_nodes > 0 {
+                        *cursor = (*cursor + visited) % n_nodes;
+                    }
+                    let found = nodes
+                        .into_iter()
+                        .map(|n| Candidate {
+                            node: n,
+                            score: ssn.plugins.node_score(&ssn.state, t, n),
+                            idle: ssn.state.fits_idle(t, n),
+                        })
+                        .collect();
+                    (found, errors)
+                }
+                None => {
+                    let remember =
+                        whole_cluster && ssn.state.kind_fits.as_ref().is_some_and(KindFits::on);
+                    search(ssn, q, t, within, n_nodes, want, cursor, remember)
+                }
             };
             if found.is_empty() {
                 candidates = None;
-                if remember && let Some(u) = ssn.state.unfit.as_mut() {
-                    u.insert(q, t, &ssn.state.tasks[t], errors.clone());
-                }
                 ssn.state.job_state[j].fit_errors.insert(t, errors);
                 failed_roles.insert(role);
                 if until == Until::JobReady && need_continue(ssn, j, &failed_roles) {
@@ -631,18 +646,23 @@ pub fn place(
 }
 
 /// Feasible nodes for task `t` (up to `want`), searched from `cursor` (left where the search
-/// stopped) over `within` or the whole cluster, and why the others did not fit.
+/// stopped) over `within` or the whole cluster, and why the others did not fit (made only when
+/// none did). With `remember`, a search that visited every node tells the session's
+/// [`KindFits`] what it found for the task's kind.
+#[allow(clippy::too_many_arguments)]
 fn search(
-    ssn: &Session,
+    ssn: &mut Session,
+    q: QueueIx,
     t: TaskIx,
     within: Option<&[NodeIx]>,
     n_nodes: usize,
     want: usize,
     cursor: &mut usize,
+    remember: bool,
 ) -> (Vec<Candidate>, FitErrors) {
     let mut found: Vec<Candidate> = Vec::new();
-    // Why each node did not fit, made into errors only when none did (a search that finds
-    // nodes throws them away, and most nodes of a large cluster fail most tasks).
+    // Why each node did not fit: most nodes of a large cluster fail most tasks, and a search
+    // that finds nodes throws the reasons away, so they are made into errors only when needed.
     let mut unfit: Vec<(NodeIx, String)> = Vec::new();
     let mut checked = 0;
     while checked < n_nodes && found.len() < want {
@@ -661,11 +681,19 @@ fn search(
     if n_nodes > 0 {
         *cursor = (*cursor + checked) % n_nodes;
     }
+    let every_node = remember && checked == n_nodes;
     let mut errors = FitErrors::default();
-    if found.is_empty() {
+    if found.is_empty() || every_node {
         for (n, reason) in unfit {
             errors.set(&ssn.state.nodes[n].name, reason);
         }
+    }
+    if every_node && let Some(kinds) = ssn.state.kind_fits.as_mut() {
+        let fits = found.iter().map(|c| c.node).collect();
+        kinds.remember(q, t, &ssn.state.tasks[t], fits, errors.clone());
+    }
+    if !found.is_empty() {
+        errors = FitErrors::default();
     }
     (found, errors)
 }
