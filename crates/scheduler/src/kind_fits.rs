@@ -61,10 +61,7 @@ impl KindFits {
         Self {
             kinds: Vec::new(),
             changed: Vec::new(),
-            off: st
-                .tasks
-                .iter()
-                .any(|t| !t.constraints.anti_affinity.is_empty()),
+            off: st.anti_affinity,
         }
     }
 
@@ -117,7 +114,8 @@ impl KindFits {
         let i = self.kinds.iter().position(|k| {
             k.queue == q
                 && k.resreq == task.resreq
-                && same_for_predicates(&k.constraints, &task.constraints)
+                && (Arc::ptr_eq(&k.constraints, &task.constraints)
+                    || k.constraints.same_for_nodes(&task.constraints))
         })?;
         let k = &mut self.kinds[i];
         let mut stale: Vec<NodeIx> = self.changed[k.seen..].to_vec();
@@ -161,18 +159,6 @@ impl KindFit {
         };
         (picked, visited)
     }
-}
-
-/// Do the node predicates read the same of both? Labels are left out (they matter only to
-/// pod anti-affinity, and nothing is remembered when a task has any), and so are preferred
-/// terms (they score, never exclude): the pods of different jobs differ in their labels.
-fn same_for_predicates(a: &Arc<Constraints>, b: &Arc<Constraints>) -> bool {
-    Arc::ptr_eq(a, b)
-        || (a.node_selector == b.node_selector
-            && a.required_terms == b.required_terms
-            && a.tolerations == b.tolerations
-            && a.host_ports == b.host_ports
-            && a.node_name == b.node_name)
 }
 
 #[cfg(test)]

@@ -105,6 +105,20 @@ pub struct Constraints {
     pub needs_kube_scheduler: bool,
 }
 
+impl Constraints {
+    /// Do the node predicates read the same of both? The pod's labels are left out (they
+    /// matter only to required pod anti-affinity, see [`crate::session::State::anti_affinity`]),
+    /// and so are preferred terms (they score, never exclude): the pods of a vcJob differ in
+    /// their labels (`volcano.sh/task-index`, `volcano.sh/job-name`) and in nothing else.
+    pub fn same_for_nodes(&self, other: &Self) -> bool {
+        self.node_selector == other.node_selector
+            && self.required_terms == other.required_terms
+            && self.tolerations == other.tolerations
+            && self.host_ports == other.host_ports
+            && self.node_name == other.node_name
+    }
+}
+
 /// One pod.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskInfo {

@@ -192,6 +192,9 @@ pub struct State {
     /// same snapshot (an sla waiting time running out), milliseconds since the epoch: the
     /// runner holds a session for then even when nothing else changes.
     pub wake_at_ms: Option<i64>,
+    /// Some task has required pod anti-affinity: then where a pod fits depends on other pods
+    /// and on the labels of each, not on its node constraints alone.
+    pub anti_affinity: bool,
     /// While the allocate action runs: which nodes each kind of task it searched every node
     /// for fits.
     pub kind_fits: Option<KindFits>,
@@ -285,6 +288,9 @@ impl State {
             .into_iter()
             .map(Option::unwrap_or_default)
             .collect();
+        let anti_affinity = tasks
+            .iter()
+            .any(|t| !t.constraints.anti_affinity.is_empty());
         let mut total = Resource::zero();
         for n in nodes.iter().filter(|n| n.ready && !n.unschedulable) {
             total.add(&n.allocatable);
@@ -314,6 +320,7 @@ impl State {
             lending: false,
             first_fit: false,
             wake_at_ms: None,
+            anti_affinity,
             kind_fits: None,
         }
     }

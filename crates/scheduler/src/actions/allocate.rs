@@ -269,11 +269,18 @@ fn unlike_pods(st: &State, tasks: &[TaskIx]) -> bool {
 }
 
 /// Do some of the tasks have other node constraints (selector, affinity, tolerations) than
-/// others?
+/// others? Labels count only when some task has pod anti-affinity (then a pod's labels decide
+/// where others may go): every pod of a vcJob has a label of its own, its index, and a gang
+/// of alike pods taken for unlike ones was tried again in every order, each pod predicated
+/// on every node, whenever it did not fit.
 fn constraints_differ(st: &State, tasks: &[TaskIx]) -> bool {
     tasks.windows(2).any(|w| {
         let (a, b) = (&st.tasks[w[0]].constraints, &st.tasks[w[1]].constraints);
-        !std::sync::Arc::ptr_eq(a, b) && **a != **b
+        !std::sync::Arc::ptr_eq(a, b)
+            && (!a.same_for_nodes(b)
+                || a.preferred_terms != b.preferred_terms
+                || a.anti_affinity != b.anti_affinity
+                || (st.anti_affinity && a.labels != b.labels))
     })
 }
 
@@ -750,4 +757,49 @@ pub fn best_node(ssn: &Session, t: TaskIx, nodes: &[NodeIx]) -> NodeIx {
         }
     }
     best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SchedulerConf;
+    use crate::testing::{World, pod, podgroup, with_phase};
+
+    /// A gang of two 1-cpu pods labelled by index, as a vcJob's are; with `anti` the first
+    /// also keeps away from pods labelled `app: x`.
+    fn indexed_gang(anti: bool) -> Session {
+        let mut w = World::default().nodes(2, 8, 16);
+        w.index.apply_podgroup(&with_phase(
+            podgroup("ns", "g", "default", 2, None),
+            "Inqueue",
+        ));
+        for i in 0..2 {
+            let mut p = pod("ns", &format!("g-{i}"), "g", 1000, 64);
+            p.metadata.labels = Some([("volcano.sh/task-index".to_string(), i.to_string())].into());
+            if anti && i == 0 {
+                let spec = p.spec.as_mut().expect("spec");
+                spec.affinity = Some(
+                    serde_json::from_value(serde_json::json!({
+                        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                            "labelSelector": {"matchLabels": {"app": "x"}},
+                            "topologyKey": "kubernetes.io/hostname"}]}
+                    }))
+                    .expect("affinity"),
+                );
+            }
+            w.index.apply_pod(&p);
+        }
+        Session::open(w.index.snapshot(), &SchedulerConf::builtin(), "s".into(), 0)
+    }
+
+    #[test]
+    fn pods_that_differ_only_in_their_labels_are_alike_unless_labels_can_keep_pods_apart() {
+        let ssn = indexed_gang(false);
+        let tasks: Vec<TaskIx> = ssn.state.tasks.indices().collect();
+        assert_eq!(tasks.len(), 2);
+        assert!(!unlike_pods(&ssn.state, &tasks));
+        let ssn = indexed_gang(true);
+        let tasks: Vec<TaskIx> = ssn.state.tasks.indices().collect();
+        assert!(unlike_pods(&ssn.state, &tasks));
+    }
 }
