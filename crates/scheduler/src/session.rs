@@ -25,14 +25,6 @@ pub struct FitErrors {
 }
 
 impl FitErrors {
-    /// Records why a node did not fit.
-    pub fn add(&mut self, node: &str, reason: &str) {
-        Arc::make_mut(&mut self.nodes)
-            .entry(node.to_string())
-            .or_default()
-            .push(reason.to_string());
-    }
-
     /// Makes `reason` the one reason recorded for `node` (the map is copied only when that
     /// changes it and others share it).
     pub fn set(&mut self, node: &str, reason: String) {

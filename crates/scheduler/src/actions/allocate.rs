@@ -567,13 +567,7 @@ pub fn place(
             && let Some(pos) = c.nodes.iter().position(|e| e.node == n)
         {
             match ssn.predicate(t, n) {
-                Ok(()) => {
-                    c.nodes[pos] = Candidate {
-                        node: n,
-                        score: ssn.plugins.node_score(&ssn.state, t, n),
-                        idle: ssn.state.fits_idle(t, n),
-                    }
-                }
+                Ok(()) => c.nodes[pos] = Candidate::new(ssn, t, n),
                 Err(_) => {
                     c.nodes.remove(pos);
                 }
@@ -595,11 +589,7 @@ pub fn place(
                     }
                     let found = nodes
                         .into_iter()
-                        .map(|n| Candidate {
-                            node: n,
-                            score: ssn.plugins.node_score(&ssn.state, t, n),
-                            idle: ssn.state.fits_idle(t, n),
-                        })
+                        .map(|n| Candidate::new(ssn, t, n))
                         .collect();
                     (found, errors)
                 }
@@ -677,11 +667,7 @@ fn search(
         let n = within.map_or(NodeIx::new(at), |w| w[at]);
         checked += 1;
         match ssn.predicate(t, n) {
-            Ok(()) => found.push(Candidate {
-                node: n,
-                score: ssn.plugins.node_score(&ssn.state, t, n),
-                idle: ssn.state.fits_idle(t, n),
-            }),
+            Ok(()) => found.push(Candidate::new(ssn, t, n)),
             Err(Unfit { reason, .. }) => unfit.push((n, reason)),
         }
     }
@@ -711,6 +697,17 @@ struct Candidate {
     node: NodeIx,
     score: f64,
     idle: bool,
+}
+
+impl Candidate {
+    /// Node `n`, which task `t` fits, scored for it.
+    fn new(ssn: &Session, t: TaskIx, n: NodeIx) -> Self {
+        Self {
+            node: n,
+            score: ssn.plugins.node_score(&ssn.state, t, n),
+            idle: ssn.state.fits_idle(t, n),
+        }
+    }
 }
 
 /// The candidates found for one kind of task (role, request, constraints).

@@ -68,7 +68,7 @@ pub fn run(ssn: &mut Session) {
                 .filter(|&n| match ssn.plugins.predicate(&ssn.state, t, n) {
                     Ok(()) => true,
                     Err(u) => {
-                        errors.add(&ssn.state.nodes[n].name, &u.reason);
+                        errors.set(&ssn.state.nodes[n].name, u.reason);
                         false
                     }
                 })
