@@ -40,6 +40,11 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(20);
 
 /// At most this many status writes in flight at once.
 const WRITE_CONCURRENCY: usize = 16;
+
+/// At most this many PodGroup statuses are written in one batch, so a phase change decided
+/// while a batch is written waits for that batch only (see `Pending::take_statuses`).
+const STATUS_BATCH: usize = 4 * WRITE_CONCURRENCY;
+
 /// After a session the loop rests this many times as long as the session took. Sessions cost
 /// O(cluster) each, so in a burst they are cheaper in fewer, larger batches: with 1 (rest as
 /// long as it ran) the 1,000-job bench ran 291 sessions and tephra used 25–28 ms of CPU per
@@ -470,7 +475,7 @@ impl Scheduler {
                         if events {
                             p.take_events()
                         } else {
-                            p.take_statuses()
+                            p.take_statuses(STATUS_BATCH)
                         }
                     };
                     if !batch.is_empty() {
@@ -478,6 +483,10 @@ impl Scheduler {
                             () = shutdown.cancelled() => break,
                             () = me.write(&client, &recorder, &batch) => {}
                         }
+                    }
+                    if !events && lock(&me.inner.pending).has_statuses() {
+                        // The rest of a bounded batch: go on without waiting for a session.
+                        wake.notify_one();
                     }
                 }
                 // Unwritten decisions are dropped on shutdown: a replica that stopped leading

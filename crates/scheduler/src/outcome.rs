@@ -67,6 +67,10 @@ pub struct PodGroupUpdate {
     pub uid: String,
     /// The whole new status.
     pub status: PodGroupStatus,
+    /// The phase differs from the one the session started from. A phase change is what
+    /// others wait for (the Job controller makes a gang's pods once it leaves `Pending`), so
+    /// the writer writes these before updates that only reword a condition or recount tasks.
+    pub phase_changed: bool,
 }
 
 /// A Queue whose `status.allocated` changed.
@@ -340,6 +344,7 @@ fn tell_orphan(orphan: &Orphan, session: &str, now: &Time, out: &mut Outcome) {
             name: pg.metadata.name.clone().unwrap_or_default(),
             uid: pg.metadata.uid.clone().unwrap_or_default(),
             status,
+            phase_changed: false,
         });
     }
     out.plan
@@ -643,11 +648,14 @@ fn podgroup_updates(st: &State, gangs: IxVec<JobIx, GangClose>) -> Vec<PodGroupU
         .iter()
         .zip(gangs)
         .filter_map(|(job, gang)| {
+            let status = gang.status?;
+            let before = job.podgroup.status.as_ref().and_then(|s| s.phase.as_ref());
             Some(PodGroupUpdate {
                 namespace: job.namespace.clone(),
                 name: job.name.clone(),
                 uid: job.uid.clone(),
-                status: gang.status?,
+                phase_changed: before != status.phase.as_ref(),
+                status,
             })
         })
         .collect()

@@ -89,7 +89,16 @@ impl Pending {
                 continue;
             }
             match self.podgroup_at.get(&key) {
-                Some(&i) => self.podgroups[i] = u.clone(),
+                Some(&i) => {
+                    // The session that replaces an unwritten status decided from the phase the
+                    // older one set, so it may not see the change; the change is still to be
+                    // written.
+                    let phase_changed = self.podgroups[i].phase_changed || u.phase_changed;
+                    self.podgroups[i] = PodGroupUpdate {
+                        phase_changed,
+                        ..u.clone()
+                    };
+                }
                 None => {
                     self.podgroup_at.insert(key, self.podgroups.len());
                     self.podgroups.push(u.clone());
@@ -148,21 +157,41 @@ impl Pending {
 
     /// Takes everything gathered, leaving nothing.
     pub fn take(&mut self) -> Batch {
-        let mut b = self.take_statuses();
+        let mut b = self.take_statuses(usize::MAX);
         b.events = self.take_events().events;
         b
     }
 
-    /// Takes the PodGroup and Queue statuses and the evictions, leaving the Events.
-    pub fn take_statuses(&mut self) -> Batch {
+    /// Takes the Queue statuses, the evictions and at most `limit` PodGroup statuses, those
+    /// that change a phase first (each kind in first-decided order), leaving the Events and
+    /// the other PodGroups.
+    ///
+    /// Why a limit: a pass where the pool's occupancy changes may reword hundreds of waiting
+    /// gangs' conditions; written as one batch, a new gang's `Pending` → `Inqueue` decided
+    /// meanwhile would wait for all of them.
+    pub fn take_statuses(&mut self, limit: usize) -> Batch {
         self.evicting.clear();
         self.podgroup_at.clear();
+        let (mut podgroups, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.podgroups)
+            .into_iter()
+            .partition(|u| u.phase_changed);
+        podgroups.extend(rest);
+        for u in podgroups.split_off(limit.min(podgroups.len())) {
+            self.podgroup_at
+                .insert((u.namespace.clone(), u.name.clone()), self.podgroups.len());
+            self.podgroups.push(u);
+        }
         Batch {
-            podgroups: std::mem::take(&mut self.podgroups),
+            podgroups,
             queues: std::mem::take(&mut self.queues),
             events: Vec::new(),
             evictions: std::mem::take(&mut self.evictions),
         }
+    }
+
+    /// Some PodGroup status waits to be written.
+    pub fn has_statuses(&self) -> bool {
+        !self.podgroups.is_empty()
     }
 
     /// Takes the Events only.
@@ -193,6 +222,7 @@ mod tests {
                 phase: Some(phase),
                 ..Default::default()
             },
+            phase_changed: false,
         }
     }
 
@@ -261,7 +291,7 @@ mod tests {
             ),
             now(),
         );
-        let statuses = p.take_statuses();
+        let statuses = p.take_statuses(usize::MAX);
         assert_eq!((statuses.podgroups.len(), statuses.events.len()), (1, 0));
         let events = p.take_events();
         assert_eq!((events.podgroups.len(), events.events.len()), (0, 1));
@@ -369,5 +399,64 @@ mod tests {
         assert_eq!(p.take().podgroups.len(), 1);
         p.expire(t0 + WRITTEN_TTL * 2);
         assert!(p.written.is_empty());
+    }
+
+    #[test]
+    fn phase_changes_are_taken_first_and_a_batch_is_bounded() {
+        let mut p = Pending::default();
+        let changed = |name: &str, phase| PodGroupUpdate {
+            phase_changed: true,
+            ..pg(name, phase)
+        };
+        p.add(
+            &outcome(
+                vec![
+                    pg("reworded-1", PodGroupPhase::Inqueue),
+                    pg("reworded-2", PodGroupPhase::Inqueue),
+                    changed("new-1", PodGroupPhase::Inqueue),
+                ],
+                vec![],
+                vec![],
+            ),
+            now(),
+        );
+        // A later session decides another phase change, and rewords the first one again
+        // from the phase it now takes as current.
+        p.add(
+            &outcome(
+                vec![
+                    changed("new-2", PodGroupPhase::Running),
+                    pg("new-1", PodGroupPhase::Inqueue),
+                ],
+                vec![],
+                vec![],
+            ),
+            now(),
+        );
+        let names =
+            |b: &Batch| -> Vec<String> { b.podgroups.iter().map(|u| u.name.clone()).collect() };
+        let first = p.take_statuses(3);
+        assert_eq!(names(&first), ["new-1", "new-2", "reworded-1"]);
+        assert!(
+            first.podgroups[0].phase_changed,
+            "a replaced status keeps the phase change it has not written"
+        );
+        assert!(p.has_statuses());
+        // What is left keeps its place: a newer status of it replaces it there.
+        p.add(
+            &outcome(
+                vec![pg("reworded-2", PodGroupPhase::Pending)],
+                vec![],
+                vec![],
+            ),
+            now(),
+        );
+        let second = p.take_statuses(3);
+        assert_eq!(names(&second), ["reworded-2"]);
+        assert_eq!(
+            second.podgroups[0].status.phase,
+            Some(PodGroupPhase::Pending)
+        );
+        assert!(!p.has_statuses());
     }
 }

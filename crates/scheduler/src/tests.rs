@@ -267,6 +267,7 @@ fn status_is_written_only_when_it_changes() {
         .find(|u| u.name == "done")
         .expect("counts written once");
     assert_eq!(update.status.running, Some(1));
+    assert!(!update.phase_changed, "counts alone change no phase");
     // Feed the written status back: the next session has nothing to write.
     let mut pg = (*w.index.podgroup("ns/done").unwrap().as_ref()).clone();
     pg.status = Some(update.status.clone());
@@ -282,6 +283,11 @@ fn status_is_written_only_when_it_changes() {
     w.index.apply_pod(&p);
     let out = session(&w);
     assert_eq!(phase_of(&out, "done"), Some(PodGroupPhase::Completed));
+    assert!(
+        out.podgroups
+            .iter()
+            .any(|u| u.name == "done" && u.phase_changed)
+    );
 }
 
 #[test]
