@@ -4,7 +4,7 @@
 //! the same plan.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::config::SchedulerConf;
 use super::framework::{Plugins, Unfit};
@@ -15,16 +15,38 @@ use super::model::{JobInfo, NodeInfo, QueueInfo, TaskInfo, TaskStatus};
 use super::resource::{EPSILON, PODS, Resource};
 
 /// Node fit errors of one task, by reason, for the `0/N nodes are unavailable` message.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct FitErrors {
     /// Node name → reasons. Shared: every job of a kind no node fits gets the same copy
-    /// (see [`KindFits`]).
+    /// (see [`KindFits`]). Changed through [`FitErrors::set`] and [`FitErrors::remove`] only,
+    /// which keep `reasons` in step.
     pub nodes: Arc<BTreeMap<String, Vec<String>>>,
     /// A message that replaces the per-node histogram.
     pub err: Option<String>,
+    /// The histogram of `nodes`' reasons, worked out at most once for all the copies that
+    /// share `nodes`: a pass tells each of a thousand waiting gangs of a few kinds why, and
+    /// counting 2,000 nodes' reasons for each was the largest cost of such a pass.
+    reasons: Arc<OnceLock<String>>,
 }
 
+/// Equal when they say the same: whether the histogram was worked out yet does not count.
+impl PartialEq for FitErrors {
+    fn eq(&self, other: &Self) -> bool {
+        self.nodes == other.nodes && self.err == other.err
+    }
+}
+
+impl Eq for FitErrors {}
+
 impl FitErrors {
+    /// Errors told by one message instead of a histogram of nodes' reasons.
+    pub fn because(err: String) -> Self {
+        FitErrors {
+            err: Some(err),
+            ..FitErrors::default()
+        }
+    }
+
     /// Makes `reason` the one reason recorded for `node` (the map is copied only when that
     /// changes it and others share it).
     pub fn set(&mut self, node: &str, reason: String) {
@@ -36,12 +58,14 @@ impl FitErrors {
             return;
         }
         Arc::make_mut(&mut self.nodes).insert(node.to_string(), vec![reason]);
+        self.reasons = Arc::default();
     }
 
     /// Forgets `node` (it fits now).
     pub fn remove(&mut self, node: &str) {
         if self.nodes.contains_key(node) {
             Arc::make_mut(&mut self.nodes).remove(node);
+            self.reasons = Arc::default();
         }
     }
 
@@ -54,13 +78,16 @@ impl FitErrors {
         if self.nodes.is_empty() {
             return head;
         }
-        let mut hist: BTreeMap<&str, usize> = BTreeMap::new();
-        for reasons in self.nodes.values() {
-            for r in reasons {
-                *hist.entry(r).or_default() += 1;
+        let reasons = self.reasons.get_or_init(|| {
+            let mut hist: BTreeMap<&str, usize> = BTreeMap::new();
+            for reasons in self.nodes.values() {
+                for r in reasons {
+                    *hist.entry(r).or_default() += 1;
+                }
             }
-        }
-        format!("{head}: {}.", histogram(hist))
+            histogram(hist)
+        });
+        format!("{head}: {reasons}.")
     }
 }
 
@@ -816,4 +843,40 @@ impl Session {
 /// A task slot on the `pods` scalar (used by tests and the bench to build nodes).
 pub fn pods_capacity(n: u32) -> Resource {
     Resource::zero().with_scalar(PODS, n as f64 * 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FitErrors;
+
+    #[test]
+    fn copies_of_fit_errors_tell_their_own_nodes_after_one_changes() {
+        let mut kind = FitErrors::default();
+        kind.set("n1", "Insufficient cpu".into());
+        kind.set(
+            "n2",
+            "node(s) didn't match Pod's node affinity/selector".into(),
+        );
+        let copy = kind.clone();
+        let both = "0/2 nodes are unavailable: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector.";
+        assert_eq!(kind.message(), both);
+        assert_eq!(copy.message(), both, "a copy shares what was worked out");
+        kind.set("n2", "Insufficient cpu".into());
+        assert_eq!(
+            kind.message(),
+            "0/2 nodes are unavailable: 2 Insufficient cpu."
+        );
+        assert_eq!(copy.message(), both, "the copy's nodes did not change");
+        kind.remove("n1");
+        assert_eq!(
+            kind.message(),
+            "0/1 nodes are unavailable: 1 Insufficient cpu."
+        );
+        assert_ne!(kind, copy);
+        assert_eq!(copy, copy.clone(), "the worked-out text does not count");
+        assert_eq!(
+            FitErrors::because("queue q is closed".into()).message(),
+            "queue q is closed"
+        );
+    }
 }

@@ -532,12 +532,9 @@ pub fn place(
             js.held_back_by_share = true;
             js.fit_errors.insert(
                 t,
-                FitErrors {
-                    err: Some(format!(
-                        "queue {queue} has no room for task {name} within {limit}"
-                    )),
-                    ..FitErrors::default()
-                },
+                FitErrors::because(format!(
+                    "queue {queue} has no room for task {name} within {limit}"
+                )),
             );
             continue;
         }
@@ -546,12 +543,9 @@ pub fn place(
             let name = ssn.state.tasks[t].name.clone();
             ssn.state.job_state[j].fit_errors.insert(
                 t,
-                FitErrors {
-                    err: Some(format!(
-                        "Task {name} with role spec {role} has already predicated failed, skip"
-                    )),
-                    ..FitErrors::default()
-                },
+                FitErrors::because(format!(
+                    "Task {name} with role spec {role} has already predicated failed, skip"
+                )),
             );
             continue;
         }

@@ -87,13 +87,9 @@ pub fn run(ssn: &mut Session) {
             if feasible.is_empty() {
                 ssn.state.job_state[j].fit_errors.insert(
                     t,
-                    FitErrors {
-                        err: Some(
-                            "no HyperNode the gang's network topology allows has a node for it"
-                                .into(),
-                        ),
-                        ..FitErrors::default()
-                    },
+                    FitErrors::because(
+                        "no HyperNode the gang's network topology allows has a node for it".into(),
+                    ),
                 );
                 continue;
             }
