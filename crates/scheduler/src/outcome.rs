@@ -189,11 +189,51 @@ pub fn run_session(mut snapshot: Snapshot, conf: &SchedulerConf, id: &str, now: 
 /// that the pods' own writes need.
 pub const REWORD_AFTER_MS: i64 = 10_000;
 
+/// The rewordings per second that all waiting PodGroups together are held to, on average: with
+/// more than `REWORDS_PER_SECOND × 10` gangs waiting, each keeps its wording longer than
+/// [`REWORD_AFTER_MS`] ([`reword_after_ms`]). With 1,500 gangs waiting for a pool of 20 nodes,
+/// rewording each every 10 s took 150 writes a second, most of the PodGroup writes of the run,
+/// from the kube-apiserver the pods' own writes needed.
+pub const REWORDS_PER_SECOND: i64 = 20;
+
+/// How long a waiting gang's condition keeps its wording when `waiting` PodGroups say they
+/// wait: [`REWORD_AFTER_MS`], or as long as it takes [`REWORDS_PER_SECOND`] to reword them all.
+/// A change of phase, condition status or reason is written at once whatever this says.
+pub fn reword_after_ms(waiting: usize) -> i64 {
+    let waiting = i64::try_from(waiting).unwrap_or(i64::MAX);
+    REWORD_AFTER_MS.max(waiting.saturating_mul(1000) / REWORDS_PER_SECOND)
+}
+
+/// How many PodGroups say they wait (an `Unschedulable` condition that is `True`): those whose
+/// wording may change from one session to the next.
+fn said_waiting(st: &State) -> usize {
+    st.jobs
+        .iter()
+        .filter(|job| {
+            job.podgroup
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter().flatten())
+                .any(|c| {
+                    c.type_
+                        .as_ref()
+                        .is_some_and(|t| t.as_str() == "Unschedulable")
+                        && c.status.as_deref() == Some("True")
+                })
+        })
+        .count()
+}
+
 /// When `new` differs from `old` only in the messages of conditions whose type, status and
-/// reason are unchanged, all reworded less than [`REWORD_AFTER_MS`] ago: the time the oldest
-/// of them may be reworded (milliseconds since the epoch). `None` when the change is anything
-/// else, or may be written now.
-fn reword_later(old: &PodGroupStatus, new: &PodGroupStatus, now_ms: i64) -> Option<i64> {
+/// reason are unchanged, all reworded less than `after_ms` ago: the time the oldest of them
+/// may be reworded (milliseconds since the epoch). `None` when the change is anything else,
+/// or may be written now.
+fn reword_later(
+    old: &PodGroupStatus,
+    new: &PodGroupStatus,
+    now_ms: i64,
+    after_ms: i64,
+) -> Option<i64> {
     let olds = old.conditions.as_deref().unwrap_or_default();
     let mut kept = new.clone();
     let mut due: Option<i64> = None;
@@ -204,7 +244,7 @@ fn reword_later(old: &PodGroupStatus, new: &PodGroupStatus, now_ms: i64) -> Opti
         if o.status != c.status || o.reason != c.reason || o.message == c.message {
             continue;
         }
-        let at = o.last_transition_time.as_ref()?.0.as_millisecond() + REWORD_AFTER_MS;
+        let at = o.last_transition_time.as_ref()?.0.as_millisecond() + after_ms;
         if at <= now_ms {
             return None;
         }
@@ -438,8 +478,12 @@ pub fn to_list(r: &Resource) -> ResourceList {
 /// of its own below, from the state and, for the PodGroup-related ones, from each gang's
 /// [`GangClose`] (worked out once, as several outputs need the same phase and verdict).
 fn close(st: &State, now: Time) -> Outcome {
-    let gangs: IxVec<JobIx, GangClose> =
-        st.jobs.indices().map(|j| close_gang(st, j, &now)).collect();
+    let reword_after = reword_after_ms(said_waiting(st));
+    let gangs: IxVec<JobIx, GangClose> = st
+        .jobs
+        .indices()
+        .map(|j| close_gang(st, j, &now, reword_after))
+        .collect();
     let plan = plan(st, &gangs);
     let events = events(st, &gangs);
     let figures = figures(st, &gangs);
@@ -498,7 +542,7 @@ fn native_refusal(st: &State, j: JobIx) -> Option<(String, String, String)> {
 }
 
 /// Works out one gang's [`GangClose`].
-fn close_gang(st: &State, j: JobIx, now: &Time) -> GangClose {
+fn close_gang(st: &State, j: JobIx, now: &Time, reword_after_ms: i64) -> GangClose {
     let unschedulable = st.job_state[j]
         .condition
         .as_ref()
@@ -507,7 +551,7 @@ fn close_gang(st: &State, j: JobIx, now: &Time) -> GangClose {
     let verdict = gang_verdict(st, j);
     let refusal = native_refusal(st, j);
     let condition = refusal.as_ref().or(st.job_state[j].condition.as_ref());
-    let (status, reword_at) = podgroup_status(st, j, &phase, condition, now);
+    let (status, reword_at) = podgroup_status(st, j, &phase, condition, now, reword_after_ms);
     let changed = status.is_some();
     GangClose {
         phase,
@@ -538,14 +582,15 @@ fn gang_verdict(st: &State, j: JobIx) -> Verdict {
 /// The gang's PodGroup status after the session (phase, task counts, the condition the
 /// session decided) when it is to be written, and when a held-back rewording may be.
 /// Only real changes are written (condition times and transition ids do not count), and a
-/// waiting gang's condition is reworded at most every [`REWORD_AFTER_MS`], so the API server
-/// is not loaded with rewrites of what users already see.
+/// waiting gang's condition is reworded at most every `reword_after_ms` ([`reword_after_ms`]),
+/// so the API server is not loaded with rewrites of what users already see.
 fn podgroup_status(
     st: &State,
     j: JobIx,
     phase: &PodGroupPhase,
     condition: Option<&(String, String, String)>,
     now: &Time,
+    reword_after_ms: i64,
 ) -> (Option<PodGroupStatus>, Option<i64>) {
     let job = &st.jobs[j];
     let js = &st.job_state[j];
@@ -608,7 +653,7 @@ fn podgroup_status(
         return (None, None);
     }
     if !js.refused_for_queue_state
-        && let Some(due) = reword_later(old, &status, now.0.as_millisecond())
+        && let Some(due) = reword_later(old, &status, now.0.as_millisecond(), reword_after_ms)
     {
         return (None, Some(due));
     }
@@ -826,6 +871,14 @@ fn reword_wake(gangs: &IxVec<JobIx, GangClose>) -> Option<i64> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_more_gangs_wait_the_longer_each_keeps_its_wording() {
+        assert_eq!(reword_after_ms(0), REWORD_AFTER_MS);
+        assert_eq!(reword_after_ms(200), REWORD_AFTER_MS);
+        assert_eq!(reword_after_ms(1_500), 75_000, "1,500 gangs at 20 a second");
+        assert!(reword_after_ms(usize::MAX) > 0, "no overflow");
+    }
+
     fn waiting(phase: &str, message: &str, at_ms: i64) -> PodGroupStatus {
         serde_json::from_value(serde_json::json!({
             "phase": phase,
@@ -845,16 +898,25 @@ mod tests {
         let old = waiting("Pending", "queue a is at its deserved share", t);
         let reworded = waiting("Pending", "resource in cluster is overused", t + 3_000);
         assert_eq!(
-            reword_later(&old, &reworded, t + 3_000),
+            reword_later(&old, &reworded, t + 3_000, REWORD_AFTER_MS),
             Some(t + REWORD_AFTER_MS)
         );
-        assert_eq!(reword_later(&old, &reworded, t + REWORD_AFTER_MS), None);
+        assert_eq!(
+            reword_later(&old, &reworded, t + REWORD_AFTER_MS, REWORD_AFTER_MS),
+            None
+        );
         let admitted = waiting("Inqueue", "resource in cluster is overused", t + 3_000);
-        assert_eq!(reword_later(&old, &admitted, t + 3_000), None);
+        assert_eq!(
+            reword_later(&old, &admitted, t + 3_000, REWORD_AFTER_MS),
+            None
+        );
         let mut settled = old.clone();
         for c in settled.conditions.iter_mut().flatten() {
             c.status = Some("False".into());
         }
-        assert_eq!(reword_later(&old, &settled, t + 3_000), None);
+        assert_eq!(
+            reword_later(&old, &settled, t + 3_000, REWORD_AFTER_MS),
+            None
+        );
     }
 }

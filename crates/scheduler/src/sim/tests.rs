@@ -567,6 +567,49 @@ fn a_waiting_gang_is_reworded_at_most_every_ten_seconds() {
     );
 }
 
+/// However many gangs wait, their rewordings together stay near `REWORDS_PER_SECOND`: over a
+/// run, at most that many a second plus one per PodGroup (the first rewording of gangs that
+/// began waiting together may fall in one session). Here 1,200 one-pod gangs wait for 48 cpu;
+/// rewording each every ten seconds wrote about 100 a second.
+#[test]
+fn rewordings_of_all_waiting_gangs_together_stay_within_their_rate() {
+    use super::workloads::backlogged_queues;
+    use crate::outcome::REWORDS_PER_SECOND;
+    let until_ms = 60_000;
+    let mut sim =
+        Sim::new(backlogged_queues(&[1, 1], 6, 8, 600, until_ms)).unwrap_or_else(|e| panic!("{e}"));
+    let mut last: BTreeMap<String, tephra_api::PodGroupStatus> = BTreeMap::new();
+    let shape = |s: &tephra_api::PodGroupStatus| {
+        let mut s = s.clone();
+        for c in s.conditions.iter_mut().flatten() {
+            c.message = None;
+            c.last_transition_time = None;
+            c.transition_id = None;
+        }
+        s
+    };
+    let mut rewordings = 0i64;
+    while let Some(r) = sim.next_session() {
+        for u in &r.outcome.podgroups {
+            if last
+                .get(&u.name)
+                .is_some_and(|old| shape(old) == shape(&u.status))
+            {
+                rewordings += 1;
+            }
+            last.insert(u.name.clone(), u.status.clone());
+        }
+    }
+    let bound = REWORDS_PER_SECOND * until_ms / 1000 + last.len() as i64;
+    assert!(
+        rewordings <= bound,
+        "{rewordings} rewordings in {} s of {} PodGroups (at most {bound})",
+        until_ms / 1000,
+        last.len()
+    );
+    assert!(rewordings > 0, "the workload rewords waiting gangs at all");
+}
+
 #[test]
 fn a_running_job_and_other_pods_hold_their_nodes_from_time_zero() {
     // One node of 8 cpu: `old` runs 6 cpu for 5 s more (one of its two pods has finished),
