@@ -207,19 +207,26 @@ stop_watch() {
 }
 # bound FILE: how many pods the events of FILE show bound.
 bound() { awk 'NF >= 3 && $3 != "" && $3 != "-" { b[$2] = 1 } END { print length(b) }' "$1"; }
-# empty NAMESPACE SECONDS: deletes every vcJob and pod of NAMESPACE and waits until no pod is left.
+# empty NAMESPACE SECONDS: deletes every vcJob, PodGroup and pod of NAMESPACE and waits until none is left.
 # The pods go in delete-collection requests (kubectl's --all deletes them one by one: minutes
 # for ten thousand); kube-apiserver ends one after its request timeout (a minute) with part of
 # the pods deleted, so another follows while pods are left.
 empty() {
   k delete jobs.batch.volcano.sh --all -n "$1" --wait=false >/dev/null 2>&1 || true
-  local until=$((SECONDS + $2))
+  # A job's PodGroup goes with it only once the garbage collector gets to it, and a waiting
+  # gang's PodGroup (no pods yet) would go on holding its place in the queues.
+  k delete podgroups.scheduling.volcano.sh --all -n "$1" --wait=false >/dev/null 2>&1 || true
+  local until=$((SECONDS + $2)) pg=/apis/scheduling.volcano.sh/v1beta1/namespaces/$1/podgroups
   while [ "$SECONDS" -lt "$until" ]; do
-    k get --raw "/api/v1/namespaces/$1/pods?limit=1" 2>/dev/null | grep -q '"items":\[\]' && return 0
-    kubectl --request-timeout=90s delete --raw "/api/v1/namespaces/$1/pods" >/dev/null 2>&1 || true
+    if k get --raw "/api/v1/namespaces/$1/pods?limit=1" 2>/dev/null | grep -q '"items":\[\]'; then
+      k get --raw "$pg?limit=1" 2>/dev/null | grep -q '"items":\[\]' && return 0
+      kubectl --request-timeout=90s delete --raw "$pg" >/dev/null 2>&1 || true
+    else
+      kubectl --request-timeout=90s delete --raw "/api/v1/namespaces/$1/pods" >/dev/null 2>&1 || true
+    fi
     sleep 1
   done
-  say "pods of $1 still there after $2 s"
+  say "pods or PodGroups of $1 still there after $2 s"
   return 1
 }
 # tephra's replicas in the fault run: ports and pids by replica (a, b).
