@@ -518,6 +518,18 @@ fn a_higher_priority_gang_is_never_preempted() {
     assert_eq!(job(&sim, "j6").restarts, 0);
 }
 
+/// A PodGroup status without its conditions' wording: two writes of one shape differ in
+/// their wording only.
+fn shape(s: &tephra_api::PodGroupStatus) -> tephra_api::PodGroupStatus {
+    let mut s = s.clone();
+    for c in s.conditions.iter_mut().flatten() {
+        c.message = None;
+        c.last_transition_time = None;
+        c.transition_id = None;
+    }
+    s
+}
+
 /// Two queues backlogged with one-pod gangs: as pods start and end, the rule that holds a
 /// waiting gang back takes turns (the cluster's room for gangs, then its queue's share) from
 /// one session to the next. A waiting PodGroup's condition is reworded at most every
@@ -533,15 +545,6 @@ fn a_waiting_gang_is_reworded_at_most_every_ten_seconds() {
     // PodGroup → (its last written status, when).
     let mut last: BTreeMap<String, (tephra_api::PodGroupStatus, i64)> = BTreeMap::new();
     let mut writes = 0usize;
-    let shape = |s: &tephra_api::PodGroupStatus| {
-        let mut s = s.clone();
-        for c in s.conditions.iter_mut().flatten() {
-            c.message = None;
-            c.last_transition_time = None;
-            c.transition_id = None;
-        }
-        s
-    };
     while let Some(r) = sim.next_session() {
         for u in &r.outcome.podgroups {
             writes += 1;
@@ -579,15 +582,6 @@ fn rewordings_of_all_waiting_gangs_together_stay_within_their_rate() {
     let mut sim =
         Sim::new(backlogged_queues(&[1, 1], 6, 8, 600, until_ms)).unwrap_or_else(|e| panic!("{e}"));
     let mut last: BTreeMap<String, tephra_api::PodGroupStatus> = BTreeMap::new();
-    let shape = |s: &tephra_api::PodGroupStatus| {
-        let mut s = s.clone();
-        for c in s.conditions.iter_mut().flatten() {
-            c.message = None;
-            c.last_transition_time = None;
-            c.transition_id = None;
-        }
-        s
-    };
     let mut rewordings = 0i64;
     while let Some(r) = sim.next_session() {
         for u in &r.outcome.podgroups {
