@@ -204,22 +204,32 @@ pub fn reword_after_ms(waiting: usize) -> i64 {
     REWORD_AFTER_MS.max(waiting.saturating_mul(1000) / REWORDS_PER_SECOND)
 }
 
-/// How many PodGroups say they wait (an `Unschedulable` condition that is `True`): those whose
-/// wording may change from one session to the next.
+/// The message of a PodGroup status's `Unschedulable` condition that is `True`: why the gang
+/// says it waits. `None` when it says nothing (no such condition, or an empty message).
+pub(crate) fn unschedulable_message(status: &PodGroupStatus) -> Option<&str> {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| {
+            c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable")
+                && c.status.as_deref() == Some("True")
+        })
+        .and_then(|c| c.message.as_deref())
+        .filter(|m| !m.is_empty())
+}
+
+/// How many PodGroups say why they wait: those whose wording may change from one session to
+/// the next.
 fn said_waiting(st: &State) -> usize {
     st.jobs
         .iter()
         .filter(|job| {
             job.podgroup
                 .status
-                .iter()
-                .flat_map(|s| s.conditions.iter().flatten())
-                .any(|c| {
-                    c.type_
-                        .as_ref()
-                        .is_some_and(|t| t.as_str() == "Unschedulable")
-                        && c.status.as_deref() == Some("True")
-                })
+                .as_ref()
+                .and_then(unschedulable_message)
+                .is_some()
         })
         .count()
 }

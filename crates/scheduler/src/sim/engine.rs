@@ -593,10 +593,10 @@ impl Sim {
                 job.admitted_ms = Some(self.now_ms);
             }
             if job.started_ms.is_none()
-                && let Some(message) = unschedulable_message(&u.status)
-                && job.waiting.last().is_none_or(|(_, m)| *m != message)
+                && let Some(message) = crate::outcome::unschedulable_message(&u.status)
+                && job.waiting.last().is_none_or(|(_, m)| m != message)
             {
-                job.waiting.push((self.now_ms, message));
+                job.waiting.push((self.now_ms, message.to_string()));
             }
         }
         // Placements, in kube-scheduler's queue order: priority, then creation, then name.
@@ -703,20 +703,6 @@ impl Sim {
             }
         }
     }
-}
-
-/// The message of a PodGroup status's `Unschedulable` condition that is `True`.
-fn unschedulable_message(status: &tephra_api::scheduling::PodGroupStatus) -> Option<String> {
-    status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| {
-            c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable")
-                && c.status.as_deref() == Some("True")
-        })
-        .and_then(|c| c.message.clone())
-        .filter(|m| !m.is_empty())
 }
 
 /// The names of a node kind of `count` nodes (`name` alone, or `name-0`, `name-1`, …).

@@ -208,15 +208,8 @@ fn cluster_reason(state: &ClusterState, namespace: &str, job: &str) -> Option<St
                 .any(|o| o.kind == "Job" && o.name == job)
         })
         .and_then(|pg| pg.status.as_ref())
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| {
-            cs.iter().find(|c| {
-                c.type_.as_ref().map(|t| t.as_str()) == Some("Unschedulable")
-                    && c.status.as_deref() == Some("True")
-            })
-        })
-        .and_then(|c| c.message.clone())
-        .filter(|m| !m.is_empty())
+        .and_then(crate::outcome::unschedulable_message)
+        .map(str::to_string)
 }
 
 /// The sentence of what a job waits for; `now` is the cluster's own reason, asked for only
