@@ -22,8 +22,7 @@ start_operator() {
   # Server-side: the CRDs are larger than the annotation a client-side apply keeps.
   k apply --server-side -f "$dir/crds/" >/dev/null || { why="apply $name's CRDs"; return 1; }
   # Large CRDs can take over a minute to be established on a loaded 2-core machine.
-  k wait --for condition=established --timeout=180s -f "$dir/crds/" >/dev/null \
-    || { why="$name's CRDs not established after 180 s"; return 1; }
+  crds_established 180 "$dir/crds/" || { why="$name's CRDs not established after 180 s"; return 1; }
   ("$launch" "$dir") >"$work/$name-operator.log" 2>&1 &
   op_pids[$name]=$!
   echo "#   $name operator $(basename "$dir") started (log $work/$name-operator.log)"

@@ -6,6 +6,18 @@
 cluster_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_dir=$(cd "$cluster_dir/../.." && pwd)
 
+# crds_established SECS PATH: waits up to SECS seconds until every CRD in PATH (a file or
+# folder of manifests) is Established, through the sourcing script's `k`. A loop rather than
+# one `kubectl wait`: kubectl gives up at once, not at its timeout, when it reads a CRD whose
+# status has no conditions yet, as one just created has until the API server writes them.
+crds_established() {
+  local end=$((SECONDS + $1))
+  until k wait --for condition=established --timeout=5s -f "$2" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$end" ] || return 1
+    sleep 1
+  done
+}
+
 # Version of module $2 as pinned in the wrapper module $1 (its go.mod is the
 # single source of truth, so bumping a version there moves the cache folder).
 mod_version() {

@@ -122,7 +122,7 @@ install_log=$work/install.log
   k apply --dry-run=server -f "$repo_dir/manifests/deployment.yaml"
   k apply --dry-run=server -f "$repo_dir/manifests/kube-scheduler.yaml"
 } >"$install_log" 2>&1 || { cat "$install_log" >&2; exit 1; }
-k wait --for condition=established --timeout=60s -f "$repo_dir/manifests/crds/" >/dev/null
+crds_established 60 "$repo_dir/manifests/crds/" || { echo "tephra's CRDs not established after 60 s" >&2; exit 1; }
 
 # tephra runs with its own service account's permissions (manifests/rbac.yaml),
 # as it would in its pod, through a kubeconfig holding a token for it.

@@ -72,7 +72,8 @@ vc_install() {
   local vc_src=$1 sched_conf=$2 pki=$work/vc-pki
   k apply --server-side -f "$vc_src/config/crd/volcano/bases/" -f "$vc_src/config/crd/jobflow/bases/" \
     >>"$work/install.log" 2>&1 || { cat "$work/install.log" >&2; return 1; }
-  k wait --for condition=established --timeout=60s -f "$vc_src/config/crd/volcano/bases/" >/dev/null
+  crds_established 60 "$vc_src/config/crd/volcano/bases/" \
+    || { echo "Volcano's CRDs not established after 60 s" >&2; return 1; }
   # The webhook's serving certificate for 127.0.0.1, signed by a CA of its own.
   mkdir -p "$pki"
   openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=volcano-e2e-ca" \
