@@ -34,7 +34,8 @@ tephra_work
 serve_embedded
 
 # eventually DESCRIPTION SECONDS COMMAND...: polls COMMAND's output until it is non-empty and
-# not "0" (every 0.2 s).
+# not "0" (every 0.2 s). When it never is, the failure shows the PodGroups and pods as they
+# are then, so a failure in CI says which step stalled.
 eventually() {
   local what="$1" secs="$2"; shift 2
   for _ in $(seq 1 $((secs * 5))); do
@@ -42,6 +43,11 @@ eventually() {
     [ -n "$out" ] && [ "$out" != "0" ] && { ok "$what"; return; }
     sleep 0.2
   done
+  {
+    echo "--- PodGroups (phase, conditions) and pods when it failed"
+    "${K[@]}" get podgroups -o jsonpath='{range .items[*]}{.metadata.name} {.status.phase} {.status.conditions}{"\n"}{end}' 2>&1
+    "${K[@]}" get pods -o wide 2>&1
+  } >&2
   fail "$what (within ${secs}s)"
 }
 count() { "${K[@]}" get "$@" -o name | wc -l | tr -d ' '; }
