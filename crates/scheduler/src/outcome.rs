@@ -737,10 +737,12 @@ fn events(st: &State, gangs: &IxVec<JobIx, GangClose>) -> Vec<GangEvent> {
     for (j, gang) in gangs.iter_enumerated() {
         let job = &st.jobs[j];
         match (&gang.verdict, &gang.phase) {
+            // While the condition's new wording is held back, so is the Event's: it tells
+            // what the condition tells, at the same bounded rate.
             (
                 Verdict::Waiting(message),
                 PodGroupPhase::Pending | PodGroupPhase::Inqueue | PodGroupPhase::Unknown,
-            ) if !awaits_its_pods(st, j) => {
+            ) if !awaits_its_pods(st, j) && gang.reword_at.is_none() => {
                 out.push(event(job, "Warning", "Unschedulable", message.clone()));
             }
             (Verdict::Ready, _) if gang.changed => {

@@ -573,7 +573,9 @@ fn a_waiting_gang_is_reworded_at_most_every_ten_seconds() {
 /// However many gangs wait, their rewordings together stay near `REWORDS_PER_SECOND`: over a
 /// run, at most that many a second plus one per PodGroup (the first rewording of gangs that
 /// began waiting together may fall in one session). Here 1,200 one-pod gangs wait for 48 cpu;
-/// rewording each every ten seconds wrote about 100 a second.
+/// rewording each every ten seconds wrote about 100 a second. The waiting gangs' Warning
+/// Events are held to the same bound: each new message is an Event written, and one that
+/// followed every turn of the wording wrote more Events than PodGroup statuses.
 #[test]
 fn rewordings_of_all_waiting_gangs_together_stay_within_their_rate() {
     use super::workloads::backlogged_queues;
@@ -582,7 +584,9 @@ fn rewordings_of_all_waiting_gangs_together_stay_within_their_rate() {
     let mut sim =
         Sim::new(backlogged_queues(&[1, 1], 6, 8, 600, until_ms)).unwrap_or_else(|e| panic!("{e}"));
     let mut last: BTreeMap<String, tephra_api::PodGroupStatus> = BTreeMap::new();
-    let mut rewordings = 0i64;
+    // PodGroup → the message of its last Warning Event (the writer records only a new one).
+    let mut warned: BTreeMap<String, String> = BTreeMap::new();
+    let (mut rewordings, mut warnings) = (0i64, 0i64);
     while let Some(r) = sim.next_session() {
         for u in &r.outcome.podgroups {
             if last
@@ -593,15 +597,26 @@ fn rewordings_of_all_waiting_gangs_together_stay_within_their_rate() {
             }
             last.insert(u.name.clone(), u.status.clone());
         }
+        for e in r.outcome.events.iter().filter(|e| e.type_ == "Warning") {
+            if warned.insert(e.name.clone(), e.message.clone()).as_ref() != Some(&e.message) {
+                warnings += 1;
+            }
+        }
     }
     let bound = REWORDS_PER_SECOND * until_ms / 1000 + last.len() as i64;
+    let seconds = until_ms / 1000;
+    let gangs = last.len();
     assert!(
         rewordings <= bound,
-        "{rewordings} rewordings in {} s of {} PodGroups (at most {bound})",
-        until_ms / 1000,
-        last.len()
+        "{rewordings} rewordings in {seconds} s of {gangs} PodGroups (at most {bound})"
     );
     assert!(rewordings > 0, "the workload rewords waiting gangs at all");
+    // Each PodGroup's first Warning is on top of its rewordings.
+    assert!(
+        warnings <= bound + gangs as i64,
+        "{warnings} Warning Events in {seconds} s of {gangs} PodGroups (at most {})",
+        bound + gangs as i64
+    );
 }
 
 #[test]
