@@ -176,6 +176,35 @@ s_invalid_refused() {
   echo "#   ${out//$'\n'/ }"
 }
 
+# Reviews tephra answered on PATH (tephra_admission_requests_total, all operations and results).
+admission_calls() {
+  curl -sf "http://127.0.0.1:$metrics_port/metrics" \
+    | awk -v p="path=\"$1\"" '/^tephra_admission_requests_total\{/ && index($0, p) { s += $NF } END { print s + 0 }'
+}
+# budget_pod NAME [ANNOTATION]: a pod for tephra's scheduler, with one annotation when given.
+budget_pod() {
+  printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  annotations: {%s}\nspec:\n  schedulerName: volcano\n  containers: [{name: c, image: busybox}]\n' "$1" "${2:-}"
+}
+# The pod validation webhook's matchConditions: kube-apiserver sends only the pods that carry a
+# disruption-budget annotation (the only ones it can refuse). Server-side dry runs, which call
+# the webhooks and store nothing.
+s_pod_budget_only_when_annotated() {
+  local before after out
+  before=$(admission_calls /pods/validate)
+  budget_pod plain | k create --dry-run=server -f - >/dev/null || { why="a plain pod was refused"; return 1; }
+  after=$(admission_calls /pods/validate)
+  [ "$after" = "$before" ] || { why="a pod without a budget was sent to /pods/validate ($before → $after reviews)"; return 1; }
+  if out=$(budget_pod bad '"volcano.sh/jdb-min-available": "0%"' | k create --dry-run=server -f - 2>&1); then
+    why="kube-apiserver accepted a pod with jdb-min-available 0%"
+    return 1
+  fi
+  case $out in
+    *'admission webhook "validatepod.tephra.io" denied the request'*jdb-min-available*) ;;
+    *) why="unexpected refusal: $out"; return 1 ;;
+  esac
+  echo "#   a pod without a budget not sent ($before reviews before and after); ${out//$'\n'/ }"
+}
+
 # Two gangs of 3 pods of 6 cpu on 8-cpu nodes: each gang needs 3 of the 4
 # nodes to itself, so they cannot both run; each must run whole, one after
 # the other.
@@ -572,6 +601,7 @@ s_native_delete_gc() {
 
 scenario "a vcJob applied with kubectl runs to Completed, each pod bound through tephra's extender" s_job_completes
 scenario "an invalid vcJob is refused by kube-apiserver with tephra's message" s_invalid_refused
+scenario "kube-apiserver sends tephra only the pods with a disruption budget, and refuses a bad one with tephra's message" s_pod_budget_only_when_annotated
 scenario "two gangs that cannot both fit run one after the other, each whole" s_gangs_in_turn
 scenario "a Deployment with group-min-member gets its PodGroup through the ReplicaSet controller's pods" s_deployment_podgroup
 scenario "deleting a vcJob removes its pods through the garbage collector" s_delete_gc

@@ -683,6 +683,26 @@ fn webhooks_page() -> String {
             "- namespace selector (namespaced resources): {s} (these namespaces are never sent)\n"
         ));
     }
+    let mut conditioned = String::new();
+    for hooks in registered.values() {
+        for (_, _, hook) in hooks {
+            for c in hook["matchConditions"].as_array().into_iter().flatten() {
+                conditioned.push_str(&format!(
+                    "- `{}` (`{}`): `{}`\n",
+                    hook["name"].as_str().unwrap_or_default(),
+                    c["name"].as_str().unwrap_or_default(),
+                    c["expression"].as_str().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    if !conditioned.is_empty() {
+        out.push_str(
+            "\nWebhooks sent only the objects for which their `matchConditions` hold \
+             (kube-apiserver evaluates them; the others are allowed without a review):\n\n",
+        );
+        out.push_str(&conditioned);
+    }
     out.push_str(
         "\nEach path answers `admission.k8s.io/v1` AdmissionReviews (and `v1beta1` in \
          `v1beta1`); a review of a kind the path does not admit is answered HTTP 400.\n",

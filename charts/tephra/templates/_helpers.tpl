@@ -55,6 +55,10 @@ namespaced (bool).
   namespaceSelector:
     {{- include "tephra.namespaceSelector" $root | nindent 4 }}
   {{- end }}
+  {{- with .conditions }}
+  matchConditions:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end -}}
 
 {{/* cert-manager's CA injector annotation for the webhook configurations. */}}
