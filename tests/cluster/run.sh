@@ -202,6 +202,9 @@ s_pod_budget_only_when_annotated() {
     *'admission webhook "validatepod.tephra.io" denied the request'*jdb-min-available*) ;;
     *) why="unexpected refusal: $out"; return 1 ;;
   esac
+  # The refused pod's review is counted: the count read above is the one that moves.
+  [ "$(admission_calls /pods/validate)" -gt "$after" ] \
+    || { why="the refused pod's review is not counted on /pods/validate"; return 1; }
   echo "#   a pod without a budget not sent ($before reviews before and after); ${out//$'\n'/ }"
 }
 
