@@ -72,7 +72,7 @@ for s in "${suites[@]}"; do
   case " ${vc_suites[*]} " in *" $s "*) ;; *) echo "run.sh: unknown suite $s (known: ${vc_suites[*]})" >&2; exit 2 ;; esac
 done
 
-"$here/build.sh" >&2
+"$here/build.sh" --for "$target" "${suites[@]}" >&2
 # The chart's CI scheduler configuration, from the pinned module's source.
 vc_src=$(vc_source_dir)
 ci_conf=$vc_src/installer/helm/chart/volcano/config/volcano-scheduler-ci.conf
