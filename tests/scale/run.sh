@@ -431,9 +431,10 @@ if [ "$target" != floor ] && { wants stream || wants faults; }; then
     fi
     scale stream "$KUBECONFIG" "$ns" "$queue_list" "$rate" "$secs" "$work/$name-jobs" "$name" >"$work/$name-submit"
     [ -z "$fpid" ] || wait "$fpid" || say "the faults of $name did not all run"
-    # Every job done (Completed, Failed, ...) or $finish s more.
-    local i phases=""
-    for ((i = 0; i < finish / 2; i++)); do
+    # Every job done (Completed, Failed, ...) or $finish s more (a deadline, not a count of
+    # polls: listing thousands of vcJobs on a saturated kube-apiserver takes seconds).
+    local phases="" finish_by=$((SECONDS + finish))
+    while [ "$SECONDS" -lt "$finish_by" ]; do
       phases=$(scale jobs "$KUBECONFIG" "$ns" 2>/dev/null || true)
       if [ -n "$phases" ] && ! grep -qvE '^(Completed|Failed|Aborted|Terminated) ' <<<"$phases"; then break; fi
       sleep 2
@@ -504,7 +505,9 @@ if [ "$target" != floor ] && { wants stream || wants faults; }; then
     kill -9 "${rep_pid[$1]}"
     wait_until 10 gone "${rep_pid[$1]}" || true
   }
-  leads() { curl -sf "http://127.0.0.1:${rep_metrics[$1]}/metrics" | grep -q '^tephra_leader_is_leader 1'; }
+  # grep reads the whole page: `grep -q` would stop at the match and, with pipefail, curl's
+  # write error on the rest of a large page (hundreds of KiB at 2,000 nodes) would fail it.
+  leads() { curl -sf "http://127.0.0.1:${rep_metrics[$1]}/metrics" | grep '^tephra_leader_is_leader 1$' >/dev/null; }
   ready() { curl -sf "http://127.0.0.1:${rep_metrics[$1]}/readyz" >/dev/null; }
   leader_of() { if leads a; then echo a; elif leads b; then echo b; fi; }
   at() { sleep "$(awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { d = a - b; printf "%.3f", (d > 0 ? d : 0) }')"; }
