@@ -31,9 +31,7 @@ while [ $# -gt 0 ]; do
 done
 case $for_target in tephra | volcano) ;; *) echo "build.sh: --for must be tephra or volcano" >&2; exit 2 ;; esac
 [ "${#suites[@]}" -gt 0 ] || suites=("${vc_suites[@]}")
-for s in "${suites[@]}"; do
-  case " ${vc_suites[*]} " in *" $s "*) ;; *) echo "build.sh: unknown suite $s (known: ${vc_suites[*]})" >&2; exit 2 ;; esac
-done
+vc_check_suites build.sh "${suites[@]}"
 
 need_go build.sh
 mkdir -p "$vc_dir"

@@ -14,6 +14,16 @@ vc_dir="$k8s_cache/volcano-$vc_version"
 # phases and scheduling, bar the specs in skip.txt.
 vc_suites=(admission vcctl jobp jobseq schedulingbase schedulingaction cronjob hypernode stress dra)
 
+# vc_check_suites WHO SUITE...: exits 2, naming WHO, at the first SUITE that is not one of
+# vc_suites.
+vc_check_suites() {
+  local who=$1 s
+  shift
+  for s in "$@"; do
+    case " ${vc_suites[*]} " in *" $s "*) ;; *) echo "$who: unknown suite $s (known: ${vc_suites[*]})" >&2; exit 2 ;; esac
+  done
+}
+
 # --- shared by run.sh and bench.sh (they source this after setting -euo pipefail) ---
 
 # vc_source_dir: the pinned volcano.sh/volcano module's source folder (build.sh

@@ -68,9 +68,7 @@ done
 case $target in tephra | volcano) ;; *) echo "run.sh: --target must be tephra or volcano" >&2; exit 2 ;; esac
 case $engine in extender | native) ;; *) echo "run.sh: --engine must be extender or native" >&2; exit 2 ;; esac
 [ "${#suites[@]}" -gt 0 ] || suites=("${vc_suites[@]}")
-for s in "${suites[@]}"; do
-  case " ${vc_suites[*]} " in *" $s "*) ;; *) echo "run.sh: unknown suite $s (known: ${vc_suites[*]})" >&2; exit 2 ;; esac
-done
+vc_check_suites run.sh "${suites[@]}"
 
 "$here/build.sh" --for "$target" "${suites[@]}" >&2
 # The chart's CI scheduler configuration, from the pinned module's source.
