@@ -630,6 +630,7 @@ async fn start_embedded_mode(
         https_addr: http.https_addr,
         ca_pem: &ca,
         target: &target,
+        served: &args.scheduler_names,
     };
     let UnstartedApi {
         listener,
@@ -878,6 +879,8 @@ struct EmbeddedWebhooks<'a> {
     ca_pem: &'a str,
     /// Where the registered webhooks point.
     target: &'a WebhookTarget,
+    /// The scheduler names served (`--scheduler-name`), for the pod mutation's condition.
+    served: &'a [String],
 }
 
 /// Starts the embedded API on its bound listener, sends webhook Service traffic to our own
@@ -925,7 +928,7 @@ async fn start_embedded(
         f.run(client, shutdown);
     }
     let n = tokio::select! {
-        registered = webhooks::register(client, hooks.ca_pem, hooks.target) => registered?,
+        registered = webhooks::register(client, hooks.ca_pem, hooks.target, hooks.served) => registered?,
         () = shutdown.cancelled() => return Ok(()),
     };
     let url = api_addr.map(|a| format!("http://{a}")).unwrap_or_default();

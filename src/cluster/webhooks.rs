@@ -212,14 +212,38 @@ fn retarget(
     Ok(())
 }
 
+/// The `matchConditions` entry that sends `/pods/mutate` only the pods of the scheduler names
+/// tephra serves (its expression lists them).
+pub const SERVED_SCHEDULER_CONDITION: &str = "served-scheduler";
+
+/// Lists `names` in every [`SERVED_SCHEDULER_CONDITION`] of `docs`, in place of the default
+/// name the manifest carries, so the registration matches the `--scheduler-name` flags.
+pub fn serve_names(docs: &mut [Value], names: &[String]) {
+    // A JSON list of strings is also a CEL list literal (same quoting and escapes).
+    let list = Value::from(names.to_vec()).to_string();
+    let conditions = docs
+        .iter_mut()
+        .filter_map(|d| d.get_mut("webhooks").and_then(Value::as_array_mut))
+        .flatten()
+        .filter_map(|h| h.get_mut("matchConditions").and_then(Value::as_array_mut))
+        .flatten();
+    for c in conditions {
+        if c.get("name").and_then(Value::as_str) == Some(SERVED_SCHEDULER_CONDITION) {
+            c["expression"] = Value::String(format!("object.spec.schedulerName in {list}"));
+        }
+    }
+}
+
 /// Creates (or replaces) every configuration of [`WEBHOOKS_YAML`] with `ca_pem` as caBundle,
-/// sending reviews to `target`.
+/// sending reviews to `target`, for the scheduler names `served`.
 pub async fn register(
     client: &Client,
     ca_pem: &str,
     target: &WebhookTarget,
+    served: &[String],
 ) -> Result<usize, WebhookError> {
-    let docs = configurations_at(WEBHOOKS_YAML, ca_pem, target)?;
+    let mut docs = configurations_at(WEBHOOKS_YAML, ca_pem, target)?;
+    serve_names(&mut docs, served);
     let n = docs.len();
     for doc in docs {
         let kind = doc
@@ -276,6 +300,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn every_webhook_gets_the_ca_bundle() {
@@ -374,6 +399,37 @@ mod tests {
         assert_eq!(
             direct.target(8443),
             WebhookTarget::Url("https://[::1]:8443".into())
+        );
+    }
+
+    #[test]
+    fn the_pod_mutation_is_sent_only_the_served_scheduler_names() {
+        let condition = |docs: &[Value]| {
+            let hooks = docs.iter().flat_map(|d| d["webhooks"].as_array().unwrap());
+            let mut found = hooks.filter_map(|h| {
+                let c = h["matchConditions"]
+                    .as_array()?
+                    .iter()
+                    .find(|c| c["name"] == SERVED_SCHEDULER_CONDITION)?;
+                Some((h["name"].as_str()?.to_string(), c["expression"].clone()))
+            });
+            let one = found.next().expect("a served-scheduler condition");
+            assert!(found.next().is_none(), "one webhook has it");
+            one
+        };
+        let mut docs = configurations(WEBHOOKS_YAML, "PEM").unwrap();
+        // As written: the default --scheduler-name.
+        assert_eq!(
+            condition(&docs),
+            (
+                "mutatepod.tephra.io".to_string(),
+                json!(r#"object.spec.schedulerName in ["volcano"]"#)
+            )
+        );
+        serve_names(&mut docs, &["volcano".into(), "team \"a\"".into()]);
+        assert_eq!(
+            condition(&docs).1,
+            json!(r#"object.spec.schedulerName in ["volcano","team \"a\""]"#)
         );
     }
 

@@ -208,6 +208,21 @@ s_pod_budget_only_when_annotated() {
   echo "#   a pod without a budget not sent ($before reviews before and after); ${out//$'\n'/ }"
 }
 
+# The pod mutation webhook's matchConditions: kube-apiserver sends only the pods for tephra's
+# scheduler names, so every other pod of the cluster is created without a round trip to tephra.
+s_pod_mutation_only_served() {
+  local before after
+  before=$(admission_calls /pods/mutate)
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: other}\nspec:\n  containers: [{name: c, image: busybox}]\n' \
+    | k create --dry-run=server -f - >/dev/null || { why="a pod for default-scheduler was refused"; return 1; }
+  after=$(admission_calls /pods/mutate)
+  [ "$after" = "$before" ] || { why="a pod for default-scheduler was sent to /pods/mutate ($before → $after reviews)"; return 1; }
+  budget_pod ours | k create --dry-run=server -f - >/dev/null || { why="a pod for volcano was refused"; return 1; }
+  [ "$(admission_calls /pods/mutate)" -gt "$after" ] \
+    || { why="a pod for volcano was not sent to /pods/mutate ($after reviews before and after)"; return 1; }
+  echo "#   a pod for default-scheduler not sent ($before reviews before and after), one for volcano sent"
+}
+
 # Two gangs of 3 pods of 6 cpu on 8-cpu nodes: each gang needs 3 of the 4
 # nodes to itself, so they cannot both run; each must run whole, one after
 # the other.
@@ -605,6 +620,7 @@ s_native_delete_gc() {
 scenario "a vcJob applied with kubectl runs to Completed, each pod bound through tephra's extender" s_job_completes
 scenario "an invalid vcJob is refused by kube-apiserver with tephra's message" s_invalid_refused
 scenario "kube-apiserver sends tephra only the pods with a disruption budget, and refuses a bad one with tephra's message" s_pod_budget_only_when_annotated
+scenario "kube-apiserver sends tephra's pod mutation only the pods for tephra's scheduler names" s_pod_mutation_only_served
 scenario "two gangs that cannot both fit run one after the other, each whole" s_gangs_in_turn
 scenario "a Deployment with group-min-member gets its PodGroup through the ReplicaSet controller's pods" s_deployment_podgroup
 scenario "deleting a vcJob removes its pods through the garbage collector" s_delete_gc

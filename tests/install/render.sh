@@ -253,6 +253,7 @@ lacks "$H" "tephra-kube-scheduler" "helm files: no kube-scheduler when disabled"
 H="$WORK/helm-choices.yaml"
 contains "$H" "- schedulerName: batch" "helm choices: one kube-scheduler profile per scheduler name"
 contains "$H" "- --scheduler-name=batch" "helm choices: tephra serves every scheduler name"
+contains "$H" 'expression: object.spec.schedulerName in ["volcano","batch"]' "helm choices: the pod mutation is sent the pods of every scheduler name"
 # The defaults' fail-closed webhooks, and the two pods webhooks made so by the values.
 fail_closed=$(($(grep -c 'failurePolicy: Fail' "$WORK/helm-defaults.yaml") + 2))
 [ "$(grep -c 'failurePolicy: Fail' "$H")" -eq "$fail_closed" ] || fail "helm choices: pods webhooks Fail ($fail_closed fail-closed webhooks)"
