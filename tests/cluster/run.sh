@@ -181,10 +181,12 @@ admission_calls() {
   curl -sf "http://127.0.0.1:$metrics_port/metrics" \
     | awk -v p="path=\"$1\"" '/^tephra_admission_requests_total\{/ && index($0, p) { s += $NF } END { print s + 0 }'
 }
-# budget_pod NAME [ANNOTATION]: a pod for tephra's scheduler, with one annotation when given.
-budget_pod() {
-  printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  annotations: {%s}\nspec:\n  schedulerName: volcano\n  containers: [{name: c, image: busybox}]\n' "$1" "${2:-}"
+# test_pod NAME SCHEDULER [ANNOTATION]: a pod for SCHEDULER, with one annotation when given.
+test_pod() {
+  printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  annotations: {%s}\nspec:\n  schedulerName: %s\n  containers: [{name: c, image: busybox}]\n' "$1" "${3:-}" "$2"
 }
+# budget_pod NAME [ANNOTATION]: a pod for tephra's scheduler, with one annotation when given.
+budget_pod() { test_pod "$1" volcano "${2:-}"; }
 # The pod validation webhook's matchConditions: kube-apiserver sends only the pods that carry a
 # disruption-budget annotation (the only ones it can refuse). Server-side dry runs, which call
 # the webhooks and store nothing.
@@ -213,11 +215,11 @@ s_pod_budget_only_when_annotated() {
 s_pod_mutation_only_served() {
   local before after
   before=$(admission_calls /pods/mutate)
-  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: other}\nspec:\n  containers: [{name: c, image: busybox}]\n' \
-    | k create --dry-run=server -f - >/dev/null || { why="a pod for default-scheduler was refused"; return 1; }
+  test_pod other default-scheduler | k create --dry-run=server -f - >/dev/null \
+    || { why="a pod for default-scheduler was refused"; return 1; }
   after=$(admission_calls /pods/mutate)
   [ "$after" = "$before" ] || { why="a pod for default-scheduler was sent to /pods/mutate ($before → $after reviews)"; return 1; }
-  budget_pod ours | k create --dry-run=server -f - >/dev/null || { why="a pod for volcano was refused"; return 1; }
+  test_pod ours volcano | k create --dry-run=server -f - >/dev/null || { why="a pod for volcano was refused"; return 1; }
   [ "$(admission_calls /pods/mutate)" -gt "$after" ] \
     || { why="a pod for volcano was not sent to /pods/mutate ($after reviews before and after)"; return 1; }
   echo "#   a pod for default-scheduler not sent ($before reviews before and after), one for volcano sent"
