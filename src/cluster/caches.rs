@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job as BatchJob;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
@@ -23,6 +23,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::InitialListStrategy;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -37,11 +38,19 @@ use crate::api::{Command, CronJob, HyperNode, Job, PodGroup, Queue};
 /// Errors of the cache layer.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
-    /// The initial list did not complete in time (API down, RBAC missing).
+    /// The initial list did not complete in time (API down, RBAC missing, or a large
+    /// cluster's list still arriving).
     #[error(
-        "watch caches not synced within {0:?} (is the API reachable, are the CRDs in manifests/crds installed and the RBAC in manifests/rbac.yaml applied?)"
+        "watch caches not synced within {after:?}, still listing: {} (is the API reachable, are the CRDs in manifests/crds installed and the RBAC in manifests/rbac.yaml applied?)",
+        waiting.join(", ")
     )]
-    SyncTimeout(Duration),
+    SyncTimeout {
+        /// How long was waited.
+        after: Duration,
+        /// The caches without their first list yet, so an operator sees where start-up waits
+        /// (on a large cluster: `pods`).
+        waiting: Vec<&'static str>,
+    },
 }
 
 /// A callback run for every watch event of one resource, on the reflector's task, right after
@@ -132,9 +141,21 @@ macro_rules! caches {
                         return Ok(());
                     }
                     if left.is_zero() {
-                        return Err(CacheError::SyncTimeout(timeout));
+                        return Err(CacheError::SyncTimeout { after: timeout, waiting: self.unsynced() });
                     }
                 }
+            }
+
+            /// The caches whose first list has not completed yet.
+            pub fn unsynced(&self) -> Vec<&'static str> {
+                let mut waiting = Vec::new();
+                $(
+                    // Polled once and dropped: answers "ready now?" without waiting.
+                    if self.$field.wait_until_ready().now_or_never().is_none() {
+                        waiting.push(stringify!($field));
+                    }
+                )*
+                waiting
             }
 
             $(
@@ -202,6 +223,12 @@ where
 /// logging (not failing on) watch errors: the watcher's default backoff retries them, and the
 /// store keeps serving the last known state meanwhile. Every object is trimmed to what
 /// tephra reads ([`super::trim`]) before the store or a subscriber sees it.
+///
+/// The first list is a streaming list (a watch that starts with every object, then a
+/// bookmark): the API server streams objects from its watch cache while they are decoded
+/// here, instead of answering one page of 500 after another, which on a cluster of 150,000
+/// pods is most of start-up. A server that rejects it (the `WatchList` feature off, older
+/// than Kubernetes 1.27) is listed in pages instead, from then on.
 fn spawn_reflector<K, S>(
     mut writer: reflector::store::Writer<S>,
     subscribers: Vec<Subscriber<K>>,
@@ -215,27 +242,49 @@ fn spawn_reflector<K, S>(
     S::DynamicType: Eq + std::hash::Hash + Clone,
 {
     let kind = K::kind(&K::DynamicType::default()).to_string();
-    let stream = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .modify(Trim::trim);
     tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
+        let mut config = watcher::Config::default().streaming_lists();
         loop {
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                next = stream.next() => match next {
-                    Some(Ok(event)) => {
-                        S::apply(&mut writer, &event);
-                        for s in &subscribers {
-                            s(&event);
+            let stream = watcher(api.clone(), config.clone())
+                .default_backoff()
+                .modify(Trim::trim);
+            let mut stream = std::pin::pin!(stream);
+            let fallback = loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    next = stream.next() => match next {
+                        Some(Ok(event)) => {
+                            S::apply(&mut writer, &event);
+                            for s in &subscribers {
+                                s(&event);
+                            }
                         }
-                    }
-                    Some(Err(e)) => report_watch_error(&kind, &e, &warn),
-                    None => break,
-                },
-            }
+                        Some(Err(e))
+                            if config.initial_list_strategy == InitialListStrategy::StreamingList
+                                && streaming_rejected(&e) =>
+                        {
+                            break e;
+                        }
+                        Some(Err(e)) => report_watch_error(&kind, &e, &warn),
+                        None => return,
+                    },
+                }
+            };
+            tracing::info!(
+                %kind,
+                error = %crate::report::report(&fallback),
+                "the API server does not serve streaming lists; listing in pages"
+            );
+            config = watcher::Config::default();
         }
     });
+}
+
+/// Whether a watch error is the API server refusing a streaming list's parameters
+/// (`sendInitialEvents`): 422 when its `WatchList` feature is off, 400 from servers that
+/// validate the parameters otherwise. Anything else is retried as it is.
+fn streaming_rejected(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 400 || s.code == 422)
 }
 
 /// Logs a watch error at WARN at most once per [`WARN_EVERY`] over all watches (each retries

@@ -328,3 +328,120 @@ async fn embedded_data_keeps_jobs_queues_and_pods_across_a_restart() {
     assert_eq!(second.stop(), Some(0), "{}", log_text(&log));
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// A client of `api` and the path and query of every request it sends.
+fn recorded_client(
+    api: std::sync::Arc<tephra_apiserver::ApiServer>,
+) -> (Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let service = tower::ServiceBuilder::new()
+        .map_request(move |req: http::Request<kube::client::Body>| {
+            log.lock().unwrap().push(req.uri().to_string());
+            req
+        })
+        .service(tephra_apiserver::router(api));
+    (Client::new(service, "default"), seen)
+}
+
+/// The requests for pods among `seen`: (streaming lists, paged lists).
+fn pod_lists(seen: &std::sync::Mutex<Vec<String>>) -> (usize, usize) {
+    let seen = seen.lock().unwrap();
+    let pods = seen.iter().filter(|u| u.starts_with("/api/v1/pods?"));
+    let (mut streamed, mut paged) = (0, 0);
+    for u in pods {
+        if u.contains("sendInitialEvents=true") {
+            streamed += 1;
+        } else if !u.contains("watch=true") {
+            paged += 1;
+        }
+    }
+    (streamed, paged)
+}
+
+/// The watch caches take their first list as a streaming list (one watch that starts with
+/// every object) from a server that serves them, and in pages from one that refuses them
+/// (kube-apiserver with its `WatchList` feature off): either way they sync with what the
+/// cluster held, and the watch after that list carries new objects. Until they sync, the
+/// wait's error names the caches still listing.
+#[tokio::test]
+async fn the_caches_list_by_streaming_or_else_by_pages() {
+    use tephra::cluster::caches::{CacheError, Caches};
+    use tephra_apiserver::{ApiServer, EmbeddedOptions};
+    use tokio_util::sync::CancellationToken;
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let pod = |name: &str| -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]}
+        }))
+        .unwrap()
+    };
+    for watch_list in [true, false] {
+        let api = ApiServer::new(EmbeddedOptions {
+            nodes: 2,
+            sim_kubelet: false,
+            sim_controllers: false,
+            watch_list,
+            ..Default::default()
+        });
+        let (client, seen) = recorded_client(api);
+        let pods: Api<Pod> = Api::default_namespaced(client.clone());
+        pods.create(&PostParams::default(), &pod("before"))
+            .await
+            .unwrap();
+        let stop = CancellationToken::new();
+        let caches = Caches::start(&client, &stop);
+
+        // tephra's CRDs are not installed: their caches cannot list, the built-in kinds can.
+        let Err(CacheError::SyncTimeout { waiting, after }) =
+            caches.wait_synced(Duration::from_secs(2)).await
+        else {
+            panic!("the caches synced without tephra's CRDs");
+        };
+        assert!(
+            waiting.starts_with(&["queues"]) && waiting.contains(&"jobs"),
+            "{waiting:?}"
+        );
+        assert!(
+            !waiting.contains(&"pods") && !waiting.contains(&"nodes"),
+            "{waiting:?}"
+        );
+        let message = CacheError::SyncTimeout { after, waiting }.to_string();
+        assert!(message.contains("still listing: queues, "), "{message}");
+
+        tephra::cluster::bootstrap::install_crds(&client)
+            .await
+            .unwrap();
+        caches
+            .wait_synced(Duration::from_secs(20))
+            .await
+            .expect("the caches sync");
+        assert!(caches.unsynced().is_empty());
+        assert!(caches.pod("default", "before").is_some());
+        assert_eq!(caches.nodes().state().len(), 2);
+        let (streamed, paged) = pod_lists(&seen);
+        if watch_list {
+            assert_eq!((streamed, paged), (1, 0), "pods listed by streaming");
+        } else {
+            assert!(
+                streamed == 1 && paged >= 1,
+                "pods listed in pages after one refusal: {streamed}, {paged}"
+            );
+        }
+
+        pods.create(&PostParams::default(), &pod("after"))
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while caches.pod("default", "after").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "a pod made after the list never reached the cache (watch_list {watch_list})"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        stop.cancel();
+    }
+}

@@ -110,6 +110,10 @@ pub struct EmbeddedOptions {
     /// `tephra serve`), e.g. `127.0.0.1:8443`. `None`: service references fail (and the
     /// webhook's failurePolicy decides).
     pub webhook_service_addr: Option<std::net::SocketAddr>,
+    /// Serve streaming lists (a watch with `sendInitialEvents=true`), as kube-apiserver does
+    /// with its `WatchList` feature gate on (the default in 1.37). `false` answers them 422,
+    /// as a server with the gate off, so clients' fallback to paged lists can be tested.
+    pub watch_list: bool,
 }
 
 impl Default for EmbeddedOptions {
@@ -122,6 +126,7 @@ impl Default for EmbeddedOptions {
             watch_history: 10_000,
             bookmark_interval: std::time::Duration::from_secs(30),
             webhook_service_addr: None,
+            watch_list: true,
         }
     }
 }

@@ -412,6 +412,15 @@ fn watch_response(
     {
         namespace.get_or_insert(term.value.clone());
     }
+    let send_initial = verbs::flag(q, "sendInitialEvents");
+    if send_initial && !api.options().watch_list {
+        // kube-apiserver's words and code (422) with its WatchList feature gate off.
+        return Err(ApiError::Invalid(
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: \
+             sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+                .into(),
+        ));
+    }
     let wq = WatchQuery {
         from,
         namespace,
@@ -419,7 +428,7 @@ fn watch_response(
         fields,
         timeout,
         bookmarks: verbs::flag(q, "allowWatchBookmarks"),
-        send_initial: verbs::flag(q, "sendInitialEvents"),
+        send_initial,
         table,
     };
     let stream = watch::start(api, t.res.clone(), t.version.clone(), wq);

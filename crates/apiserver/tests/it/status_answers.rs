@@ -303,3 +303,62 @@ async fn continue_tokens_expire_with_410_and_a_token_to_go_on() {
     );
     assert_eq!(rest.items[1].data.as_ref().unwrap()["v"], "1");
 }
+
+/// A streaming list (a watch with `sendInitialEvents`) against a server whose `WatchList`
+/// feature is off: refused before the watch starts, with kube-apiserver's code and words, so
+/// a client can tell it apart from a failure worth retrying; the default server streams.
+#[tokio::test]
+async fn a_streaming_list_is_refused_with_422_when_watch_list_is_off() {
+    use futures::StreamExt;
+    use kube::api::WatchParams;
+    use kube::core::WatchEvent;
+
+    let api = ApiServer::new(EmbeddedOptions {
+        nodes: 1,
+        sim_kubelet: false,
+        sim_controllers: false,
+        watch_list: false,
+        ..Default::default()
+    });
+    let cms: Api<ConfigMap> = Api::default_namespaced(Client::new(router(api), "default"));
+    cms.create(&PostParams::default(), &cm("c0", "0"))
+        .await
+        .unwrap();
+    let streaming = WatchParams::streaming_lists();
+    let s = match cms.watch(&streaming, "0").await {
+        Err(e) => status(e),
+        Ok(_) => panic!("a streaming list was served with WatchList off"),
+    };
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
+    assert!(
+        s.message.contains(
+            "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+        ),
+        "{}",
+        s.message
+    );
+    // A plain watch is served as before.
+    assert!(cms.watch(&WatchParams::default(), "0").await.is_ok());
+
+    let (_api, client) = setup(100);
+    let cms: Api<ConfigMap> = Api::default_namespaced(client);
+    cms.create(&PostParams::default(), &cm("c0", "0"))
+        .await
+        .unwrap();
+    let mut events = Box::pin(cms.watch(&streaming, "0").await.unwrap());
+    let first = events.next().await.unwrap().unwrap();
+    assert!(
+        matches!(first, WatchEvent::Added(ref c) if c.name_any() == "c0"),
+        "{first:?}"
+    );
+    match events.next().await.unwrap().unwrap() {
+        WatchEvent::Bookmark(b) => {
+            assert!(
+                b.metadata
+                    .annotations
+                    .contains_key("k8s.io/initial-events-end")
+            );
+        }
+        other => panic!("expected the initial-events-end bookmark, got {other:?}"),
+    }
+}
