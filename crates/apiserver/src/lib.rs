@@ -111,7 +111,7 @@ pub struct EmbeddedOptions {
     /// webhook's failurePolicy decides).
     pub webhook_service_addr: Option<std::net::SocketAddr>,
     /// Serve streaming lists (a watch with `sendInitialEvents=true`), as kube-apiserver does
-    /// with its `WatchList` feature gate on (the default in 1.37). `false` answers them 422,
+    /// with its `WatchList` feature gate on (the default in 1.32 and from 1.34). `false` answers them 422,
     /// as a server with the gate off, so clients' fallback to paged lists can be tested.
     pub watch_list: bool,
 }
