@@ -144,9 +144,14 @@ pub enum BindError {
     /// The API answered 409: the pod is bound already (the watch shows where).
     #[error("binding refused by the API (conflict): {0}")]
     Conflict(String),
-    /// The API refused the Binding.
+    /// The API refused the Binding for good (the pod or node is gone, the request is invalid).
     #[error("binding refused by the API: {0}")]
     Api(String),
+    /// The API could not take the Binding for now: unreachable, restarting or overloaded
+    /// (5xx, 429, a transport error), after [`BIND_ATTEMPTS`] attempts. The placement is kept,
+    /// so kube-scheduler's retry binds the pod where its gang expects it.
+    #[error("binding not taken, the API is unavailable: {0}; the placement is kept for a retry")]
+    Unavailable(String),
     /// The service is stopping.
     #[error("bind abandoned (shutting down)")]
     Abandoned,
@@ -618,8 +623,11 @@ impl Binder {
     }
 
     /// Publishes a Binding's result to the requests waiting on it and, when it failed, undoes
-    /// what it reserved: the gang's count and the placement, except after a 409 (the pod is
-    /// bound already, the watch shows where).
+    /// what it reserved: the gang's count, and the placement unless the pod is bound already
+    /// (409, the watch shows where) or the API was only unavailable. A gang whose Bindings
+    /// were cut off by an API server restart is partly bound; its other members keep their
+    /// nodes so the retries finish it at once, where a released placement could be given to
+    /// another gang by the next session and leave this one partial until room frees up.
     fn landed(&self, job: Option<&str>, uid: &str, node: &str, r: &Result<(), BindError>) {
         {
             let mut flights = lock(&self.inner.flights);
@@ -635,6 +643,11 @@ impl Binder {
         }
         match r {
             Ok(()) | Err(BindError::Conflict(_)) => {}
+            Err(BindError::Unavailable(_)) => {
+                if let Some(j) = job {
+                    self.uncommit(j, uid);
+                }
+            }
             Err(_) => {
                 if let Some(j) = job {
                     self.uncommit(j, uid);
@@ -1027,10 +1040,15 @@ impl Binder {
                 Err(kube::Error::Api(s)) if s.code == 409 => {
                     break Err(BindError::Conflict(s.message));
                 }
-                Err(kube::Error::Api(s)) if !retryable(s.code) || attempt >= BIND_ATTEMPTS => {
+                Err(kube::Error::Api(s)) if !retryable(s.code) => {
                     break Err(BindError::Api(s.message));
                 }
-                Err(e) if attempt >= BIND_ATTEMPTS => break Err(BindError::Api(e.to_string())),
+                Err(kube::Error::Api(s)) if attempt >= BIND_ATTEMPTS => {
+                    break Err(BindError::Unavailable(s.message));
+                }
+                Err(e) if attempt >= BIND_ATTEMPTS => {
+                    break Err(BindError::Unavailable(e.to_string()));
+                }
                 Err(_) => tokio::time::sleep(Duration::from_millis(20 << attempt)).await,
             }
         };

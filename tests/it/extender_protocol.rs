@@ -3,12 +3,14 @@
 //! not used), against the embedded API and a running scheduler. The test plays kube-scheduler.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
@@ -23,6 +25,9 @@ use tower::ServiceExt;
 struct Env {
     _api: Arc<ApiServer>,
     client: Client,
+    /// While set, the API answers the extender's Bindings 503, as a kube-apiserver that is
+    /// restarting or shedding load (the test's own client is not affected).
+    bindings_down: Arc<AtomicBool>,
     scheduler: Scheduler,
     router: Router,
     registry: prometheus::Registry,
@@ -123,8 +128,9 @@ async fn start_opts(nodes: usize, opts: Options) -> Env {
     feeds.run(&client, &shutdown);
     caches.wait_synced(Duration::from_secs(10)).await.unwrap();
     scheduler.clone().spawn(client.clone(), shutdown.clone());
+    let bindings_down = Arc::new(AtomicBool::new(false));
     let ext = Extender::new(
-        client.clone(),
+        flaky_bindings(api.clone(), bindings_down.clone()),
         scheduler.clone(),
         ExtenderOptions {
             bind_hold_timeout: HOLD,
@@ -142,11 +148,37 @@ async fn start_opts(nodes: usize, opts: Options) -> Env {
     Env {
         _api: api,
         client,
+        bindings_down,
         scheduler,
         router: extender::router(ext),
         registry,
         shutdown,
     }
+}
+
+/// A client of the embedded API whose Binding posts are answered 503 while `down` is set.
+fn flaky_bindings(api: Arc<ApiServer>, down: Arc<AtomicBool>) -> Client {
+    let router = embedded::router(api).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let down = down.load(Ordering::SeqCst)
+                && req.method() == axum::http::Method::POST
+                && req.uri().path().ends_with("/binding");
+            async move {
+                if down {
+                    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": "the server is currently unable to handle the request",
+                        "reason": "ServiceUnavailable", "code": 503});
+                    return axum::response::Response::builder()
+                        .status(StatusCode::SERVICE_UNAVAILABLE)
+                        .header("content-type", "application/json")
+                        .body(axum::body::Body::from(status.to_string()))
+                        .unwrap();
+                }
+                next.run(req).await
+            }
+        },
+    ));
+    Client::new(router, "default")
 }
 
 async fn post(env: &Env, path: &str, body: impl Into<Body>) -> (StatusCode, Value) {
@@ -596,6 +628,110 @@ async fn gang_bind_is_atomic_three_of_four_bind_nothing_four_in_any_order_bind_a
     let other = NODES.iter().find(|n| **n != nodes[0]).unwrap();
     let a = bind(&env, &pods[0], other).await;
     assert!(a["Error"].as_str().unwrap().contains("already"), "{a}");
+}
+
+/// The API server goes away while a gang's Bindings are posted: every bind is answered with an
+/// error saying the placement is kept and nothing is bound. The members keep their node, so a
+/// gang of higher priority that arrives meanwhile does not take the room (had the placements
+/// been released, the next session would have given it to that gang, and a gang cut off
+/// half-bound would stay partial until room freed up); once the API is back, kube-scheduler's
+/// retries bind the whole gang where it was planned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binds_cut_off_by_an_unavailable_api_keep_the_gang_placed_for_the_retry() {
+    // One node of 8 cpus; `g` fills it.
+    let env = start(1, false).await;
+    let pods = gang(&env.client, "g", 2, 2, 4).await;
+    let nodes = planned(&env, &pods).await;
+
+    env.bindings_down.store(true, Ordering::SeqCst);
+    let answers = futures::future::join_all((0..2).map(|i| bind(&env, &pods[i], &nodes[i]))).await;
+    for a in &answers {
+        let e = a["Error"].as_str().unwrap();
+        assert!(e.contains("the API is unavailable"), "{a}");
+        assert!(e.contains("placement is kept"), "{a}");
+    }
+    assert!(
+        bound_nodes(&env.client)
+            .await
+            .iter()
+            .all(|(_, n)| n.is_none())
+    );
+
+    // A gang of higher priority, as big, arrives; sessions run.
+    let classes: Api<PriorityClass> = Api::all(env.client.clone());
+    let high: PriorityClass =
+        serde_json::from_value(json!({"metadata": {"name": "high"}, "value": 100})).unwrap();
+    classes.create(&PostParams::default(), &high).await.unwrap();
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "h", "namespace": "default"},
+        "spec": {"minMember": 2, "queue": "default", "priorityClassName": "high"}
+    }))
+    .unwrap();
+    Api::<PodGroup>::namespaced(env.client.clone(), "default")
+        .create(&PostParams::default(), &pg)
+        .await
+        .unwrap();
+    let mut h = Vec::new();
+    for i in 0..2 {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("h-{i}"),
+                "annotations": {"scheduling.k8s.io/group-name": "h"}},
+            "spec": {"schedulerName": "volcano", "priorityClassName": "high",
+                "containers": [{"name": "c", "image": "busybox",
+                    "resources": {"requests": {"cpu": "4"}}}]}
+        }))
+        .unwrap();
+        h.push(
+            Api::<Pod>::namespaced(env.client.clone(), "default")
+                .create(&PostParams::default(), &p)
+                .await
+                .unwrap(),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while h
+        .iter()
+        .any(|p| env.scheduler.index().task(&uid(p)).is_none())
+    {
+        assert!(Instant::now() < deadline, "the index never saw gang h");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let sessions = env.scheduler.session_count();
+    while env.scheduler.session_count() < sessions + 3 {
+        assert!(Instant::now() < deadline, "no session ran");
+        env.scheduler.request_now();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (kept, taken) = {
+        let idx = env.scheduler.index();
+        let at = |p: &Pod| idx.assumed_node(&uid(p)).map(str::to_string);
+        (
+            pods.iter().map(at).collect::<Vec<_>>(),
+            h.iter().map(at).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(kept, nodes.iter().cloned().map(Some).collect::<Vec<_>>());
+    assert_eq!(taken, [None, None]);
+
+    // The API is back: the retried binds go through, each pod on its planned node.
+    env.bindings_down.store(false, Ordering::SeqCst);
+    let answers = futures::future::join_all((0..2).map(|i| bind(&env, &pods[i], &nodes[i]))).await;
+    for a in &answers {
+        assert_eq!(a["Error"], "", "{a}");
+    }
+    let bound = bound_at_least(&env, 2).await;
+    let on = |name: &str| {
+        bound
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, node)| node.clone())
+    };
+    assert_eq!(
+        [on("g-0"), on("g-1")],
+        [Some(nodes[0].clone()), Some(nodes[1].clone())]
+    );
+    assert_eq!([on("h-0"), on("h-1")], [None, None]);
 }
 
 /// kube-scheduler places one pod per cycle: a gang's binds can arrive further apart than one
