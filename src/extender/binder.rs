@@ -643,17 +643,17 @@ impl Binder {
         }
         match r {
             Ok(()) | Err(BindError::Conflict(_)) => {}
-            Err(BindError::Unavailable(_)) => {
+            Err(e) => {
                 if let Some(j) = job {
                     self.uncommit(j, uid);
                 }
-            }
-            Err(_) => {
-                if let Some(j) = job {
-                    self.uncommit(j, uid);
+                // An API that could not take the Binding keeps the placement: kube-scheduler
+                // retries the pod and the gang should land on the nodes it was planned on,
+                // not lose them to the next session. A refusal means the placement is wrong.
+                if !matches!(e, BindError::Unavailable(_)) {
+                    self.inner.scheduler.index().forget(uid);
+                    self.inner.scheduler.request();
                 }
-                self.inner.scheduler.index().forget(uid);
-                self.inner.scheduler.request();
             }
         }
     }
