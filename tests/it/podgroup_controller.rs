@@ -23,6 +23,7 @@ use crate::common::served::eventually;
 struct Env {
     client: Client,
     _api: Arc<ApiServer>,
+    registry: prometheus::Registry,
     stop: CancellationToken,
     controllers: Option<Controllers>,
 }
@@ -37,6 +38,12 @@ impl Drop for Env {
 }
 
 async fn env() -> Env {
+    env_with(Duration::ZERO).await
+}
+
+/// [`env`] with the controllers' writes of Queue status taking `latency` to reach the API, as
+/// on a loaded API server: what the controller read can change before its write lands.
+async fn env_with(latency: Duration) -> Env {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -48,6 +55,22 @@ async fn env() -> Env {
         ..Default::default()
     });
     let client = Client::new(embedded::router(api.clone()), "default");
+    let controllers_client = Client::new(
+        embedded::router(api.clone()).layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let slow = req.method() == axum::http::Method::PATCH
+                    && req.uri().path().contains("/queues/")
+                    && req.uri().path().ends_with("/status");
+                async move {
+                    if slow {
+                        tokio::time::sleep(latency).await;
+                    }
+                    next.run(req).await
+                }
+            },
+        )),
+        "default",
+    );
     tephra::cluster::bootstrap::install_crds(&client)
         .await
         .unwrap();
@@ -61,13 +84,21 @@ async fn env() -> Env {
         ..ControllerConfig::default()
     };
     let registry = prometheus::Registry::new();
-    let controllers =
-        controllers::start(&client, &caches, &mut feeds, config, &registry, &stop).unwrap();
+    let controllers = controllers::start(
+        &controllers_client,
+        &caches,
+        &mut feeds,
+        config,
+        &registry,
+        &stop,
+    )
+    .unwrap();
     feeds.run(&client, &stop);
     caches.wait_synced(Duration::from_secs(10)).await.unwrap();
     Env {
         client,
         _api: api,
+        registry,
         stop,
         controllers: Some(controllers),
     }
@@ -453,6 +484,93 @@ async fn queue_state_counts_and_commands() {
         queues.get("default").await.unwrap().state(),
         Some(&QueueState::Open)
     );
+}
+
+/// The scheduler writes `status.allocated` of a queue after every session while the Queue
+/// controller writes its counts: the two must not turn each other's writes into conflicts,
+/// which would fail reconciles (and page whoever watches the errors alert) on a busy cluster.
+#[tokio::test]
+async fn queue_counts_are_written_beside_the_schedulers_allocated_without_conflicts() {
+    let e = env_with(Duration::from_millis(30)).await;
+    let c = e.client.clone();
+    let queues: Api<Queue> = Api::all(c.clone());
+    let pgs: Api<PodGroup> = Api::default_namespaced(c.clone());
+    queues
+        .create(&PostParams::default(), &Queue::test("busy").parent("root"))
+        .await
+        .unwrap();
+    let counted = |pending: i32| {
+        let queues = queues.clone();
+        async move {
+            eventually(
+                10,
+                &format!("queue busy with {pending} pending"),
+                || async {
+                    let s = queues.get("busy").await.unwrap().status.unwrap_or_default();
+                    (s.state == Some(QueueState::Open) && s.pending == Some(pending)).then_some(())
+                },
+            )
+            .await
+        }
+    };
+    counted(0).await;
+
+    // The scheduler's writer, as a session writes it: a merge patch of `allocated` alone.
+    let writing = CancellationToken::new();
+    let writer = tokio::spawn({
+        let (queues, writing) = (queues.clone(), writing.clone());
+        async move {
+            for i in 0..2_000u32 {
+                if writing.is_cancelled() {
+                    break;
+                }
+                let patch = json!({"status": {"allocated": {"cpu": format!("{}m", i % 7 * 100)}}});
+                queues
+                    .patch_status("busy", &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+    });
+    for i in 0..20 {
+        pgs.create(
+            &PostParams::default(),
+            &PodGroup::test(&format!("g{i}"))
+                .in_queue("busy")
+                .min_member(1),
+        )
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    counted(20).await;
+    for i in 0..20 {
+        pgs.delete(&format!("g{i}"), &DeleteParams::default())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    counted(0).await;
+    writing.cancel();
+    writer.await.unwrap();
+
+    let failed: f64 = e
+        .registry
+        .gather()
+        .iter()
+        .filter(|f| f.name() == "tephra_controller_reconcile_errors_total")
+        .flat_map(|f| f.get_metric())
+        .filter(|m| {
+            m.get_label()
+                .iter()
+                .any(|l| l.name() == "controller" && l.value() == "queue-controller")
+        })
+        .map(|m| m.get_counter().get_value())
+        .sum();
+    assert_eq!(failed, 0.0, "the Queue controller's reconciles failed");
+    let status = queues.get("busy").await.unwrap().status.unwrap_or_default();
+    assert!(status.allocated.is_some(), "the scheduler's field is kept");
 }
 
 /// Volcano's hierarchy, as its e2e suite `jobseq` ("Queue Command Close And Open With

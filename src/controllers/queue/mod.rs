@@ -7,14 +7,15 @@
 //!        ▼
 //!   reconcile: queue, its Commands (oldest first), PodGroup counts (index)
 //!        ── state::next_state / state::status_patch (pure)
-//!        ──▶ merge patch of /status (state + counts only, pinned resourceVersion)
+//!        ──▶ merge patch of /status (state + counts only; a new state pinned to the
+//!            resourceVersion it was decided on)
 //!        ──▶ then delete the Commands it applied
 //! ```
 //!
 //! The hierarchy follows Volcano: children close with their parent (marked
 //! `volcano.sh/closed-by-parent`) and reopen with it ([`state::apply_hierarchy`]).
 //!
-//! Departures from Volcano: keyed work (one worker per queue), writes pinned
+//! Departures from Volcano: keyed work (one worker per queue), state writes pinned
 //! to the resourceVersion they were decided on, counts written to `status`, Closing re-checked
 //! on every PodGroup change and periodically, Commands validated (an unknown action gets a
 //! Warning Event) and deleted only after their action took effect.
@@ -278,7 +279,7 @@ pub async fn reconcile(name: String, ctx: Arc<Context>) -> Result<Action, QueueE
         explicit.as_ref(),
         has_podgroups,
     );
-    // The status write below is pinned to the resourceVersion it was decided on: after the
+    // A new state below is pinned to the resourceVersion it was decided on: after the
     // annotation's write that is the version this write returned.
     let queue = match mark {
         Some(mark) => {

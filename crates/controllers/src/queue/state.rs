@@ -113,8 +113,14 @@ impl Counts {
 }
 
 /// The merge patch of the queue's `status` subresource that brings `state` and the counts up
-/// to date, pinned to the resourceVersion it was decided on, or `None` when nothing differs.
-/// Only these six fields are sent, so the scheduler's `status.allocated` is never touched.
+/// to date, or `None` when nothing differs. Only these six fields are sent, so the scheduler's
+/// `status.allocated` is never touched.
+///
+/// A change of state is pinned to the resourceVersion it was decided on: it was decided from
+/// the state read, and a write in between (a Command applied, a parent closed) must make it be
+/// decided again. Counts alone are not pinned: they come from the PodGroups, not from the
+/// queue read, so a write of the queue in between cannot make them wrong; pinned, every
+/// scheduling session's write of `status.allocated` would have turned them into a conflict.
 pub fn status_patch(queue: &Queue, state: &QueueState, counts: &Counts) -> Option<Value> {
     let s = queue.status.clone().unwrap_or_default();
     let want: BTreeMap<&str, i32> = [
@@ -138,10 +144,14 @@ pub fn status_patch(queue: &Queue, state: &QueueState, counts: &Counts) -> Optio
     if s.state.as_ref() == Some(state) && want == have && !absent {
         return None;
     }
-    let mut status = json!({"state": state.to_string()});
+    let mut status = json!({});
     for (k, v) in want {
         status[k] = json!(v);
     }
+    if s.state.as_ref() == Some(state) {
+        return Some(json!({ "status": status }));
+    }
+    status["state"] = json!(state.to_string());
     Some(json!({
         "metadata": {"resourceVersion": queue.metadata.resource_version},
         "status": status,
@@ -255,6 +265,36 @@ mod tests {
             ..QueueStatus::default()
         });
         assert_eq!(status_patch(&q, &QueueState::Open, &c), None);
-        assert!(status_patch(&q, &QueueState::Closing, &c).is_some());
+        let closing = status_patch(&q, &QueueState::Closing, &c).unwrap();
+        assert_eq!(closing["status"]["state"], "Closing");
+        assert_eq!(closing["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn only_a_change_of_state_is_pinned() {
+        let mut q = tephra_api::Queue::test("q");
+        q.metadata.resource_version = Some("7".into());
+        q.status = Some(QueueStatus {
+            state: Some(QueueState::Open),
+            pending: Some(1),
+            running: Some(0),
+            unknown: Some(0),
+            inqueue: Some(0),
+            completed: Some(0),
+            ..QueueStatus::default()
+        });
+        let c = Counts::of(&[PodGroupPhase::Running]);
+        // Counts alone: the scheduler writing `allocated` meanwhile must not turn this write
+        // into a conflict, and the state read is not written back over a newer one.
+        let p = status_patch(&q, &QueueState::Open, &c).unwrap();
+        assert_eq!(
+            p,
+            json!({"status": {"pending": 0, "running": 1, "unknown": 0, "inqueue": 0, "completed": 0}})
+        );
+        // A new state carries the counts and the version it was decided on.
+        let p = status_patch(&q, &QueueState::Closing, &c).unwrap();
+        assert_eq!(p["metadata"]["resourceVersion"], "7");
+        assert_eq!(p["status"]["state"], "Closing");
+        assert_eq!(p["status"]["running"], 1);
     }
 }
