@@ -647,9 +647,8 @@ impl Binder {
                 if let Some(j) = job {
                     self.uncommit(j, uid);
                 }
-                // An API that could not take the Binding keeps the placement: kube-scheduler
-                // retries the pod and the gang should land on the nodes it was planned on,
-                // not lose them to the next session. A refusal means the placement is wrong.
+                // Only a refusal says the placement is wrong (see above for why an
+                // unavailable API keeps it).
                 if !matches!(e, BindError::Unavailable(_)) {
                     self.inner.scheduler.index().forget(uid);
                     self.inner.scheduler.request();

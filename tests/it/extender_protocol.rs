@@ -22,6 +22,8 @@ use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use crate::common::counter_sum;
+
 struct Env {
     _api: Arc<ApiServer>,
     client: Client,
@@ -537,18 +539,34 @@ async fn gang_binds_reach(env: &Env, outcome: &str, n: f64) -> f64 {
 
 /// `tephra_extender_gang_binds_total` summed over gangs, for one outcome.
 fn gang_binds(env: &Env, outcome: &str) -> f64 {
-    env.registry
-        .gather()
-        .iter()
-        .filter(|f| f.name() == "tephra_extender_gang_binds_total")
-        .flat_map(|f| f.get_metric())
-        .filter(|m| {
-            m.get_label()
-                .iter()
-                .any(|l| l.name() == "outcome" && l.value() == outcome)
-        })
-        .map(|m| m.get_counter().get_value())
-        .sum()
+    counter_sum(
+        &env.registry,
+        "tephra_extender_gang_binds_total",
+        "outcome",
+        outcome,
+    )
+}
+
+/// Binds each of `pods` to its node in `nodes`, all at once, and asserts every answer is an
+/// `Error` naming each of `words` and that no pod of the namespace got a node.
+async fn binds_fail(env: &Env, pods: &[Pod], nodes: &[String], words: &[&str]) {
+    let answers =
+        futures::future::join_all(pods.iter().zip(nodes).map(|(p, n)| bind(env, p, n))).await;
+    for a in &answers {
+        let e = a["Error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no Error: {a}"));
+        for w in words {
+            assert!(e.contains(w), "{a}");
+        }
+    }
+    assert!(
+        bound_nodes(&env.client)
+            .await
+            .iter()
+            .all(|(_, n)| n.is_none()),
+        "a pod was bound"
+    );
 }
 
 /// Whether each of `pods` is assumed (placed, not bound) in the plan.
@@ -567,19 +585,8 @@ async fn gang_bind_is_atomic_three_of_four_bind_nothing_four_in_any_order_bind_a
 
     // Three binds arrive together; the fourth never does.
     let started = Instant::now();
-    let answers = futures::future::join_all((0..3).map(|i| bind(&env, &pods[i], &nodes[i]))).await;
+    binds_fail(&env, &pods[..3], &nodes, &["nothing was bound", "kept"]).await;
     assert!(started.elapsed() >= HOLD && started.elapsed() < HOLD * 4);
-    for a in &answers {
-        let e = a["Error"].as_str().unwrap();
-        assert!(e.contains("nothing was bound"), "{a}");
-        assert!(e.contains("kept"), "{a}");
-    }
-    assert!(
-        bound_nodes(&env.client)
-            .await
-            .iter()
-            .all(|(_, n)| n.is_none())
-    );
     // Gathered: the placements stay while the gang may still gather...
     assert_eq!(assumed(&env, &pods[..3]), [true; 3]);
     assert_eq!(gang_binds(&env, "gather_expired"), 0.0);
@@ -644,18 +651,13 @@ async fn binds_cut_off_by_an_unavailable_api_keep_the_gang_placed_for_the_retry(
     let nodes = planned(&env, &pods).await;
 
     env.bindings_down.store(true, Ordering::SeqCst);
-    let answers = futures::future::join_all((0..2).map(|i| bind(&env, &pods[i], &nodes[i]))).await;
-    for a in &answers {
-        let e = a["Error"].as_str().unwrap();
-        assert!(e.contains("the API is unavailable"), "{a}");
-        assert!(e.contains("placement is kept"), "{a}");
-    }
-    assert!(
-        bound_nodes(&env.client)
-            .await
-            .iter()
-            .all(|(_, n)| n.is_none())
-    );
+    binds_fail(
+        &env,
+        &pods,
+        &nodes,
+        &["the API is unavailable", "placement is kept"],
+    )
+    .await;
 
     // A gang of higher priority, as big, arrives; sessions run.
     let classes: Api<PriorityClass> = Api::all(env.client.clone());

@@ -16,6 +16,8 @@ use tephra::api::{Command, PodGroup, Queue, keys};
 use tephra::cluster::Caches;
 use tephra::controllers::{self, ControllerConfig, Controllers};
 use tephra_apiserver::{self as embedded, ApiServer, EmbeddedOptions};
+
+use crate::common::counter_sum;
 use tokio_util::sync::CancellationToken;
 
 use crate::common::served::eventually;
@@ -571,18 +573,12 @@ async fn queue_counts_are_written_beside_the_schedulers_allocated_without_confli
 
 /// `tephra_controller_reconcile_errors_total` of the Queue controller, over its error labels.
 fn queue_reconcile_errors(registry: &prometheus::Registry) -> f64 {
-    registry
-        .gather()
-        .iter()
-        .filter(|f| f.name() == "tephra_controller_reconcile_errors_total")
-        .flat_map(|f| f.get_metric())
-        .filter(|m| {
-            m.get_label()
-                .iter()
-                .any(|l| l.name() == "controller" && l.value() == "queue-controller")
-        })
-        .map(|m| m.get_counter().get_value())
-        .sum()
+    counter_sum(
+        registry,
+        "tephra_controller_reconcile_errors_total",
+        "controller",
+        "queue-controller",
+    )
 }
 
 /// Volcano's hierarchy, as its e2e suite `jobseq` ("Queue Command Close And Open With

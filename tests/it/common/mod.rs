@@ -95,3 +95,20 @@ pub fn manifests_in(dir: &Path) -> Vec<(String, Value)> {
     }
     out
 }
+
+/// A counter of `registry` summed over its series whose label `label` is `value` (the other
+/// labels summed away); 0 when no such series exists yet.
+pub fn counter_sum(registry: &prometheus::Registry, name: &str, label: &str, value: &str) -> f64 {
+    registry
+        .gather()
+        .iter()
+        .filter(|f| f.name() == name)
+        .flat_map(|f| f.get_metric())
+        .filter(|m| {
+            m.get_label()
+                .iter()
+                .any(|l| l.name() == label && l.value() == value)
+        })
+        .map(|m| m.get_counter().get_value())
+        .sum()
+}
