@@ -10,6 +10,9 @@
 //! The topology case: the same 5,000 nodes grouped by HyperNodes in three tiers (racks of 16
 //! nodes, spines of 16 racks, one top), 1,000 pending gangs of 8 in `hard` mode of tier 1.
 //! It checks that every placed gang is inside one rack, and holds the session to 500 ms.
+//!
+//! The pool and harness-gang cases hold up the scale harness's stream and gang workloads in
+//! one session each (see their functions).
 
 use std::time::Instant;
 
@@ -235,6 +238,10 @@ fn main() {
     println!(
         "pool (2,000 nodes, a pool of 20 chosen by nodeSelector, 1,900 waiting gangs of 2, 4 and 8): session {ms:.0} ms placing {placed} pods with the pool empty, {full_ms:.0} ms with 2 of its 640 cpu free"
     );
+    let (ms, placed) = harness_gang_case();
+    println!(
+        "harness gang (2,000 nodes, 10,000 running pods not in gangs, 100 gangs of 100 pods labelled by index): session {ms:.0} ms placing {placed} pods"
+    );
     if std::env::var_os("TEPHRA_BENCH_QUICK").is_some() {
         return;
     }
@@ -308,6 +315,76 @@ fn pool_case(full: bool) -> (f64, usize) {
                 ]
                 .into(),
             );
+            w.index.apply_pod(&p);
+        }
+    }
+    let t = Instant::now();
+    let out = run_session(
+        w.index.snapshot(),
+        &SchedulerConf::builtin(),
+        "bench",
+        Time(k8s_openapi::jiff::Timestamp::now()),
+    );
+    (
+        t.elapsed().as_secs_f64() * 1000.0,
+        out.plan.placements.len(),
+    )
+}
+
+/// The scale harness's gang case, held up: 2,000 nodes (8 cpu), 10,000 running pods of 100m
+/// that are not gangs', and 100 Inqueue gangs of 100 one-cpu pods (minMember 100), each pod
+/// labelled by its job and index as a vcJob's are. Returns the session's ms and the pods
+/// placed.
+fn harness_gang_case() -> (f64, usize) {
+    use testing::{node, pod, podgroup, queue, running, with_phase};
+    let mut w = World::default();
+    w.index.apply_queue(&queue("default", 1));
+    for i in 0..2000 {
+        let mut n = node(&format!("kwok-node-{i}"), 8, 32, 110);
+        if let Some(labels) = n.metadata.labels.as_mut() {
+            labels.insert("type".into(), "kwok".into());
+        }
+        w.index.apply_node(&n);
+    }
+    for i in 0..10_000 {
+        let mut p = running(
+            pod("existing", &format!("ex-{i}"), "", 100, 128),
+            &format!("kwok-node-{}", i % 2000),
+        );
+        p.metadata.annotations = None;
+        if let Some(s) = p.spec.as_mut() {
+            s.scheduler_name = Some("default-scheduler".into());
+        }
+        w.index.apply_pod(&p);
+    }
+    for g in 0..100 {
+        let name = format!("gang-{g}");
+        let pg = podgroup(
+            "scale-gang",
+            &name,
+            "default",
+            100,
+            Some((100_000, 100 * 1024)),
+        );
+        w.index.apply_podgroup(&with_phase(pg, "Inqueue"));
+        for i in 0..100 {
+            let mut p = pod(
+                "scale-gang",
+                &format!("{name}-worker-{i}"),
+                &name,
+                1000,
+                1024,
+            );
+            p.metadata.labels = Some(
+                [
+                    ("volcano.sh/job-name".to_string(), name.clone()),
+                    ("volcano.sh/task-index".to_string(), i.to_string()),
+                ]
+                .into(),
+            );
+            if let Some(s) = p.spec.as_mut() {
+                s.node_selector = Some([("type".to_string(), "kwok".to_string())].into());
+            }
             w.index.apply_pod(&p);
         }
     }

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::framework::Unfit;
 use crate::ix::{Ix, JobIx, NodeIx, QueueIx, TaskIx};
 use crate::kind_fits::KindFits;
-use crate::model::TaskStatus;
+use crate::model::{Constraints, TaskStatus};
 use crate::resource::Resource;
 use crate::session::{FitErrors, Session, State, Statement};
 use tephra_api::scheduling::PodGroupPhase;
@@ -269,19 +269,24 @@ fn unlike_pods(st: &State, tasks: &[TaskIx]) -> bool {
 }
 
 /// Do some of the tasks have other node constraints (selector, affinity, tolerations) than
-/// others? Labels count only when some task has pod anti-affinity (then a pod's labels decide
-/// where others may go): every pod of a vcJob has a label of its own, its index, and a gang
-/// of alike pods taken for unlike ones was tried again in every order, each pod predicated
-/// on every node, whenever it did not fit.
+/// others?
 fn constraints_differ(st: &State, tasks: &[TaskIx]) -> bool {
-    tasks.windows(2).any(|w| {
-        let (a, b) = (&st.tasks[w[0]].constraints, &st.tasks[w[1]].constraints);
-        !std::sync::Arc::ptr_eq(a, b)
-            && (!a.same_for_nodes(b)
-                || a.preferred_terms != b.preferred_terms
-                || a.anti_affinity != b.anti_affinity
-                || (st.anti_affinity && a.labels != b.labels))
-    })
+    tasks
+        .windows(2)
+        .any(|w| !alike_for_nodes(st, &st.tasks[w[0]].constraints, &st.tasks[w[1]].constraints))
+}
+
+/// Would every node predicate and score read the same of two tasks' constraints? Labels count
+/// only when some task has required pod anti-affinity (then a pod's labels decide where
+/// others may go): every pod of a vcJob has a label of its own, its index, and taking alike
+/// pods for unlike ones made each of them search the cluster afresh (a gang of 100 cost 100
+/// searches, not one) and a gang that did not fit be tried again in every order.
+fn alike_for_nodes(st: &State, a: &Constraints, b: &Constraints) -> bool {
+    std::ptr::eq(a, b)
+        || (a.same_for_nodes(b)
+            && a.preferred_terms == b.preferred_terms
+            && a.anti_affinity == b.anti_affinity
+            && (!st.anti_affinity || a.labels == b.labels))
 }
 
 /// Which pods of a gang to try first when its own order failed.
@@ -555,7 +560,7 @@ pub fn place(
         // gang of ten cost about one search instead of ten.
         let reusable = candidates
             .as_ref()
-            .is_some_and(|c| c.matches(&ssn.state.tasks[t]));
+            .is_some_and(|c| c.matches(&ssn.state, &ssn.state.tasks[t]));
         if reusable
             && let (Some(c), Some(n)) = (candidates.as_mut(), last_node)
             && let Some(pos) = c.nodes.iter().position(|e| e.node == n)
@@ -724,11 +729,10 @@ impl Candidates {
     }
 
     /// Would every predicate and score come out the same for `task`?
-    fn matches(&self, task: &crate::model::TaskInfo) -> bool {
+    fn matches(&self, st: &State, task: &crate::model::TaskInfo) -> bool {
         self.role == task.role
             && self.resreq == task.resreq
-            && (std::sync::Arc::ptr_eq(&self.constraints, &task.constraints)
-                || *self.constraints == *task.constraints)
+            && alike_for_nodes(st, &self.constraints, &task.constraints)
     }
 }
 
@@ -783,14 +787,22 @@ mod tests {
         Session::open(w.index.snapshot(), &SchedulerConf::builtin(), "s".into(), 0)
     }
 
+    /// Alike pods are tried in one order only, and the second of them reuses the nodes found
+    /// for the first.
     #[test]
     fn pods_that_differ_only_in_their_labels_are_alike_unless_labels_can_keep_pods_apart() {
+        let reuses = |ssn: &Session, tasks: &[TaskIx]| {
+            let st = &ssn.state;
+            Candidates::new(&st.tasks[tasks[0]], Vec::new()).matches(st, &st.tasks[tasks[1]])
+        };
         let ssn = indexed_gang(false);
         let tasks: Vec<TaskIx> = ssn.state.tasks.indices().collect();
         assert_eq!(tasks.len(), 2);
         assert!(!unlike_pods(&ssn.state, &tasks));
+        assert!(reuses(&ssn, &tasks));
         let ssn = indexed_gang(true);
         let tasks: Vec<TaskIx> = ssn.state.tasks.indices().collect();
         assert!(unlike_pods(&ssn.state, &tasks));
+        assert!(!reuses(&ssn, &tasks));
     }
 }
