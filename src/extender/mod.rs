@@ -416,7 +416,9 @@ impl Extender {
         let pending = &pending;
         let writes = pods.into_iter().map(|(d, gang)| async move {
             if self.remove_plan_gate(&d).await {
-                self.scheduler.index().note_plan_gate_removed(&d.uid);
+                self.scheduler
+                    .index()
+                    .note_plan_gate_removed(&d.uid, Instant::now());
             }
             let Some(gang) = gang else { return };
             let last = {

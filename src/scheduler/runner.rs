@@ -31,8 +31,9 @@ use crate::cluster::{CacheFeeds, Relist, status_code};
 use crate::sync::{self, lock};
 
 /// How long a placement made by a session counts against its node without kube-scheduler
-/// binding the pod. Longer than kube-scheduler's largest retry backoff (10 s) plus its
-/// extender timeouts, so a slow bind is not raced by a re-plan.
+/// binding the pod, from when the pod is handed to kube-scheduler (its plan gate removed, or
+/// at once for a pod without one). Longer than kube-scheduler's largest retry backoff (10 s)
+/// plus its extender timeouts, so a slow bind is not raced by a re-plan.
 pub const DEFAULT_ASSUME_TTL: Duration = Duration::from_secs(30);
 
 /// How long to wait after the first on-demand trigger so a burst of events costs one session.

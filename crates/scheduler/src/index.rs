@@ -83,7 +83,10 @@ struct Assumed {
     node: String,
     /// When the placement was made.
     since: Instant,
+    /// When it lapses, unless its pod is still behind the plan gate then.
     expires: Instant,
+    /// How long it lasts once its pod is handed to kube-scheduler.
+    ttl: Duration,
 }
 
 /// A PodGroup phase a session decided (see [`ClusterIndex::decided_phases`]).
@@ -308,7 +311,7 @@ impl ClusterIndex {
 
     /// `true` when an assumed placement or eviction has passed its time.
     pub fn has_expired_assumed(&self, now: Instant) -> bool {
-        self.assumed.values().any(|a| a.expires <= now)
+        self.assumed.iter().any(|(uid, a)| self.lapsed(uid, a, now))
             || self.evicting.values().any(|(until, _)| *until <= now)
     }
 
@@ -664,8 +667,9 @@ impl ClusterIndex {
 
     // ----- assumed placements -----
 
-    /// Counts `uid` against `node` until it shows up bound, is deleted, or `ttl` passes.
-    /// Returns `false` when the pod is unknown or already placed.
+    /// Counts `uid` against `node` until it shows up bound, is deleted, or `ttl` passes after
+    /// its pod was handed to kube-scheduler (see [`Self::expire_assumed`]). Returns `false`
+    /// when the pod is unknown or already placed.
     pub fn assume(&mut self, uid: &str, node: &str, ttl: Duration, now: Instant) -> bool {
         let Some(entry) = self.pods.get(uid) else {
             return false;
@@ -681,6 +685,7 @@ impl ClusterIndex {
                 node: node.to_string(),
                 since: now,
                 expires: now + ttl,
+                ttl,
             },
         );
         task.node = Some(node.to_string());
@@ -767,18 +772,30 @@ impl ClusterIndex {
 
     /// Releases every assumed placement whose time has passed, and ends assumed evictions
     /// whose time has passed; returns how many placements were released.
+    ///
+    /// A placement whose pod still carries the plan gate does not lapse: nobody else can bind
+    /// that pod, and the time is meant for kube-scheduler to bind it. Under a burst the gate
+    /// removals and Bindings queue up behind a busy API server for longer than the time, and
+    /// a placement released there was made again by the next session while its gate was on
+    /// its way off, so the gang's binds met a plan that had moved. Its time starts again when
+    /// the gate comes off ([`Self::note_plan_gate_removed`]).
     pub fn expire_assumed(&mut self, now: Instant) -> usize {
         self.expire_evictions(now);
         let expired: Vec<String> = self
             .assumed
             .iter()
-            .filter(|(_, a)| a.expires <= now)
+            .filter(|(uid, a)| self.lapsed(uid, a, now))
             .map(|(k, _)| k.clone())
             .collect();
         for uid in &expired {
             self.forget(uid);
         }
         expired.len()
+    }
+
+    /// Has placement `a` of pod `uid` lapsed by `now` (see [`Self::expire_assumed`])?
+    fn lapsed(&self, uid: &str, a: &Assumed, now: Instant) -> bool {
+        a.expires <= now && !self.pods.get(uid).is_some_and(|e| e.plan_gated)
     }
 
     /// The node a pod is assumed on, if any.
@@ -954,13 +971,17 @@ impl ClusterIndex {
     /// Notes that the API answered a removal of the pod's [`keys::PLAN_GATE`] with the pod
     /// ungated, before the watch brings that pod: whoever binds the gang next need not wait
     /// for the event, and events from before the removal that the watch still brings do not
-    /// put the gate back.
-    pub fn note_plan_gate_removed(&mut self, uid: &str) {
+    /// put the gate back. The pod's placement gets its whole time from `now` (the moment
+    /// kube-scheduler can see the pod), whether or not the watch showed the removal first.
+    pub fn note_plan_gate_removed(&mut self, uid: &str, now: Instant) {
         if let Some(e) = self.pods.get_mut(uid)
             && e.plan_gated
         {
             e.plan_gated = false;
             self.ungated.insert(uid.to_string());
+        }
+        if let Some(a) = self.assumed.get_mut(uid) {
+            a.expires = a.expires.max(now + a.ttl);
         }
     }
 

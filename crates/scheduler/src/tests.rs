@@ -767,6 +767,53 @@ fn pods_behind_the_plan_gate_are_placed_and_pods_behind_other_gates_are_not() {
     assert_eq!(due, vec!["ours-task-0", "ours-task-1"]);
 }
 
+/// A placement whose pod is still behind the plan gate keeps its node however long the gate
+/// removals queue up (nobody else can bind the pod), and gets its whole time once the gate
+/// is off; a placement of an ungated pod lapses at its time as before.
+#[test]
+fn a_placement_behind_its_plan_gate_does_not_lapse_and_its_time_runs_from_the_gates_removal() {
+    use std::time::{Duration, Instant};
+    let w = World::default()
+        .nodes(1, 4, 16)
+        .gang("ns", "ours", "default", 0, 2, 1000, 0, "Inqueue");
+    let mut idx = w.index;
+    let mut gated = super::testing::pod("ns", "ours-task-0", "ours", 1000, 0);
+    if let Some(spec) = gated.spec.as_mut() {
+        spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: tephra_api::keys::PLAN_GATE.into(),
+        }]);
+    }
+    let open = super::testing::pod("ns", "ours-task-1", "ours", 1000, 0);
+    let (g, o) = (
+        gated.metadata.uid.clone().unwrap(),
+        open.metadata.uid.clone().unwrap(),
+    );
+    idx.apply_pod(&gated);
+    idx.apply_pod(&open);
+    let (t0, ttl) = (Instant::now(), Duration::from_secs(30));
+    assert!(idx.assume(&g, "node-0", ttl, t0));
+    assert!(idx.assume(&o, "node-0", ttl, t0));
+
+    // Long past their time: the ungated pod's placement lapses, the gated one's stays.
+    let late = t0 + ttl * 10;
+    assert!(idx.has_expired_assumed(late));
+    assert_eq!(idx.expire_assumed(late), 1);
+    assert_eq!(idx.assumed_node(&o), None);
+    assert_eq!(idx.assumed_node(&g), Some("node-0"));
+    assert!(
+        !idx.has_expired_assumed(late),
+        "a session woken for a gated placement"
+    );
+
+    // The gate comes off: the whole time from then.
+    idx.note_plan_gate_removed(&g, late);
+    assert_eq!(idx.expire_assumed(late + ttl - Duration::from_secs(1)), 0);
+    assert_eq!(idx.assumed_node(&g), Some("node-0"));
+    assert!(idx.has_expired_assumed(late + ttl));
+    assert_eq!(idx.expire_assumed(late + ttl), 1);
+    assert_eq!(idx.assumed_node(&g), None);
+}
+
 #[test]
 fn a_removed_plan_gate_stays_removed_whatever_older_events_the_watch_still_brings() {
     let w = World::default()
@@ -785,7 +832,7 @@ fn a_removed_plan_gate_stays_removed_whatever_older_events_the_watch_still_bring
     // The API answered the removal; an event from before it (another writer's annotation,
     // say) arrives afterwards and still shows the gate: a gate is never added back, so the
     // event is stale on that point.
-    idx.note_plan_gate_removed(&uid);
+    idx.note_plan_gate_removed(&uid, std::time::Instant::now());
     assert!(!idx.plan_gated(&uid));
     idx.apply_pod(&p);
     assert!(!idx.plan_gated(&uid), "a stale event put the gate back");
