@@ -306,29 +306,12 @@ fn pool_case(full: bool) -> (f64, usize) {
         );
         w.index.apply_podgroup(&with_phase(pg, "Inqueue"));
         for i in 0..size {
-            // Labelled by job and index, as a vcJob's pods are: no two pods are alike in all.
             let mut p = in_pool(pod("bench", &format!("{name}-{i}"), &name, 1000, 64));
-            p.metadata.labels = Some(
-                [
-                    ("volcano.sh/job-name".to_string(), name.clone()),
-                    ("volcano.sh/task-index".to_string(), i.to_string()),
-                ]
-                .into(),
-            );
+            as_vcjob_member(&mut p, &name, i);
             w.index.apply_pod(&p);
         }
     }
-    let t = Instant::now();
-    let out = run_session(
-        w.index.snapshot(),
-        &SchedulerConf::builtin(),
-        "bench",
-        Time(k8s_openapi::jiff::Timestamp::now()),
-    );
-    (
-        t.elapsed().as_secs_f64() * 1000.0,
-        out.plan.placements.len(),
-    )
+    timed_session(&w)
 }
 
 /// The scale harness's gang case, held up: 2,000 nodes (8 cpu), 10,000 running pods of 100m
@@ -375,19 +358,29 @@ fn harness_gang_case() -> (f64, usize) {
                 1000,
                 1024,
             );
-            p.metadata.labels = Some(
-                [
-                    ("volcano.sh/job-name".to_string(), name.clone()),
-                    ("volcano.sh/task-index".to_string(), i.to_string()),
-                ]
-                .into(),
-            );
+            as_vcjob_member(&mut p, &name, i);
             if let Some(s) = p.spec.as_mut() {
                 s.node_selector = Some([("type".to_string(), "kwok".to_string())].into());
             }
             w.index.apply_pod(&p);
         }
     }
+    timed_session(&w)
+}
+
+/// Labels `p` by its job and index, as a vcJob's pods are: no two pods are alike in all.
+fn as_vcjob_member(p: &mut k8s_openapi::api::core::v1::Pod, job: &str, index: impl ToString) {
+    p.metadata.labels = Some(
+        [
+            ("volcano.sh/job-name".to_string(), job.to_string()),
+            ("volcano.sh/task-index".to_string(), index.to_string()),
+        ]
+        .into(),
+    );
+}
+
+/// One session over `w` with Volcano's default configuration: its ms and the pods placed.
+fn timed_session(w: &World) -> (f64, usize) {
     let t = Instant::now();
     let out = run_session(
         w.index.snapshot(),

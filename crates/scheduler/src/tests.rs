@@ -767,6 +767,17 @@ fn pods_behind_the_plan_gate_are_placed_and_pods_behind_other_gates_are_not() {
     assert_eq!(due, vec!["ours-task-0", "ours-task-1"]);
 }
 
+/// A pending pod of 1 cpu of gang `group`, made behind the plan gate.
+fn plan_gated_pod(ns: &str, name: &str, group: &str) -> k8s_openapi::api::core::v1::Pod {
+    let mut p = super::testing::pod(ns, name, group, 1000, 0);
+    if let Some(spec) = p.spec.as_mut() {
+        spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: tephra_api::keys::PLAN_GATE.into(),
+        }]);
+    }
+    p
+}
+
 /// A placement whose pod is still behind the plan gate keeps its node however long the gate
 /// removals queue up (nobody else can bind the pod), and gets its whole time once the gate
 /// is off; a placement of an ungated pod lapses at its time as before.
@@ -777,12 +788,7 @@ fn a_placement_behind_its_plan_gate_does_not_lapse_and_its_time_runs_from_the_ga
         .nodes(1, 4, 16)
         .gang("ns", "ours", "default", 0, 2, 1000, 0, "Inqueue");
     let mut idx = w.index;
-    let mut gated = super::testing::pod("ns", "ours-task-0", "ours", 1000, 0);
-    if let Some(spec) = gated.spec.as_mut() {
-        spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
-            name: tephra_api::keys::PLAN_GATE.into(),
-        }]);
-    }
+    let gated = plan_gated_pod("ns", "ours-task-0", "ours");
     let open = super::testing::pod("ns", "ours-task-1", "ours", 1000, 0);
     let (g, o) = (
         gated.metadata.uid.clone().unwrap(),
@@ -820,12 +826,7 @@ fn a_removed_plan_gate_stays_removed_whatever_older_events_the_watch_still_bring
         .nodes(1, 4, 16)
         .gang("ns", "ours", "default", 0, 1, 1000, 0, "Inqueue");
     let mut idx = w.index;
-    let mut p = super::testing::pod("ns", "ours-task-0", "ours", 1000, 0);
-    if let Some(spec) = p.spec.as_mut() {
-        spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
-            name: tephra_api::keys::PLAN_GATE.into(),
-        }]);
-    }
+    let p = plan_gated_pod("ns", "ours-task-0", "ours");
     let uid = p.metadata.uid.clone().unwrap();
     idx.apply_pod(&p);
     assert!(idx.plan_gated(&uid));
