@@ -795,7 +795,7 @@ impl ClusterIndex {
 
     /// Has placement `a` of pod `uid` lapsed by `now` (see [`Self::expire_assumed`])?
     fn lapsed(&self, uid: &str, a: &Assumed, now: Instant) -> bool {
-        a.expires <= now && !self.pods.get(uid).is_some_and(|e| e.plan_gated)
+        a.expires <= now && !self.plan_gated(uid)
     }
 
     /// The node a pod is assumed on, if any.
