@@ -435,7 +435,7 @@ async fn resident_memory_of_leader_and_follower() {
         started.elapsed()
     );
     let kc = kubeconfig(&dir, &url);
-    let metrics: Vec<u16> = (0..2).map(|_| served::free_port()).collect();
+    let metrics = served::free_ports::<2>();
     let replicas: Vec<Proc> = ["tephra-a", "tephra-b"]
         .iter()
         .zip(&metrics)

@@ -78,8 +78,7 @@ async fn node_of(c: &Client, name: &str, log: &Path) -> String {
 /// Starts `serve --embedded` on fresh loopback ports with `extra` flags, logging to `log`;
 /// the process, its API URL and its metrics address.
 fn serve_embedded(extra: &[&str], log: &Path) -> (Proc, String, String) {
-    let metrics = format!("127.0.0.1:{}", served::free_port());
-    let api = format!("127.0.0.1:{}", served::free_port());
+    let [metrics, api] = served::free_ports::<2>().map(|p| format!("127.0.0.1:{p}"));
     let mut args = vec![
         "serve",
         "--embedded",

@@ -180,12 +180,8 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
 
     // Both replicas at once, no Secret yet: whichever creates it, the other must use it.
     let kc = kubeconfig(&dir, &url);
-    let addrs: Vec<SocketAddr> = (0..2)
-        .map(|_| SocketAddr::from(([127, 0, 0, 1], served::free_port())))
-        .collect();
-    let metrics: Vec<SocketAddr> = (0..2)
-        .map(|_| SocketAddr::from(([127, 0, 0, 1], served::free_port())))
-        .collect();
+    let [a, b, ma, mb] = served::free_ports::<4>().map(|p| SocketAddr::from(([127, 0, 0, 1], p)));
+    let (addrs, metrics) = ([a, b], [ma, mb]);
     let _a = replica(
         &kc,
         "tephra-a",
@@ -260,7 +256,7 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
     };
     // Swap lag: from the Secret holding a new serving certificate to each replica serving it.
     let lag_probe = {
-        let (c, stop, rx, addrs) = (c.clone(), stop.clone(), bundle_rx.clone(), addrs.clone());
+        let (c, stop, rx, addrs) = (c.clone(), stop.clone(), bundle_rx.clone(), addrs);
         tokio::spawn(async move {
             let secrets = Api::<Secret>::namespaced(c, NS);
             let mut written: Vec<(Vec<u8>, Instant)> = Vec::new();
@@ -298,7 +294,7 @@ async fn two_replicas_agree_on_one_ca_and_no_review_fails_while_certificates_rot
         })
     };
     let mut tasks = Vec::new();
-    for addr in addrs.clone() {
+    for addr in addrs {
         for fresh in [true, false] {
             let (mut rx, stop) = (bundle_rx.clone(), stop.clone());
             tasks.push(tokio::spawn(async move {

@@ -63,10 +63,19 @@ class Failed(Exception):
     pass
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free loopback ports; each socket is held until all are picked, since a port
+    released before the next pick may be handed out again."""
+    held = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            held.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def http(method, url, body=None, timeout=30):
@@ -195,7 +204,7 @@ def main():
         subprocess.run(["cargo", "build", "--quiet", "--bin", "tephra"], cwd=ROOT, check=True)
 
     work = tempfile.mkdtemp(prefix="tephra-ui-")
-    api_port, metrics_port, driver_port = free_port(), free_port(), free_port()
+    api_port, metrics_port, driver_port = free_ports(3)
     api, ui = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{metrics_port}/ui"
     log = open(os.path.join(work, "tephra.log"), "w")
     serve = subprocess.Popen(

@@ -11,10 +11,25 @@ use kube::{Client, ResourceExt};
 
 /// A free loopback port.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free port: {e}"))
+    free_ports::<1>()[0]
+}
+
+/// `N` distinct free loopback ports. Each listener is held until all are picked: a port
+/// released before the next pick may be handed out again, and a server given the same port
+/// twice fails to start.
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<std::net::TcpListener> = (0..N)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap_or_else(|e| panic!("no free port: {e}"))
+        })
+        .collect();
+    std::array::from_fn(|i| {
+        held[i]
+            .local_addr()
+            .map(|a| a.port())
+            .unwrap_or_else(|e| panic!("no free port: {e}"))
+    })
 }
 
 /// A child `tephra` process, killed on drop.
@@ -227,7 +242,7 @@ impl Embedded {
             .map(|a| a.to_string());
         let log = std::env::var_os("TEPHRA_TEST_LOG").map(PathBuf::from);
         for attempt in 1..=3 {
-            let api = format!("127.0.0.1:{}", free_port());
+            let [api, metrics] = free_ports::<2>().map(|p| format!("127.0.0.1:{p}"));
             let mut args = vec![
                 "serve",
                 "--embedded",
@@ -236,9 +251,7 @@ impl Embedded {
                 "--embedded-api-listen",
                 &api,
             ];
-            let metrics = given
-                .clone()
-                .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()));
+            let metrics = given.clone().unwrap_or(metrics);
             if given.is_none() {
                 args.extend_from_slice(&["--metrics-listen", &metrics]);
             }
