@@ -1,6 +1,9 @@
 //! The scheduler's series: Volcano's names and labels where Volcano has them (so its dashboards
 //! work), plus gang series of tephra's own.
 
+use std::collections::HashMap;
+
+use prometheus::core::Collector;
 use prometheus::{
     Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, exponential_buckets,
@@ -238,12 +241,12 @@ impl SchedulerMetrics {
         if result != "none" {
             self.attempts.with_label_values(&[result]).inc();
         }
-        self.unschedule_task_count.reset();
-        for (job, n) in &f.unschedulable_tasks {
-            self.unschedule_task_count
-                .with_label_values(&[job])
-                .set(*n as f64);
-        }
+        set_exactly(
+            &self.unschedule_task_count,
+            f.unschedulable_tasks
+                .iter()
+                .map(|(job, n)| (job.as_str(), *n as f64)),
+        );
         self.unschedule_job_count
             .set(f.unschedulable_tasks.len() as i64);
         for (q, r) in &f.queues {
@@ -264,13 +267,15 @@ impl SchedulerMetrics {
         }
         // Known phases stay at 0 when no gang is in them; one this build does not know
         // (written by a newer Volcano) has its series only while a gang is in it.
-        self.gangs.reset();
-        for phase in PodGroupPhase::KNOWN {
-            self.gangs.with_label_values(&[phase]).set(0.0);
-        }
-        for (phase, n) in &f.phases {
-            self.gangs.with_label_values(&[phase]).set(*n as f64);
-        }
+        let in_phase = |p: &str| f.phases.get(p).map_or(0.0, |n| *n as f64);
+        set_exactly(
+            &self.gangs,
+            PodGroupPhase::KNOWN
+                .iter()
+                .copied()
+                .chain(f.phases.keys().map(String::as_str))
+                .map(|p| (p, in_phase(p))),
+        );
     }
 
     /// Sets `tephra_scheduler_plugin_ignored`: 1 for the plugins in `ignored`, 0 for every
@@ -281,5 +286,126 @@ impl SchedulerMetrics {
                 .with_label_values(&[name])
                 .set(i64::from(ignored.contains(name)));
         }
+    }
+}
+
+/// Sets `g`, a gauge with one label, to `values` and removes the series of label values not
+/// among them. Never empties the family on the way, as `reset` followed by setting would: a
+/// scrape in between would see it vanish and a rule reading it would flap.
+fn set_exactly<'a>(g: &GaugeVec, values: impl Iterator<Item = (&'a str, f64)>) {
+    let keep: HashMap<&str, f64> = values.collect();
+    for (label, v) in &keep {
+        g.with_label_values(&[label]).set(*v);
+    }
+    let gone: Vec<String> = g
+        .collect()
+        .iter()
+        .flat_map(|family| family.get_metric())
+        .filter_map(|m| m.get_label().first().map(|l| l.value().to_string()))
+        .filter(|label| !keep.contains_key(label.as_str()))
+        .collect();
+    for label in gone {
+        let _ = g.remove_label_values(&[&label]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use prometheus::Registry;
+
+    use super::*;
+
+    fn figures(phases: &[(&str, u32)], unschedulable: &[(&str, u32)]) -> SessionFigures {
+        let map = |v: &[(&str, u32)]| -> BTreeMap<String, u32> {
+            v.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+        };
+        SessionFigures {
+            phases: map(phases),
+            unschedulable_tasks: map(unschedulable),
+            ..SessionFigures::default()
+        }
+    }
+
+    /// The series of `family` on `registry`'s page, by their one label's value.
+    fn series(registry: &Registry, family: &str) -> Option<BTreeMap<String, f64>> {
+        let f = registry.gather().into_iter().find(|f| f.name() == family)?;
+        Some(
+            f.get_metric()
+                .iter()
+                .map(|m| {
+                    (
+                        m.get_label()[0].value().to_string(),
+                        m.get_gauge().get_value(),
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn per_phase_and_per_job_series_follow_the_last_session_and_drop_what_is_gone() {
+        let registry = Registry::new();
+        let m = SchedulerMetrics::new(&registry).unwrap_or_else(|e| panic!("{e}"));
+        m.observe(
+            1.0,
+            &figures(&[("Running", 2), ("Scaling", 1)], &[("ns/a", 3)]),
+            0,
+        );
+        let gangs = series(&registry, "tephra_gangs").unwrap_or_default();
+        assert_eq!(gangs.get("Running"), Some(&2.0));
+        assert_eq!(
+            gangs.get("Scaling"),
+            Some(&1.0),
+            "a phase this build does not know"
+        );
+        assert_eq!(
+            gangs.get("Pending"),
+            Some(&0.0),
+            "known phases are shown at 0"
+        );
+        let jobs = series(&registry, "volcano_unschedule_task_count").unwrap_or_default();
+        assert_eq!(jobs.get("ns/a"), Some(&3.0));
+
+        m.observe(1.0, &figures(&[("Pending", 1)], &[("ns/b", 1)]), 0);
+        let gangs = series(&registry, "tephra_gangs").unwrap_or_default();
+        assert_eq!(gangs.get("Running"), Some(&0.0));
+        assert_eq!(gangs.get("Pending"), Some(&1.0));
+        assert!(!gangs.contains_key("Scaling"), "{gangs:?}");
+        let jobs = series(&registry, "volcano_unschedule_task_count").unwrap_or_default();
+        assert_eq!(jobs.keys().collect::<Vec<_>>(), ["ns/b"]);
+    }
+
+    /// A scrape while a session's figures are being recorded still finds every phase: the
+    /// family is updated in place, never emptied first.
+    #[test]
+    fn a_scrape_during_recording_never_misses_the_gang_phases() {
+        let registry = Registry::new();
+        let m = Arc::new(SchedulerMetrics::new(&registry).unwrap_or_else(|e| panic!("{e}")));
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (m, stop) = (m.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let f = figures(&[("Running", 1)], &[]);
+                while !stop.load(Ordering::Relaxed) {
+                    m.observe(1.0, &f, 0);
+                }
+            })
+        };
+        let mut missing = 0;
+        for _ in 0..20_000 {
+            let gangs = series(&registry, "tephra_gangs").unwrap_or_default();
+            if PodGroupPhase::KNOWN.iter().any(|p| !gangs.contains_key(*p)) {
+                missing += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer
+            .join()
+            .unwrap_or_else(|_| panic!("the writer panicked"));
+        assert_eq!(missing, 0, "scrapes that missed a phase");
     }
 }
