@@ -166,7 +166,9 @@ pub struct ClusterIndex {
     podgroup_seen: HashMap<JobId, u64>,
     /// The next sequence number.
     next_seen: u64,
-    job_tasks: HashMap<JobId, BTreeSet<String>>,
+    /// Each job's tasks by pod uid, the same handles as in `pods` ([`Self::replace_task`]):
+    /// a session's snapshot takes them from here under the lock, without a lookup per task.
+    job_tasks: HashMap<JobId, BTreeMap<String, Arc<TaskInfo>>>,
     queues: HashMap<String, Arc<Queue>>,
     priority_classes: HashMap<String, (i32, bool)>,
     assumed: HashMap<String, Assumed>,
@@ -598,20 +600,21 @@ impl ClusterIndex {
             self.changes.pending_pod |= changed;
         }
         self.contribute(&task, true);
-        if let Some(j) = &task.job {
-            self.job_tasks
-                .entry(j.clone())
-                .or_default()
-                .insert(task.uid.clone());
-        }
         let plan_gated = plan_gate && !self.ungated.contains(&task.uid);
         if !plan_gate {
             self.ungated.remove(&task.uid);
         }
+        let task = Arc::new(task);
+        if let Some(j) = &task.job {
+            self.job_tasks
+                .entry(j.clone())
+                .or_default()
+                .insert(task.uid.clone(), task.clone());
+        }
         self.pods.insert(
             task.uid.clone(),
             PodEntry {
-                task: Arc::new(task),
+                task,
                 ours,
                 parked,
                 plan_gated,
@@ -636,6 +639,20 @@ impl ClusterIndex {
                 set.remove(uid);
             }
             self.changes.capacity = true;
+        }
+    }
+
+    /// Puts `task` in force for the known pod `uid` whose job is unchanged, in its entry and
+    /// in its job's tasks alike.
+    fn replace_task(&mut self, uid: &str, task: TaskInfo) {
+        let task = Arc::new(task);
+        if let Some(j) = &task.job
+            && let Some(slot) = self.job_tasks.get_mut(j).and_then(|m| m.get_mut(uid))
+        {
+            *slot = task.clone();
+        }
+        if let Some(e) = self.pods.get_mut(uid) {
+            e.task = task;
         }
     }
 
@@ -692,9 +709,7 @@ impl ClusterIndex {
         task.status = TaskStatus::Binding;
         task.assumed = true;
         self.contribute(&task, true);
-        if let Some(e) = self.pods.get_mut(uid) {
-            e.task = Arc::new(task);
-        }
+        self.replace_task(uid, task);
         true
     }
 
@@ -707,12 +722,11 @@ impl ClusterIndex {
             && e.task.assumed
         {
             self.contribute(&e.task, false);
-            let mut task = Arc::unwrap_or_clone(e.task);
+            let mut task = TaskInfo::clone(&e.task);
             task.node = None;
             task.status = TaskStatus::Pending;
             task.assumed = false;
-            let task = Arc::new(task);
-            self.pods.insert(uid.to_string(), PodEntry { task, ..e });
+            self.replace_task(uid, task);
             self.changes.capacity = true;
         }
         true
@@ -737,9 +751,7 @@ impl ClusterIndex {
         self.contribute(&task, false);
         task.status = TaskStatus::Releasing;
         self.contribute(&task, true);
-        if let Some(e) = self.pods.get_mut(uid) {
-            e.task = Arc::new(task);
-        }
+        self.replace_task(uid, task);
         self.evicting
             .insert(uid.to_string(), (now + ttl, underlying));
         true
@@ -760,11 +772,10 @@ impl ClusterIndex {
                 && e.task.status == TaskStatus::Releasing
             {
                 self.contribute(&e.task, false);
-                let mut task = Arc::unwrap_or_clone(e.task);
+                let mut task = TaskInfo::clone(&e.task);
                 task.status = underlying;
                 self.contribute(&task, true);
-                let task = Arc::new(task);
-                self.pods.insert(uid, PodEntry { task, ..e });
+                self.replace_task(&uid, task);
                 self.changes.capacity = true;
             }
         }
@@ -869,7 +880,7 @@ impl ClusterIndex {
             for (uid, e) in gang
                 .and_then(|g| self.job_tasks.get(g))
                 .into_iter()
-                .flatten()
+                .flat_map(BTreeMap::keys)
                 .filter_map(|uid| self.pods.get_key_value(uid))
                 .filter(|(_, e)| e.native_member)
             {
@@ -1016,8 +1027,8 @@ impl ClusterIndex {
         self.job_tasks
             .get(job)
             .into_iter()
-            .flatten()
-            .filter_map(|uid| self.pods.get(uid).map(|e| &*e.task))
+            .flat_map(BTreeMap::values)
+            .map(|t| &**t)
     }
 
     // ----- podgroups, queues, priority classes -----
@@ -1450,11 +1461,8 @@ impl ClusterIndex {
                 continue;
             }
             let first = tasks.len();
-            if let Some(uids) = self.job_tasks.get(id) {
-                tasks.extend(
-                    uids.iter()
-                        .filter_map(|uid| self.pods.get(uid).map(|e| e.task.clone())),
-                );
+            if let Some(of_job) = self.job_tasks.get(id) {
+                tasks.extend(of_job.values().cloned());
             }
             jobs.push(JobSource {
                 id: id.clone(),
@@ -1774,6 +1782,59 @@ mod tests {
         let node = &now.nodes[NodeIx::new(0)];
         assert_eq!((node.task_count, node.used.milli_cpu), (2, 2000.0));
         assert_eq!(idx.node("node-0").map(|n| n.task_count), Some(2));
+    }
+
+    /// A snapshot takes each job's tasks from the job's own list, not pod by pod: every way
+    /// a task changes (placed, given back, evicted, the eviction lapsing, moved to another
+    /// gang, deleted) must show there as it does in the pod's entry.
+    #[test]
+    fn a_snapshot_shows_each_task_as_the_index_holds_it_whatever_changed_it() {
+        type Row = (String, Option<String>, TaskStatus, Option<String>);
+        let check = |idx: &ClusterIndex, step: &str| {
+            let snap = idx.snapshot();
+            let mut seen: Vec<Row> = snap
+                .jobs
+                .iter()
+                .flat_map(|j| j.tasks.iter().map(|t| &snap.tasks[*t]))
+                .map(|t| (t.uid.clone(), t.job.clone(), t.status, t.node.clone()))
+                .collect();
+            let mut held: Vec<Row> = idx
+                .pods
+                .values()
+                .map(|e| &e.task)
+                .filter(|t| t.job.is_some())
+                .map(|t| (t.uid.clone(), t.job.clone(), t.status, t.node.clone()))
+                .collect();
+            seen.sort();
+            held.sort();
+            assert_eq!(seen, held, "after {step}");
+        };
+        let mut idx = ClusterIndex::new(vec!["volcano".into()]);
+        idx.apply_queue(&crate::testing::queue("default", 1));
+        idx.apply_node(&crate::testing::node("node-0", 8, 16, 110));
+        idx.apply_podgroup(&podgroup("ns", "g", "default", 2, None));
+        idx.apply_podgroup(&podgroup("ns", "h", "default", 1, None));
+        let (a, b) = (pod("ns", "a", "g", 1000, 64), pod("ns", "b", "g", 1000, 64));
+        let (uid_a, uid_b) = ("uid-ns-a", "uid-ns-b");
+        idx.apply_pod(&a);
+        idx.apply_pod(&b);
+        check(&idx, "two pods");
+        let (ttl, now) = (Duration::from_secs(30), Instant::now());
+        assert!(idx.assume(uid_a, "node-0", ttl, now));
+        check(&idx, "a placement");
+        assert!(idx.forget(uid_a));
+        check(&idx, "the placement given back");
+        idx.apply_pod(&running(b, "node-0"));
+        assert!(idx.assume_evicted(uid_b, ttl, now));
+        check(&idx, "an eviction");
+        idx.expire_assumed(now + ttl * 2);
+        check(&idx, "the eviction lapsing");
+        idx.apply_pod(&pod("ns", "a", "h", 1000, 64));
+        check(&idx, "a pod moving to another gang");
+        assert_eq!(idx.job_tasks("ns/g").count(), 1);
+        idx.delete_pod(&a);
+        check(&idx, "a deletion");
+        assert_eq!(idx.job_tasks("ns/h").count(), 0);
     }
 
     #[test]
