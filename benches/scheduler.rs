@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use tephra::scheduler::{SchedulerConf, run_session};
+use tephra::scheduler::{Outcome, SchedulerConf, run_session};
 use tephra_scheduler::testing::{self, World};
 
 /// The allocator the `tephra` binary runs on, so these figures are the binary's.
@@ -311,7 +311,8 @@ fn pool_case(full: bool) -> (f64, usize) {
             w.index.apply_pod(&p);
         }
     }
-    timed_session(&w)
+    let (ms, out) = timed_session(&w);
+    (ms, out.plan.placements.len())
 }
 
 /// The scale harness's gang case, held up: 2,000 nodes (8 cpu), 10,000 running pods of 100m
@@ -365,14 +366,7 @@ fn harness_gang_case() -> (f64, usize, f64) {
             w.index.apply_pod(&p);
         }
     }
-    let t = Instant::now();
-    let out = run_session(
-        w.index.snapshot(),
-        &SchedulerConf::builtin(),
-        "bench",
-        Time(k8s_openapi::jiff::Timestamp::now()),
-    );
-    let session_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let (session_ms, out) = timed_session(&w);
     // What a runner does with the outcome, then what the next session takes under the lock
     // (lapsed placements first, then the source): while a burst's placements are held, this
     // is what the extender's filter may wait for, a few times a second.
@@ -402,8 +396,8 @@ fn as_vcjob_member(p: &mut k8s_openapi::api::core::v1::Pod, job: &str, index: im
     );
 }
 
-/// One session over `w` with Volcano's default configuration: its ms and the pods placed.
-fn timed_session(w: &World) -> (f64, usize) {
+/// One session over `w` with Volcano's default configuration: its ms and what it decided.
+fn timed_session(w: &World) -> (f64, Outcome) {
     let t = Instant::now();
     let out = run_session(
         w.index.snapshot(),
@@ -411,8 +405,5 @@ fn timed_session(w: &World) -> (f64, usize) {
         "bench",
         Time(k8s_openapi::jiff::Timestamp::now()),
     );
-    (
-        t.elapsed().as_secs_f64() * 1000.0,
-        out.plan.placements.len(),
-    )
+    (t.elapsed().as_secs_f64() * 1000.0, out)
 }
