@@ -14,9 +14,10 @@
 //! The pool and harness-gang cases hold up the scale harness's stream and gang workloads in
 //! one session each (see their functions).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tephra::scheduler::runner::DEFAULT_ASSUME_TTL;
 use tephra::scheduler::{Outcome, SchedulerConf, run_session};
 use tephra_scheduler::testing::{self, World};
 
@@ -367,19 +368,17 @@ fn harness_gang_case() -> (f64, usize, f64) {
         }
     }
     let (session_ms, out) = timed_session(&w);
-    // What a runner does with the outcome, then what the next session takes under the lock
-    // (lapsed placements first, then the source): while a burst's placements are held, this
+    // What a runner does with the outcome, then what the next session holds the lock for
+    // (`ClusterIndex::begin_session`): while a burst's placements are held, this
     // is what the extender's filter may wait for, a few times a second.
     let now = Instant::now();
     for (uid, p) in &out.plan.placements {
-        w.index.assume(uid, &p.node, Duration::from_secs(30), now);
+        w.index.assume(uid, &p.node, DEFAULT_ASSUME_TTL, now);
     }
     let runs = 20;
     let t = Instant::now();
     for _ in 0..runs {
-        w.index.expire_assumed(Instant::now());
-        w.index.take_changes();
-        std::hint::black_box(w.index.snapshot_source());
+        std::hint::black_box(w.index.begin_session(Instant::now()));
     }
     let locked_ms = t.elapsed().as_secs_f64() * 1000.0 / f64::from(runs);
     (session_ms, out.plan.placements.len(), locked_ms)

@@ -312,14 +312,8 @@ impl Scheduler {
     pub fn run_once(&self, trigger: &str) -> Outcome {
         let start = Instant::now();
         let now = Instant::now();
-        let source = {
-            let mut idx = self.index();
-            let expired = idx.expire_assumed(now);
-            idx.expire_decided(now);
-            self.inner.metrics.placements_expired.inc_by(expired as u64);
-            idx.take_changes();
-            idx.snapshot_source()
-        };
+        let (expired, source) = self.index().begin_session(now);
+        self.inner.metrics.placements_expired.inc_by(expired as u64);
         // The copy is made with the index unlocked: the extender's filter and the watches
         // need the index while it is made.
         let snapshot = source.build();

@@ -718,11 +718,11 @@ impl ClusterIndex {
         if self.assumed.remove(uid).is_none() {
             return false;
         }
-        if let Some(e) = self.pods.get(uid).cloned()
-            && e.task.assumed
+        if let Some(old) = self.pods.get(uid).map(|e| e.task.clone())
+            && old.assumed
         {
-            self.contribute(&e.task, false);
-            let mut task = TaskInfo::clone(&e.task);
+            self.contribute(&old, false);
+            let mut task = TaskInfo::clone(&old);
             task.node = None;
             task.status = TaskStatus::Pending;
             task.assumed = false;
@@ -768,11 +768,11 @@ impl ClusterIndex {
             .collect();
         for (uid, underlying) in expired {
             self.evicting.remove(&uid);
-            if let Some(e) = self.pods.get(&uid).cloned()
-                && e.task.status == TaskStatus::Releasing
+            if let Some(old) = self.pods.get(&uid).map(|e| e.task.clone())
+                && old.status == TaskStatus::Releasing
             {
-                self.contribute(&e.task, false);
-                let mut task = TaskInfo::clone(&e.task);
+                self.contribute(&old, false);
+                let mut task = TaskInfo::clone(&old);
                 task.status = underlying;
                 self.contribute(&task, true);
                 self.replace_task(&uid, task);
@@ -1423,6 +1423,16 @@ impl ClusterIndex {
     /// [`SnapshotSource::build`].
     pub fn snapshot(&self) -> Snapshot {
         self.snapshot_source().build()
+    }
+
+    /// What a session does with the index before it decides, all under one lock: lapsed
+    /// placements and decided phases are let go, the changes so far are taken as seen, and
+    /// the session's source is taken. Returns how many placements lapsed, and the source.
+    pub fn begin_session(&mut self, now: Instant) -> (usize, SnapshotSource) {
+        let expired = self.expire_assumed(now);
+        self.expire_decided(now);
+        self.take_changes();
+        (expired, self.snapshot_source())
     }
 
     /// What a session's copy is made from: the nodes and tasks as shared handles, the
