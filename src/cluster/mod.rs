@@ -15,7 +15,7 @@ pub mod webhooks;
 pub use bootstrap::ensure_default_queues;
 pub use caches::{CacheError, CacheFeeds, Caches};
 pub use config::{ClusterError, ClusterSource, Environment};
-pub use index::{Index, Relist};
+pub use index::{Index, Relist, Staged};
 
 /// The HTTP status the API server answered with; `None` when the request got no answer
 /// (connection, TLS, timeouts, a body that did not decode).

@@ -15,12 +15,12 @@ macro_rules! index_of {
         impl Index<$ty> for ClusterIndex {
             // Boxed, so the relist's buffer grows by a pointer per object, not by the
             // object's whole size.
-            type Listed = Box<$ty>;
-            fn listed(obj: &$ty) -> Box<$ty> {
+            type Taken = Box<$ty>;
+            fn take(obj: &$ty) -> Box<$ty> {
                 Box::new(obj.clone())
             }
-            fn apply(&mut self, obj: &$ty) {
-                self.$apply(obj);
+            fn apply(&mut self, obj: Box<$ty>) {
+                self.$apply(&obj);
             }
             fn delete(&mut self, obj: &$ty) {
                 self.$delete(obj);
@@ -34,14 +34,16 @@ macro_rules! index_of {
 }
 
 impl Index<Pod> for ClusterIndex {
-    // What the index takes of each pod (a fraction of the pod), worked out as the list
-    // arrives.
-    type Listed = Option<PodDigest>;
-    fn listed(obj: &Pod) -> Option<PodDigest> {
+    // What the index takes of each pod (a fraction of the pod), worked out as the event
+    // arrives, before the index is locked.
+    type Taken = Option<PodDigest>;
+    fn take(obj: &Pod) -> Option<PodDigest> {
         ClusterIndex::digest(obj)
     }
-    fn apply(&mut self, obj: &Pod) {
-        self.apply_pod(obj);
+    fn apply(&mut self, digest: Option<PodDigest>) {
+        if let Some(d) = digest {
+            self.apply_digest(d);
+        }
     }
     fn delete(&mut self, obj: &Pod) {
         self.delete_pod(obj);

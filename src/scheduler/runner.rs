@@ -182,14 +182,18 @@ impl Scheduler {
     /// something worth scheduling for changed.
     pub fn subscribe(&self, feeds: &mut CacheFeeds) {
         macro_rules! feed {
-            ($kind:ident, $feed:ident) => {{
+            ($kind:ident, $stage:ident) => {{
                 let inner = self.inner.clone();
                 let relist = Mutex::new(Relist::default());
                 feeds.$kind(Arc::new(move |ev| {
                     let wake = {
+                        // The event is worked out before the index is locked: every filter
+                        // and session waits for that lock, and a burst brings tens of
+                        // thousands of pod events.
                         let mut relist = lock(&relist);
+                        let staged = relist.$stage::<_, ClusterIndex>(ev);
                         let mut idx = lock(&inner.index);
-                        relist.$feed(&mut *idx, ev);
+                        staged.apply_to(&mut *idx);
                         idx.peek_changes().any()
                     };
                     if wake {
@@ -198,14 +202,14 @@ impl Scheduler {
                 }));
             }};
         }
-        feed!(pods, feed);
-        feed!(nodes, feed);
-        feed!(podgroups, feed_decoded);
-        feed!(queues, feed_decoded);
-        feed!(priority_classes, feed);
-        feed!(hypernodes, feed_decoded);
-        feed!(resource_quotas, feed);
-        feed!(pod_disruption_budgets, feed);
+        feed!(pods, stage);
+        feed!(nodes, stage);
+        feed!(podgroups, stage_decoded);
+        feed!(queues, stage_decoded);
+        feed!(priority_classes, stage);
+        feed!(hypernodes, stage_decoded);
+        feed!(resource_quotas, stage);
+        feed!(pod_disruption_budgets, stage);
     }
 
     /// The latest plan.

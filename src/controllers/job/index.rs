@@ -60,14 +60,14 @@ impl JobPodIndex {
 
 impl Index<Pod> for JobPodIndex {
     /// Only a job's pods, and of them only the names.
-    type Listed = Option<Member>;
+    type Taken = Option<Member>;
 
-    fn listed(pod: &Pod) -> Option<Member> {
+    fn take(pod: &Pod) -> Option<Member> {
         member(pod)
     }
 
-    fn apply(&mut self, pod: &Pod) {
-        if let Some(m) = member(pod) {
+    fn apply(&mut self, member: Option<Member>) {
+        if let Some(m) = member {
             self.insert(m);
         }
     }

@@ -314,7 +314,11 @@ fn subscribe(ctx: &Arc<Context>, feeds: &mut CacheFeeds) {
                 }
                 _ => true,
             };
-            lock(&relist).feed(&mut *lock(&ctx.index), ev);
+            {
+                let mut relist = lock(&relist);
+                let staged = relist.stage::<_, JobPodIndex>(ev);
+                staged.apply_to(&mut *lock(&ctx.index));
+            }
             let mut made: Vec<Request> = match ev {
                 // Pods deleted while the watch was away leave with the relist, unannounced:
                 // each job with pods before it or after it is synced at its end.

@@ -163,9 +163,9 @@ impl Fresh {
     }
 }
 
-/// A pod as a relist of [`PodIndex`] keeps it until the list is complete.
+/// What [`PodIndex`] takes of a pod.
 #[derive(Clone, Debug)]
-pub struct ListedPod {
+pub struct IndexedPod {
     /// The uid that names its PodGroup ([`group_uid`]).
     group: String,
     fresh: Fresh,
@@ -232,22 +232,18 @@ impl PodIndex {
 }
 
 impl Index<Pod> for PodIndex {
-    type Listed = ListedPod;
+    type Taken = IndexedPod;
 
-    fn listed(p: &Pod) -> ListedPod {
-        ListedPod {
+    fn take(p: &Pod) -> IndexedPod {
+        IndexedPod {
             group: group_uid(p),
             fresh: Fresh::of(p),
         }
     }
 
-    fn apply(&mut self, p: &Pod) {
-        if self.insert(
-            &p.namespace().unwrap_or_default(),
-            &p.name_any(),
-            &group_uid(p),
-        ) {
-            self.fresh.push(Fresh::of(p));
+    fn apply(&mut self, p: IndexedPod) {
+        if self.insert(&p.fresh.key.namespace, &p.fresh.name, &p.group) {
+            self.fresh.push(p.fresh);
         }
     }
 
@@ -255,7 +251,7 @@ impl Index<Pod> for PodIndex {
         self.remove(&p.namespace().unwrap_or_default(), &p.name_any());
     }
 
-    fn reset(&mut self, all: Vec<ListedPod>) {
+    fn reset(&mut self, all: Vec<IndexedPod>) {
         self.groups.clear();
         self.pods.clear();
         for p in &all {
@@ -777,8 +773,9 @@ pub(crate) fn start(
             }
             let fresh = {
                 let mut relist = lock(&relist);
+                let staged = relist.stage::<_, PodIndex>(ev);
                 let mut idx = lock(&index);
-                relist.feed(&mut *idx, ev);
+                staged.apply_to(&mut *idx);
                 idx.take_fresh()
             };
             // New pods, and served pods still without a group name, bring their gang up.

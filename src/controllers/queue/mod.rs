@@ -78,10 +78,18 @@ pub struct PodGroupIndex {
     touched: Vec<String>,
 }
 
+/// What [`PodGroupIndex`] takes of a PodGroup.
+#[derive(Debug)]
+pub struct Counted {
+    /// `namespace/name`.
+    key: String,
+    queue: String,
+    phase: PodGroupPhase,
+}
+
 impl PodGroupIndex {
-    fn record(&mut self, pg: &PodGroup) {
-        let key = format!("{}/{}", pg.namespace().unwrap_or_default(), pg.name_any());
-        let queue = pg.spec.queue().to_string();
+    fn record(&mut self, pg: Counted) {
+        let Counted { key, queue, phase } = pg;
         self.touched.push(queue.clone());
         if let Some(old) = self.queue_of.insert(key.clone(), queue.clone())
             && old != queue
@@ -89,10 +97,7 @@ impl PodGroupIndex {
             self.remove_from(&old, &key);
             self.touched.push(old);
         }
-        self.by_queue
-            .entry(queue)
-            .or_default()
-            .insert(key, pg.phase());
+        self.by_queue.entry(queue).or_default().insert(key, phase);
     }
 
     fn remove_from(&mut self, queue: &str, key: &str) {
@@ -121,11 +126,15 @@ impl PodGroupIndex {
 }
 
 impl Index<PodGroup> for PodGroupIndex {
-    type Listed = PodGroup;
-    fn listed(pg: &PodGroup) -> PodGroup {
-        pg.clone()
+    type Taken = Counted;
+    fn take(pg: &PodGroup) -> Counted {
+        Counted {
+            key: format!("{}/{}", pg.namespace().unwrap_or_default(), pg.name_any()),
+            queue: pg.spec.queue().to_string(),
+            phase: pg.phase(),
+        }
     }
-    fn apply(&mut self, pg: &PodGroup) {
+    fn apply(&mut self, pg: Counted) {
         self.record(pg);
     }
 
@@ -137,10 +146,10 @@ impl Index<PodGroup> for PodGroupIndex {
         }
     }
 
-    fn reset(&mut self, all: Vec<PodGroup>) {
+    fn reset(&mut self, all: Vec<Counted>) {
         self.by_queue.clear();
         self.queue_of.clear();
-        for pg in &all {
+        for pg in all {
             self.record(pg);
         }
     }
@@ -360,8 +369,9 @@ pub(crate) fn start(
         feeds.podgroups(Arc::new(move |ev| {
             let touched = {
                 let mut relist = lock(&relist);
+                let staged = relist.stage_decoded::<_, PodGroupIndex>(ev);
                 let mut idx = lock(&index);
-                relist.feed_decoded(&mut *idx, ev);
+                staged.apply_to(&mut *idx);
                 idx.take_touched()
             };
             // A burst of PodGroup changes (a thousand gangs created at once) makes one status
