@@ -32,8 +32,8 @@ use crate::sync::lock;
 pub(crate) struct Inflight {
     jobs: HashMap<(String, String), Job>,
     podgroups: HashMap<(String, String), PodGroup>,
-    /// Pods created, by namespace/name.
-    created: HashMap<(String, String), Pod>,
+    /// Pods created that the cache does not list yet.
+    created: Created,
     /// Pods deleted (by uid) that the cache still lists.
     deleted: HashSet<String>,
     /// The last version the watch showed of each job pod, to tell what an update changed
@@ -45,6 +45,68 @@ pub(crate) struct Inflight {
     pg_pending: HashMap<(String, String), String>,
     /// ConfigMap data last written, by namespace/name.
     config_maps: HashMap<(String, String), std::collections::BTreeMap<String, String>>,
+}
+
+/// Pods this controller created that the cache does not list yet, by namespace/name and by
+/// the job that owns them: a job's sync looks at its own, not at every pod of a burst.
+#[derive(Debug, Default)]
+struct Created {
+    pods: HashMap<(String, String), Arc<Pod>>,
+    /// namespace/name of the pods, by the uid of their job.
+    by_job: HashMap<String, HashSet<(String, String)>>,
+}
+
+impl Created {
+    fn insert(&mut self, pod: &Pod) {
+        let key = (pod.namespace().unwrap_or_default(), pod.name_any());
+        if let Some(job) = owner_job(pod) {
+            self.by_job
+                .entry(job.to_string())
+                .or_default()
+                .insert(key.clone());
+        }
+        if let Some(old) = self.pods.insert(key.clone(), Arc::new(pod.clone()))
+            && owner_job(&old) != owner_job(pod)
+        {
+            self.unlink(&old, &key);
+        }
+    }
+
+    fn get(&self, key: &(String, String)) -> Option<&Arc<Pod>> {
+        self.pods.get(key)
+    }
+
+    /// Forgets the pod at `key` if it is the one with `uid` (`None`: whichever it is).
+    fn settle(&mut self, key: &(String, String), uid: Option<&str>) {
+        if self
+            .pods
+            .get(key)
+            .is_some_and(|c| uid.is_none_or(|u| c.metadata.uid.as_deref() == Some(u)))
+            && let Some(old) = self.pods.remove(key)
+        {
+            self.unlink(&old, key);
+        }
+    }
+
+    fn unlink(&mut self, pod: &Pod, key: &(String, String)) {
+        if let Some(job) = owner_job(pod)
+            && let Some(keys) = self.by_job.get_mut(job)
+        {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_job.remove(job);
+            }
+        }
+    }
+
+    /// The pods of the job with `uid`.
+    fn of_job<'a>(&'a self, uid: &str) -> impl Iterator<Item = &'a Arc<Pod>> + 'a {
+        self.by_job
+            .get(uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.pods.get(k))
+    }
 }
 
 /// Whether `cached` is older than `written` by resourceVersion. Kube-apiserver's (etcd
@@ -233,10 +295,10 @@ impl Context {
             .and_then(|pc| pc.value)
     }
 
-    /// A pod from the cache (or created by this controller and not yet listed).
-    pub(crate) fn pod(&self, namespace: &str, name: &str) -> Option<Pod> {
+    /// A pod from the cache (or created by this controller and not yet listed), shared.
+    pub(crate) fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
         if let Some(p) = self.caches.pod(namespace, name) {
-            return Some(p.as_ref().clone());
+            return Some(p);
         }
         self.inflight()
             .created
@@ -246,8 +308,9 @@ impl Context {
 
     /// The pods of a job incarnation (controller ownerRef uid = the job's): the cache's, plus
     /// pods created but not listed yet; pods deleted but still listed come with a
-    /// deletionTimestamp so they count as terminating.
-    pub(crate) fn pods_of(&self, job: &Job) -> Vec<Pod> {
+    /// deletionTimestamp so they count as terminating. Shared with the cache: only a pod
+    /// given that mark is copied.
+    pub(crate) fn pods_of(&self, job: &Job) -> Vec<Arc<Pod>> {
         let ns = job.namespace().unwrap_or_default();
         let name = job.name_any();
         let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -263,27 +326,25 @@ impl Context {
                 continue;
             }
             let key = (ns.clone(), n.clone());
-            if w.created
-                .get(&key)
-                .is_some_and(|c| c.metadata.uid == p.metadata.uid)
-            {
-                w.created.remove(&key);
-            }
-            let mut p = p.as_ref().clone();
+            w.created.settle(&key, p.metadata.uid.as_deref());
+            let mut p = p;
             if let Some(u) = &p.metadata.uid
                 && w.deleted.contains(u)
                 && p.metadata.deletion_timestamp.is_none()
             {
-                p.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+                Arc::make_mut(&mut p).metadata.deletion_timestamp =
+                    Some(Time(k8s_openapi::jiff::Timestamp::now()));
             }
             seen.insert(n);
             out.push(p);
         }
-        for ((pns, pname), p) in &w.created {
-            if *pns == ns && !seen.contains(pname) && owned_by(p, &uid) {
-                out.push(p.clone());
-            }
-        }
+        out.extend(
+            w.created
+                .of_job(&uid)
+                .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
+                .filter(|p| !seen.contains(p.metadata.name.as_deref().unwrap_or_default()))
+                .cloned(),
+        );
         out
     }
 
@@ -311,14 +372,13 @@ impl Context {
     }
 
     pub(crate) fn remember_created(&self, pod: &Pod) {
-        let key = (pod.namespace().unwrap_or_default(), pod.name_any());
-        self.inflight().created.insert(key, pod.clone());
+        self.inflight().created.insert(pod);
     }
 
     pub(crate) fn remember_deleted(&self, pod: &Pod) {
         let key = (pod.namespace().unwrap_or_default(), pod.name_any());
         let mut w = self.inflight();
-        w.created.remove(&key);
+        w.created.settle(&key, None);
         if let Some(u) = &pod.metadata.uid {
             w.deleted.insert(u.clone());
         }
@@ -330,12 +390,7 @@ impl Context {
         let mut w = self.inflight();
         if let Some(u) = &pod.metadata.uid {
             w.deleted.remove(u);
-            if w.created
-                .get(&key)
-                .is_some_and(|c| c.metadata.uid.as_ref() == Some(u))
-            {
-                w.created.remove(&key);
-            }
+            w.created.settle(&key, Some(u));
         }
     }
 
@@ -386,12 +441,7 @@ impl Context {
             .unwrap_or_else(|| Arc::new(new.clone()));
         let key = (namespace.to_string(), name.to_string());
         let mut w = self.inflight();
-        if w.created
-            .get(&key)
-            .is_some_and(|c| c.metadata.uid == new.metadata.uid)
-        {
-            w.created.remove(&key);
-        }
+        w.created.settle(&key, new.metadata.uid.as_deref());
         w.last_pods.insert(key, shared)
     }
 
@@ -458,9 +508,15 @@ impl Context {
 
 /// Whether the pod's controller is the job with `uid`.
 pub(crate) fn owned_by(pod: &Pod, uid: &str) -> bool {
+    owner_job(pod) == Some(uid)
+}
+
+/// The uid of the Job that controls `pod`.
+fn owner_job(pod: &Pod) -> Option<&str> {
     pod.owner_references()
         .iter()
-        .any(|r| r.controller == Some(true) && r.kind == "Job" && r.uid == uid)
+        .find(|r| r.controller == Some(true) && r.kind == "Job")
+        .map(|r| r.uid.as_str())
 }
 
 #[cfg(test)]
@@ -484,6 +540,51 @@ mod tests {
             assert_eq!(w, fnv32(key.as_bytes()) as usize % 5);
         }
         assert_eq!(worker_of("anything", 0), 0);
+    }
+
+    fn created_pod(name: &str, uid: &str, job_uid: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": uid, "ownerReferences": [{
+                "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "j",
+                "uid": job_uid, "controller": true}]}
+        }))
+        .unwrap()
+    }
+
+    fn names_of(c: &Created, job_uid: &str) -> Vec<String> {
+        let mut v: Vec<String> = c.of_job(job_uid).map(|p| p.name_any()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn pods_created_and_not_listed_are_found_by_their_job_until_the_watch_settles_them() {
+        let mut c = Created::default();
+        c.insert(&created_pod("a-0", "u-a0", "job-a"));
+        c.insert(&created_pod("a-1", "u-a1", "job-a"));
+        c.insert(&created_pod("b-0", "u-b0", "job-b"));
+        assert_eq!(names_of(&c, "job-a"), ["a-0", "a-1"]);
+        assert_eq!(names_of(&c, "job-b"), ["b-0"]);
+
+        // The watch lists another pod of the same name (an older incarnation): kept.
+        let key = ("ns".to_string(), "a-0".to_string());
+        c.settle(&key, Some("u-old"));
+        assert_eq!(names_of(&c, "job-a"), ["a-0", "a-1"]);
+        // It lists this one: settled, and gone from its job's pods.
+        c.settle(&key, Some("u-a0"));
+        assert_eq!(names_of(&c, "job-a"), ["a-1"]);
+        assert!(c.get(&key).is_none());
+
+        // A pod of that name made again for another job moves to that job.
+        c.insert(&created_pod("a-1", "u-a1b", "job-b"));
+        assert!(names_of(&c, "job-a").is_empty());
+        assert_eq!(names_of(&c, "job-b"), ["a-1", "b-0"]);
+        c.settle(&("ns".to_string(), "a-1".to_string()), None);
+        c.settle(&("ns".to_string(), "b-0".to_string()), None);
+        assert!(
+            c.pods.is_empty() && c.by_job.is_empty(),
+            "nothing is left behind"
+        );
     }
 
     #[test]

@@ -451,7 +451,7 @@ where
 
 /// Deletes `pods` in parallel; successes count as terminating, failures by their phase and
 /// are retried with backoff. Returns the failures' texts.
-async fn delete_pods(ctx: &Arc<Context>, pods: &[Pod], counts: &mut Counts) -> Vec<String> {
+async fn delete_pods(ctx: &Arc<Context>, pods: &[Arc<Pod>], counts: &mut Counts) -> Vec<String> {
     let results = in_parallel(ctx, pods.to_vec(), |ctx, p| async move {
         let r = ctx.delete_pod(&p).await;
         (p, r)

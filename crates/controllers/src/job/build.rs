@@ -19,6 +19,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hasher;
+use std::sync::Arc;
 
 use fnv::FnvHasher;
 use k8s_openapi::api::core::v1::{
@@ -764,7 +765,11 @@ pub fn build_pvc(job: &Job, volume: &VolumeSpec, claim_name: &str) -> Persistent
 /// crashes on it, and creating the pods anyway would ignore the order the user asked for.
 /// Volcano's special case "the pod is missing because the job itself is gone ⇒ ready" has no
 /// counterpart: a deleted job is not synced.
-pub fn dependencies_ready(job: &Job, task: &TaskSpec, pod: &dyn Fn(&str) -> Option<Pod>) -> bool {
+pub fn dependencies_ready(
+    job: &Job,
+    task: &TaskSpec,
+    pod: &dyn Fn(&str) -> Option<Arc<Pod>>,
+) -> bool {
     let Some(depends) = &task.depends_on else {
         return true;
     };
@@ -777,7 +782,7 @@ pub fn dependencies_ready(job: &Job, task: &TaskSpec, pod: &dyn Fn(&str) -> Opti
 }
 
 /// Whether task `name` of the job has at least its `minAvailable` pods done or serving.
-fn task_ready(job: &Job, name: &str, pod: &dyn Fn(&str) -> Option<Pod>) -> bool {
+fn task_ready(job: &Job, name: &str, pod: &dyn Fn(&str) -> Option<Arc<Pod>>) -> bool {
     let Some(dep) = job.spec.task(name) else {
         return false;
     };
@@ -786,7 +791,7 @@ fn task_ready(job: &Job, name: &str, pod: &dyn Fn(&str) -> Option<Pod>) -> bool 
     };
     let ready = (0..dep.replicas())
         .filter_map(|i| pod(&pod_name(job_name(job), name, i)))
-        .filter(pod_ready)
+        .filter(|p| pod_ready(p))
         .count();
     i64::try_from(ready).unwrap_or(i64::MAX) >= i64::from(min)
 }
@@ -1796,7 +1801,7 @@ status:
     }
 
     fn ready_with(job: &Job, pods: &HashMap<String, Pod>) -> BTreeMap<String, bool> {
-        let lookup = |name: &str| pods.get(name).cloned();
+        let lookup = |name: &str| pods.get(name).cloned().map(Arc::new);
         job.tasks()
             .iter()
             .map(|t| (t.name().to_string(), dependencies_ready(job, t, &lookup)))

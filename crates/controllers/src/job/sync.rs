@@ -5,6 +5,7 @@
 //! - a kill (Volcano's `killJob`): which pods go and how the rest count ([`plan_kill`]).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -56,7 +57,7 @@ pub struct SyncPlan {
     /// Pods to create, each with its task's name.
     pub create: Vec<(String, Pod)>,
     /// Pods to delete: beyond their task's replicas, or marked by an unfinished kill.
-    pub delete: Vec<Pod>,
+    pub delete: Vec<Arc<Pod>>,
     /// The pods that stay, counted (terminating ones as terminating); the pods created and
     /// deleted are added as their writes succeed or fail.
     pub counts: Counts,
@@ -69,15 +70,15 @@ pub struct SyncPlan {
 /// for tasks missing a pod.
 pub fn plan_sync(
     job: &Job,
-    pods: &[Pod],
+    pods: &[Arc<Pod>],
     admitted: bool,
-    pod_named: &dyn Fn(&str) -> Option<Pod>,
+    pod_named: &dyn Fn(&str) -> Option<Arc<Pod>>,
     making: &PodMaking<'_>,
 ) -> Result<SyncPlan, PluginError> {
     let mut plan = SyncPlan::default();
     if admitted {
         let name = job.name_any();
-        let by_name: HashMap<String, &Pod> = pods.iter().map(|p| (p.name_any(), p)).collect();
+        let by_name: HashMap<String, &Pod> = pods.iter().map(|p| (p.name_any(), &**p)).collect();
         let core = if making.mark_elastic {
             build::gang_core(job)
         } else {
@@ -136,7 +137,7 @@ pub enum Scope {
 #[derive(Debug, Default)]
 pub struct KillPlan {
     /// The pods to mark and delete.
-    pub victims: Vec<Pod>,
+    pub victims: Vec<Arc<Pod>>,
     /// The pods that stay, counted (terminating ones as terminating); the victims are added
     /// as their deletions succeed or fail.
     pub counts: Counts,
@@ -145,7 +146,7 @@ pub struct KillPlan {
 /// Plans a kill of `scope` over the job's `pods`. A whole-job kill at the job's last retry
 /// keeps finished pods, so their logs can still be read (as Volcano); pods already being
 /// deleted are counted as terminating, never taken again.
-pub fn plan_kill(job: &Job, pods: &[Pod], scope: &Scope) -> KillPlan {
+pub fn plan_kill(job: &Job, pods: &[Arc<Pod>], scope: &Scope) -> KillPlan {
     let retry_count = job.status.as_ref().and_then(|s| s.retry_count).unwrap_or(0);
     let retain = match scope {
         Scope::Job(_) if retry_count >= job.spec.max_retry() - 1 => Retain::Soft,
@@ -174,7 +175,7 @@ pub fn plan_kill(job: &Job, pods: &[Pod], scope: &Scope) -> KillPlan {
             // what it killed, so succeeded and failed drop to 0).
             plan.counts.add(task_of(p), p);
         } else {
-            plan.victims.push(p.clone());
+            plan.victims.push(Arc::clone(p));
         }
     }
     plan
@@ -234,8 +235,9 @@ mod tests {
             plan_gate_schedulers: gate,
             mark_elastic: false,
         };
+        let pods: Vec<Arc<Pod>> = pods.iter().cloned().map(Arc::new).collect();
         let lookup = |n: &str| pods.iter().find(|p| p.name_any() == n).cloned();
-        plan_sync(job, pods, admitted, &lookup, &making).unwrap()
+        plan_sync(job, &pods, admitted, &lookup, &making).unwrap()
     }
 
     #[test]
@@ -270,8 +272,9 @@ mod tests {
     }
 
     fn killed(job: &Job, pods: &[Pod], scope: &Scope) -> (Vec<String>, Counts) {
-        let plan = plan_kill(job, pods, scope);
-        (names(&plan.victims), plan.counts)
+        let pods: Vec<Arc<Pod>> = pods.iter().cloned().map(Arc::new).collect();
+        let plan = plan_kill(job, &pods, scope);
+        (names(plan.victims.iter().map(|p| &**p)), plan.counts)
     }
 
     #[test]
@@ -397,7 +400,10 @@ mod tests {
             pod("worker", "train-worker-3", "Running"),
         ];
         let p = plan(&job, &pods, true, &[]);
-        assert_eq!(names(&p.delete), ["train-worker-0", "train-worker-3"]);
+        assert_eq!(
+            names(p.delete.iter().map(|p| &**p)),
+            ["train-worker-0", "train-worker-3"]
+        );
         // The marked pod still exists by name: it is made again at a later sync, once gone.
         assert!(p.create.is_empty());
         assert_eq!((p.counts.running, p.counts.pending), (2, 1));
