@@ -319,7 +319,7 @@ impl Context {
         let mut seen = HashSet::new();
         let mut w = self.inflight();
         for n in names {
-            let Some(p) = self.caches.pod(&ns, &n) else {
+            let Some(mut p) = self.caches.pod(&ns, &n) else {
                 continue;
             };
             if !owned_by(&p, &uid) {
@@ -327,7 +327,6 @@ impl Context {
             }
             let key = (ns.clone(), n.clone());
             w.created.settle(&key, p.metadata.uid.as_deref());
-            let mut p = p;
             if let Some(u) = &p.metadata.uid
                 && w.deleted.contains(u)
                 && p.metadata.deletion_timestamp.is_none()
